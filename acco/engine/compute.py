@@ -1,0 +1,73 @@
+"""The compute side: forward + backward of one micro-batch at a time, accumulating into the
+gradient buffer, with the heterogeneous-worker slowdown and the compute lane of the trace."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .trace import COMM, COMPUTE, TraceRecorder
+
+
+class MicroBatchRunner:
+    def __init__(self, model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+                 stream, tracer: TraceRecorder, slowdown: float = 1.0, loss_scale: float = 1.0):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.stream = stream          # .batch(k) -> the k-th micro-batch of this rank
+        self.tracer = tracer
+        self.slowdown = float(slowdown)
+        self.loss_scale = loss_scale  # the torch DDP baseline scales by 1/accum before backward
+        self.next_index = 0           # index k of this rank's next micro-batch
+        self.count = 0                # micro-batches in the accumulator since the last reset
+        self.loss_sum = 0.0
+        self.busy_s = 0.0             # total fwd+bwd seconds (without the slowdown sleep)
+        self._last_backward_s: float | None = None
+
+    def reset(self) -> None:
+        self.count = 0
+        self.loss_sum = 0.0
+
+    def _sleep_slowdown(self, work_s: float) -> None:
+        # a heterogeneous worker k times slower: idle (k-1) x its own fwd+bwd time
+        if self.slowdown > 1.0:
+            t0 = self.tracer.now_us()
+            time.sleep((self.slowdown - 1.0) * work_s)
+            self.tracer.add("slowdown", COMPUTE, t0, self.tracer.now_us(), cat="idle",
+                            factor=self.slowdown)
+
+    def run_one(self, label: str = "fwd+bwd", hooked_backward: bool = False) -> float:
+        """One micro-batch. `hooked_backward`: the backward also runs communication hooks (PyTorch
+        DDP's bucketed all-reduce), so it goes on the communication lane and its duration is not
+        used to size the slowdown (the last pure backward's duration is)."""
+        k = self.next_index
+        batch = self.stream.batch(k)
+        t0 = self.tracer.now_us()
+        start = time.perf_counter()
+        loss = self.loss_fn(self.model, batch)
+        scaled = loss * self.loss_scale if self.loss_scale != 1.0 else loss
+        if hooked_backward:
+            forward_s = time.perf_counter() - start
+            self.tracer.add(f"{label} (fwd)", COMPUTE, t0, self.tracer.now_us(), k=k)
+            work_s = forward_s + (self._last_backward_s if self._last_backward_s is not None
+                                  else 2.0 * forward_s)
+            self._sleep_slowdown(work_s)
+            with self.tracer.span("bwd + all_reduce (DDP hooks)", COMM, k=k):
+                scaled.backward()
+                value = float(loss.detach())
+        else:
+            mid = time.perf_counter()
+            scaled.backward()
+            value = float(loss.detach())  # a host sync, so the span measures finished work
+            end = time.perf_counter()
+            self._last_backward_s = end - mid
+            work_s = end - start
+            self.tracer.add(label, COMPUTE, t0, self.tracer.now_us(), k=k)
+            self._sleep_slowdown(work_s)
+        self.busy_s += work_s
+        self.next_index += 1
+        self.count += 1
+        self.loss_sum += value
+        return value

@@ -1,0 +1,91 @@
+"""One *sync* (SPEC §2): all-reduce of the micro-batch counts, reduce-scatter of the gradient sum,
+division by the global count, optional global-norm clipping across shards, an AdamW step on this
+rank's shard (committed, tentative, or committed then tentative), all-gather of the shards.
+
+One communication buffer of P entries serves both directions: the compute side copies its
+gradient accumulator into it, and the sync leaves the new full parameter vector in it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
+from .sharded_adamw import ShardedAdamW
+from .trace import COMM, TraceRecorder
+
+COMMIT = "commit"                  # θ <- Opt(θ, ḡ); gather θ
+ESTIMATE = "estimate"              # gather Opt_tentative(θ, ḡ); state untouched (ACCO)
+COMMIT_PREDICT = "commit+predict"  # θ <- Opt(θ, ḡ); gather Opt_tentative(θ, ḡ) (WP)
+KINDS = (COMMIT, ESTIMATE, COMMIT_PREDICT)
+
+
+@dataclass
+class SyncResult:
+    kind: str
+    micro_batches: int   # global count n_tot of micro-batches in the synced gradient
+    loss_mean: float     # mean training loss over those micro-batches
+    lr: float            # learning rate of the AdamW update applied
+    grad_norm: float     # global norm of the averaged gradient before clipping (nan when not clipping)
+    committed_step: int  # optimizer step count after the sync
+
+
+class Syncer:
+    def __init__(self, buffer: torch.Tensor, opt: ShardedAdamW, rank: int, world_size: int,
+                 group, tracer: TraceRecorder, clip_norm: float = 0.0):
+        self.buffer = buffer
+        self.opt = opt
+        self.group = group
+        self.tracer = tracer
+        self.clip_norm = float(clip_norm or 0.0)
+        shard = buffer.numel() // world_size
+        self.lo, self.hi = rank * shard, (rank + 1) * shard
+        self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
+        self.scratch = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
+
+    def sync(self, kind: str, count: int, loss_sum: float) -> SyncResult:
+        if kind not in KINDS:
+            raise ValueError(f"unknown sync kind {kind!r}")
+        span = self.tracer.span
+        with span(f"sync ({kind})", COMM):
+            stats = torch.tensor([float(count), float(loss_sum)], dtype=torch.float64,
+                                 device=self.buffer.device)
+            with span("all_reduce counts", COMM):
+                all_reduce_sum(stats, self.group)
+            n_tot, loss_tot = stats.tolist()
+            if n_tot <= 0:
+                raise RuntimeError("a sync saw zero micro-batches across all ranks")
+            with span("reduce_scatter", COMM):
+                reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
+            grad = self.grad_shard.to(torch.float32).div_(n_tot)
+            grad_norm = float("nan")
+            if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
+                with span("clip", COMM):
+                    sq = grad.double().square().sum().reshape(1)
+                    all_reduce_sum(sq, self.group)
+                    grad_norm = math.sqrt(sq.item())
+                    coef = self.clip_norm / (grad_norm + 1e-6)
+                    if coef < 1.0:
+                        grad.mul_(coef)
+            lr = self.opt.lr
+            with span(f"adamw ({kind})", COMM):
+                if kind == ESTIMATE:
+                    new = self.opt.tentative(grad)
+                else:
+                    new = self.opt.commit(grad)
+                    if kind == COMMIT_PREDICT:
+                        new = self.opt.tentative(grad)
+            own = self.buffer[self.lo:self.hi]
+            own.copy_(new)
+            with span("all_gather", COMM):
+                all_gather_into(self.buffer, own, self.group)
+        return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm,
+                          self.opt.step_count)
+
+    def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
+        """out <- the committed parameters θ_t (all shards' fp32 masters, cast to out's dtype)."""
+        own = out[self.lo:self.hi]
+        own.copy_(self.opt.master)
+        all_gather_into(out, own, self.group)
+        return out

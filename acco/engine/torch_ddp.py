@@ -1,0 +1,82 @@
+"""The paper's baseline, built from PyTorch's own parts: DistributedDataParallel (no_sync() while
+accumulating, so the bucketed all-reduce runs once per step, hooked into the last backward) and
+ZeroRedundancyOptimizer(AdamW) (ZeRO-1: each rank steps its partition, then broadcasts it)."""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel
+
+from .compute import MicroBatchRunner
+from .flat import no_decay, trainable_parameters
+from .sync import COMMIT, SyncResult
+from .trace import COMM, TraceRecorder
+
+
+def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_norm: bool):
+    decay, skip = [], []
+    for name, p in trainable_parameters(model):
+        (decay if decay_bias_and_norm or not no_decay(name, p) else skip).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if skip:
+        groups.append({"params": skip, "weight_decay": 0.0})
+    return groups
+
+
+class TorchDDPZero1:
+    def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at,
+                 betas, eps: float, weight_decay: float, decay_bias_and_norm: bool,
+                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None):
+        device_ids = [device.index] if device is not None and device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+        self.opt = ZeroRedundancyOptimizer(
+            adamw_param_groups(model, weight_decay, decay_bias_and_norm),
+            optimizer_class=torch.optim.AdamW, lr=lr_at(0), betas=tuple(betas), eps=eps)
+        self.params = [p for _, p in trainable_parameters(model)]
+        self.runner = MicroBatchRunner(self.ddp, loss_fn, stream, tracer, slowdown,
+                                       loss_scale=1.0 / accum)  # DDP averages over ranks
+        self.tracer = tracer
+        self.accum = accum
+        self.lr_at = lr_at
+        self.clip_norm = float(clip_norm or 0.0)
+        self.step_count = 0
+        self.device = device or torch.device("cpu")
+
+    def step(self) -> SyncResult:
+        self.opt.zero_grad(set_to_none=False)
+        self.runner.reset()
+        for i in range(self.accum):
+            last = i == self.accum - 1
+            with nullcontext() if last else self.ddp.no_sync():
+                self.runner.run_one(hooked_backward=last)
+        lr = self.lr_at(self.step_count)
+        with self.tracer.span("sync (ZeroRedundancyOptimizer)", COMM):
+            grad_norm = float("nan")
+            if self.clip_norm > 0:
+                with self.tracer.span("clip", COMM):
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm))
+            for group in self.opt.param_groups:
+                group["lr"] = lr
+            with self.tracer.span("adamw (zero-1) + broadcast", COMM):
+                self.opt.step()
+            stats = torch.tensor([float(self.runner.count), self.runner.loss_sum],
+                                 dtype=torch.float64, device=self.device)
+            with self.tracer.span("all_reduce loss", COMM):
+                dist.all_reduce(stats)
+        self.step_count += 1
+        n_tot, loss_tot = stats.tolist()
+        return SyncResult(COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
+
+    def optimizer_state_bytes(self) -> int:
+        total = 0
+        for state in self.opt.optim.state.values():
+            for v in state.values():
+                if torch.is_tensor(v):
+                    total += v.numel() * v.element_size()
+        return total
+
+    def committed_vector(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1).float() for p in self.params])

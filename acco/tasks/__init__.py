@@ -1,0 +1,29 @@
+"""Tasks: what a worker trains (a model, a loss, its micro-batch stream, validation batches).
+
+A task factory is named in the config as `module:function` and called as
+`factory(cfg, rank, world_size, device) -> Task`; tests plug in gradient oracles this way."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+
+@dataclass
+class Task:
+    model: torch.nn.Module
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]  # mean loss of one micro-batch
+    train_stream: Any                                      # .batch(k): this rank's k-th micro-batch
+    val_batches: list = field(default_factory=list)        # this rank's validation micro-batches
+    samples_per_micro_batch: int = 1
+    tokens_per_sample: int = 0
+    on_finish: Callable[[str], None] | None = None         # called by every rank with out_dir at the end
+
+
+def load_task_factory(path: str) -> Callable[..., Task]:
+    module, _, name = path.partition(":")
+    if not module or not name:
+        raise ValueError(f"task must look like 'package.module:function', got {path!r}")
+    return getattr(importlib.import_module(module), name)

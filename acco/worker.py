@@ -1,0 +1,103 @@
+"""The per-rank main: join the process group, build the task and the method, train, and leave the
+run's files (rank 0 writes metrics.csv and summary.json; every rank contributes its trace lane
+pair and its memory figures)."""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from .engine.trace import TraceRecorder, merge_trace_parts
+from .launch import DistEnv, cpu_threads, init_process_group, pick_device
+from .run_io import MetricsWriter, peak_memory_bytes, write_json_atomic
+from .tasks import load_task_factory
+from .trainer import Trainer
+
+
+def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
+    """Entry of a process spawned by the local launcher."""
+    env = envs[local_rank]
+    env.export()
+    run_rank(cfg, env)
+
+
+def run_rank(cfg: dict, env: DistEnv) -> None:
+    device = pick_device(cfg.get("device", "auto"), env.local_rank)
+    if device.type == "cpu":
+        torch.set_num_threads(cpu_threads(cfg["train"].get("threads"), env.local_world_size))
+    backend = init_process_group(env, device, float(cfg["dist"]["timeout_s"]))
+    out_dir = cfg["out_dir"]
+    rank, world = env.rank, env.world_size
+    if rank == 0:
+        os.makedirs(out_dir, exist_ok=True)
+    tracer = TraceRecorder(rank, enabled=bool(cfg["train"].get("trace", True)))
+    trainer = None
+    status, error = "running", None
+    metrics = None
+    t0 = time.time()
+    try:
+        task = load_task_factory(cfg["task"])(cfg, rank, world, device)
+        dist.barrier()  # rank 0 has created out_dir
+        metrics = MetricsWriter(out_dir) if rank == 0 else None
+        trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
+        trainer.train()
+        final = trainer.committed_vector()
+        if rank == 0 and cfg["train"].get("save_final_params"):
+            torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
+        if cfg["train"].get("save_model"):
+            trainer.load_committed_into_model()
+            if rank == 0:
+                state = {k: v.detach().clone().cpu() for k, v in task.model.state_dict().items()}
+                task.model.save_pretrained(os.path.join(out_dir, "model"), state_dict=state)
+        if task.on_finish is not None:
+            task.on_finish(out_dir)
+        status = "completed"
+    except BaseException as exc:
+        status, error = "failed", f"rank {rank}: {type(exc).__name__}: {exc}"
+        traceback.print_exc()
+        raise
+    finally:
+        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0)
+
+
+def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0) -> None:
+    out_dir, rank = cfg["out_dir"], env.rank
+    if metrics is not None:
+        metrics.close()
+    if os.path.isdir(out_dir):
+        tracer.dump_part(out_dir)
+    mem = peak_memory_bytes(device)
+    if trainer is not None:
+        mem.update(trainer.memory_report())
+        mem["micro_batches"] = trainer.runner.next_index
+        mem["compute_busy_s"] = round(trainer.runner.busy_s, 4)
+    per_rank = [mem]
+    if status == "completed":  # peers are alive: collect every rank's figures
+        per_rank = [None] * env.world_size
+        dist.all_gather_object(per_rank, mem)
+    if rank == 0:
+        if status == "completed":
+            merge_trace_parts(out_dir, env.world_size)
+        rows = metrics.rows if metrics is not None else []
+        last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
+        summary = {
+            "method": cfg["method"]["name"], "world_size": env.world_size, "status": status,
+            "error": error, "launcher": env.source, "backend": backend, "device": str(device),
+            "deterministic": bool(cfg["train"]["deterministic"]), "accum": cfg["train"]["accum"],
+            "steps_completed": len(rows), "steps": cfg["train"]["steps"],
+            "total_wall_time_s": round(getattr(trainer, "wall_time_s", time.time() - t0), 4),
+            "final_train_loss": rows[-1]["train_loss"] if rows else None,
+            "final_eval_loss": last_eval,
+            "samples": rows[-1]["samples"] if rows else 0,
+            "hetero": cfg.get("hetero"),
+            "per_rank": per_rank,
+        }
+        write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
+    if trainer is not None:
+        trainer.close()
+    if status == "completed":
+        dist.barrier()
+    dist.destroy_process_group()

@@ -1,0 +1,38 @@
+#!/usr/bin/env python
+"""The training entry point (Hydra). Examples:
+
+    python experiments/train.py method=acco world_size=2 train.steps=30
+    python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
+    torchrun --nproc-per-node=2 experiments/train.py method=acco
+    srun -n 4 python experiments/train.py method=acco
+"""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from acco.cli import fail_config, run  # noqa: E402
+from acco.config_check import ConfigError, check_overrides  # noqa: E402
+
+CONF_DIR = os.path.join(ROOT, "conf")
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    code = run(resolved, OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    if code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        check_overrides(sys.argv[1:], CONF_DIR)
+    except ConfigError as exc:
+        fail_config(str(exc))
+    main()
