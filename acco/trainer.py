@@ -158,6 +158,11 @@ class Trainer:
                 "grad_bytes": self.flat.grads.numel() * item,
                 "comm_buffer_bytes": self.buffer.numel() * item}
 
+    def round_micro_batches(self) -> list[int]:
+        if self.engine is not None:
+            return list(self.engine.rounds_micro_batches)
+        return [self.accum] * self.torch_ddp.step_count
+
     def close(self) -> None:
         if self.engine is not None:
             self.comm.close()

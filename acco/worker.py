@@ -74,6 +74,8 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         mem.update(trainer.memory_report())
         mem["micro_batches"] = trainer.runner.next_index
         mem["compute_busy_s"] = round(trainer.runner.busy_s, 4)
+        # this rank's micro-batches in each round (adaptive mode: they vary per round and rank)
+        mem["round_micro_batches"] = trainer.round_micro_batches()
     per_rank = [mem]
     if status == "completed":  # peers are alive: collect every rank's figures
         per_rank = [None] * env.world_size

@@ -1,0 +1,190 @@
+"""A single-process reference of each method's update rule (SPEC §2): sequential, no threads, no
+process group, any number of simulated workers, PyTorch's own torch.optim.AdamW on the whole model.
+
+It shares nothing with the engine's rounds, buffers or sharded optimizer, so agreement between the
+two is evidence for both. Deterministic mode only: every worker does exactly `accum` micro-batches
+per round. Worker w's k-th micro-batch is streams[w].batch(k), as in the distributed run.
+
+    python -m acco.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import torch
+
+from .engine.flat import trainable_parameters
+from .engine.schedule import make_lr_schedule
+from .engine.torch_ddp import adamw_param_groups
+
+
+class Reference:
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable, streams: list, accum: int,
+                 lr_at: Callable[[int], float], betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, decay_bias_and_norm: bool = True, clip_norm: float = 0.0,
+                 record_points: bool = False):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.streams = streams
+        self.accum = accum
+        self.lr_at = lr_at
+        self.clip_norm = clip_norm
+        self.params = [p for _, p in trainable_parameters(model)]
+        self.opt = torch.optim.AdamW(adamw_param_groups(model, weight_decay, decay_bias_and_norm),
+                                     lr=lr_at(0), betas=tuple(betas), eps=eps, foreach=False)
+        self.step_count = 0
+        self.next_k = [0] * len(streams)
+        self.record_points = record_points
+        self.points: dict[tuple[int, int], torch.Tensor] = {}  # (worker, k) -> parameters seen
+        self.history: list[torch.Tensor] = []                 # θ_0, θ_1, ... committed
+        self.losses: list[float] = []                         # mean loss of each committed step
+
+    # -- vectors ---------------------------------------------------------------------------------
+    def vector(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.params]).clone()
+
+    @torch.no_grad()
+    def load(self, vec: torch.Tensor) -> None:
+        offset = 0
+        for p in self.params:
+            p.copy_(vec[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    # -- the two primitives: gradients at a point, an AdamW update --------------------------------
+    def gradients_at(self, point: torch.Tensor) -> tuple[torch.Tensor, int, float]:
+        """Sum over all workers of `accum` micro-batch gradients at `point` (next batches each)."""
+        saved = self.vector()
+        self.load(point)
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+        loss_sum, count = 0.0, 0
+        for w, stream in enumerate(self.streams):
+            for _ in range(self.accum):
+                k = self.next_k[w]
+                self.next_k[w] += 1
+                if self.record_points:
+                    self.points[(w, k)] = point.clone()
+                loss = self.loss_fn(self.model, stream.batch(k))
+                loss.backward()
+                loss_sum += float(loss.detach())
+                count += 1
+        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).clone()
+        self.load(saved)
+        return grad, count, loss_sum
+
+    def update(self, mean_grad: torch.Tensor, tentative: bool = False) -> torch.Tensor:
+        """AdamW from the current committed parameters; a tentative update is undone afterwards
+        (snapshot of parameters and state, step, restore) and only its result returned."""
+        offset = 0
+        for p in self.params:
+            p.grad = mean_grad[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        if self.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
+        for group in self.opt.param_groups:
+            group["lr"] = self.lr_at(self.step_count)
+        if tentative:
+            saved_params = self.vector()
+            saved_state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+                           for p, s in self.opt.state.items()}
+            self.opt.step()
+            result = self.vector()
+            self.load(saved_params)
+            self.opt.state.clear()
+            self.opt.state.update(saved_state)
+            return result
+        self.opt.step()
+        self.step_count += 1
+        return self.vector()
+
+    def _commit(self, grad: torch.Tensor, count: int, loss_sum: float) -> torch.Tensor:
+        theta = self.update(grad / count)
+        self.history.append(theta)
+        self.losses.append(loss_sum / count)
+        return theta
+
+    # -- the methods ----------------------------------------------------------------------------
+    def run(self, method: str, steps: int, warmup_steps: int = 0) -> torch.Tensor:
+        """Train for `steps` committed steps; returns θ_steps."""
+        theta = self.vector()
+        self.history = [theta]
+        if method == "ddp":
+            for _ in range(steps):
+                theta = self._commit(*self.gradients_at(theta))
+        elif method in ("dpu", "wp"):
+            warm = min(warmup_steps, steps)
+            for _ in range(warm):
+                theta = self._commit(*self.gradients_at(theta))
+            if warm < steps:
+                pending = self.gradients_at(theta)  # gradients at θ_W, with nothing to sync yet
+                point = theta
+                for t in range(warm, steps):
+                    # while round t syncs `pending`, the compute side computes at `point`
+                    fresh = self.gradients_at(point) if t < steps - 1 else None
+                    theta = self._commit(*pending)
+                    if method == "wp":  # predicted next parameters: a second step, same gradient
+                        point = self.update(pending[0] / pending[1], tentative=True)
+                    else:
+                        point = theta
+                    pending = fresh
+        elif method == "acco":
+            g_est, n_est, l_est = self.gradients_at(theta)  # G̃_0 at θ̃_0 = θ_0
+            for t in range(steps):
+                g, n, l = self.gradients_at(theta)                        # G_t at θ_t
+                theta_est = self.update(g_est / n_est, tentative=True)    # θ̃_{t+1}
+                theta = self._commit(g_est + g, n_est + n, l_est + l)     # θ_{t+1}
+                if t < steps - 1:
+                    g_est, n_est, l_est = self.gradients_at(theta_est)    # G̃_{t+1} at θ̃_{t+1}
+        else:
+            raise ValueError(f"unknown method {method!r}")
+        return theta
+
+
+def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
+    """The reference for a run's resolved config: rank 0's model, every rank's data stream."""
+    from .tasks import load_task_factory
+    factory = load_task_factory(cfg["task"])
+    world = int(cfg.get("world_size") or 1)
+    device = torch.device("cpu")
+    tasks = [factory(cfg, w, world, device) for w in range(world)]
+    optim = cfg["optim"]
+    steps = int(cfg["train"]["steps"])
+    lr_at = make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], steps,
+                             optim.get("min_lr_ratio", 0.0))
+    return Reference(tasks[0].model, tasks[0].loss_fn, [t.train_stream for t in tasks],
+                     int(cfg["train"]["accum"]), lr_at, optim["betas"], optim["eps"],
+                     optim["weight_decay"], optim["decay_bias_and_norm"], optim["clip_norm"],
+                     record_points)
+
+
+def replay(cfg: dict, record_points: bool = False) -> Reference:
+    ref = reference_from_config(cfg, record_points)
+    ref.run(cfg["method"]["name"], int(cfg["train"]["steps"]),
+            int(cfg["method"].get("warmup_steps", 0) or 0))
+    return ref
+
+
+def main(argv: list[str]) -> int:
+    import os
+    import yaml
+    if len(argv) != 1:
+        print("usage: python -m acco.reference RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = argv[0]
+    with open(os.path.join(run_dir, "config.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    if not cfg["train"]["deterministic"]:
+        print("error: the reference replays deterministic runs only (train.deterministic=true)",
+              file=sys.stderr)
+        return 2
+    ref = replay(cfg)
+    final = torch.load(os.path.join(run_dir, "final_params.pt"))
+    diff = (ref.history[-1] - final).abs().max().item()
+    print(f"max |θ_ref - θ_run| = {diff:.3e} over {final.numel()} parameters after "
+          f"{len(ref.history) - 1} steps")
+    return 0 if diff < 1e-4 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

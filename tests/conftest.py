@@ -1,0 +1,53 @@
+"""Shared test helpers: run the real entry point as a subprocess, with a small model and a data
+cache shared by the whole test session."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "experiments", "train.py")
+
+# A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds.
+SMALL_LM = ["model.config.hidden_size=64", "model.config.intermediate_size=256",
+            "model.config.max_position_embeddings=32", "data.seq_len=32", "data.micro_batch_size=4",
+            "data.num_stories=1500", "data.vocab_size=384", "train.log_every=0"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def acco_cache(tmp_path_factory):
+    path = os.environ.get("ACCO_TEST_CACHE") or str(tmp_path_factory.mktemp("acco-cache"))
+    os.environ["ACCO_CACHE"] = path
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    return path
+
+
+def run_train(args: list[str], expect: int | None = 0, timeout: float = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=os.environ.copy())
+    if expect is not None and proc.returncode != expect:
+        raise AssertionError(f"train.py {' '.join(args)} exited {proc.returncode} (expected {expect})\n"
+                             f"--- stderr ---\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def load_run(out_dir: str) -> dict:
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(out_dir, "config.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    return {"summary": summary, "cfg": cfg}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    # the tests' own computations (references, replays) share 2 cores with worker processes;
+    # oversubscribed OpenMP threads can slow them by an order of magnitude
+    import torch
+    torch.set_num_threads(1)

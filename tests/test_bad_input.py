@@ -1,0 +1,49 @@
+"""Bad input: one clear line naming the problem, exit code 2, no worker started, nothing written."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .conftest import SMALL_LM, run_train
+
+CASES = [
+    (["method=foo"], "unknown method 'foo'"),
+    (["model=nope"], "unknown model 'nope'"),
+    (["world_size=0"], "world_size must be >= 1"),
+    (["world_size=two"], "world_size must be an integer"),
+    (["train.accum=0"], "train.accum must be >= 1"),
+    (["train.steps=0"], "train.steps must be >= 1"),
+    (["hetero.factor=0.5", "hetero.slow_rank=0"], "hetero.factor must be >= 1"),
+    (["world_size=2", "hetero.slow_rank=2", "hetero.factor=4"], "hetero.slow_rank=2 but there are only 2 ranks"),
+    (["method=dpu", "method.warmup_steps=-1"], "method.warmup_steps must be >= 0"),
+    (["optim.lr=-0.1"], "optim.lr must be > 0"),
+    (["optim.schedule=exp"], "optim.schedule must be one of"),
+    (["data.seq_len=4096"], "exceeds the model's max_position_embeddings"),
+    (["device=cuda"], "no CUDA GPU is visible"),
+]
+
+
+@pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_fails_fast_with_one_line(tmp_path, args, message):
+    out = tmp_path / "run"
+    proc = run_train([*args, f"out_dir={out}"], expect=2, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    assert "worker" not in proc.stdout + proc.stderr  # nothing was started
+    assert not out.exists()
+
+
+def test_completed_run_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    run_train(["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"])
+    before = (out / "metrics.csv").read_bytes()
+    proc = run_train(["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"],
+                     expect=2, timeout=120)
+    assert "already holds a completed run" in proc.stderr and "overwrite=true" in proc.stderr
+    assert (out / "metrics.csv").read_bytes() == before
+    run_train(["method=acco", *SMALL_LM, "train.steps=3", "world_size=1", f"out_dir={out}",
+               "overwrite=true"])
+    assert len((out / "metrics.csv").read_text().splitlines()) == 4
+    assert os.path.exists(out / "summary.json")

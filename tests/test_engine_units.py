@@ -1,0 +1,124 @@
+"""Unit tests of the shared machinery: sharded AdamW, schedules, flat buffers, collectives,
+the distributed-start environment."""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from acco.engine.collectives import all_gather_into, reduce_scatter_sum
+from acco.engine.flat import FlatModel, ShardLayout
+from acco.engine.schedule import make_lr_schedule
+from acco.engine.sharded_adamw import ShardedAdamW
+from acco.launch import expand_nodelist, external_env
+
+
+def test_sharded_adamw_commit_equals_torch_adamw_and_tentative_touches_nothing():
+    torch.manual_seed(0)
+    p0 = torch.randn(50)
+    mask = (torch.arange(50) % 3 != 0).float()  # some entries without weight decay
+    lr_at = make_lr_schedule(1e-2, "cosine", warmup_steps=2, total_steps=6)
+    opt = ShardedAdamW(p0, mask, lr_at, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    decayed = torch.nn.Parameter(p0[mask.bool()].clone())
+    plain = torch.nn.Parameter(p0[~mask.bool()].clone())
+    ref = torch.optim.AdamW([{"params": [decayed], "weight_decay": 0.1},
+                             {"params": [plain], "weight_decay": 0.0}],
+                            lr=1e-2, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    for step in range(6):
+        g = torch.randn(50)
+        before = {k: v.clone() for k, v in opt.state_dict().items() if torch.is_tensor(v)}
+        lr_before = opt.lr
+        est = opt.tentative(g)
+        # a tentative step leaves master, moments, step count and schedule exactly as they were
+        for k, v in before.items():
+            assert torch.equal(v, opt.state_dict()[k]), k
+        assert opt.step_count == step and opt.lr == lr_before
+        new = opt.commit(g)
+        assert opt.step_count == step + 1
+        torch.testing.assert_close(est, new, rtol=0, atol=0)  # same update as the commit
+        decayed.grad, plain.grad = g[mask.bool()].clone(), g[~mask.bool()].clone()
+        for group in ref.param_groups:
+            group["lr"] = lr_at(step)
+        ref.step()
+        torch.testing.assert_close(new[mask.bool()], decayed.detach(), rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(new[~mask.bool()], plain.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_schedules():
+    const = make_lr_schedule(1.0, "constant", warmup_steps=4, total_steps=10)
+    assert [const(t) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    cos = make_lr_schedule(1.0, "cosine", warmup_steps=0, total_steps=10, min_lr_ratio=0.1)
+    assert cos(0) == 1.0 and cos(10) == pytest.approx(0.1) and cos(5) == pytest.approx(0.55)
+    lin = make_lr_schedule(2.0, "linear", warmup_steps=2, total_steps=6)
+    assert [lin(t) for t in range(7)] == pytest.approx([1.0, 2.0, 2.0, 1.5, 1.0, 0.5, 0.0])
+    with pytest.raises(ValueError):
+        make_lr_schedule(1.0, "exponential")
+
+
+def test_flat_model_views_and_padding():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 1))
+    flat = FlatModel(model, world_size=3, decay_bias_and_norm=False)
+    assert flat.numel == 16 + 8 + 5 and flat.layout.padded == 30 and flat.layout.shard_size == 10
+    # backward accumulates straight into the flat gradient buffer
+    model(torch.randn(2, 3)).sum().backward()
+    g1 = flat.grads.clone()
+    model(torch.randn(2, 3)).sum().backward()
+    assert not torch.equal(flat.grads, g1) and flat.grads[flat.numel:].abs().sum() == 0
+    flat.params[0] = 42.0
+    assert model[0].weight.reshape(-1)[0].item() == 42.0
+    # decay only on the two weight matrices (HF rule): 12 + 4 entries
+    assert flat.decay_mask.sum().item() == 12 + 4
+    assert ShardLayout(10, 4).bounds(3) == (9, 12)
+
+
+def _collectives_worker(rank, world, port, results):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    shard = 5
+    full = torch.arange(world * shard, dtype=torch.float32) * (rank + 1) + rank
+    expected = sum(torch.arange(world * shard, dtype=torch.float32) * (r + 1) + r for r in range(world))
+    out = torch.empty(shard)
+    reduce_scatter_sum(full.clone(), out, dist.group.WORLD)
+    ok_rs = torch.equal(out, expected[rank * shard:(rank + 1) * shard])
+    buf = torch.zeros(world * shard)
+    buf[rank * shard:(rank + 1) * shard] = rank + 0.5
+    all_gather_into(buf, buf[rank * shard:(rank + 1) * shard], dist.group.WORLD)
+    ok_ag = torch.equal(buf, torch.arange(world).float().repeat_interleave(shard) + 0.5)
+    results[rank] = (ok_rs, ok_ag)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_ring_reduce_scatter_and_all_gather_on_gloo(world):
+    from acco.launch import free_port
+    manager = mp.get_context("spawn").Manager()
+    results = manager.dict()
+    mp.start_processes(_collectives_worker, args=(world, free_port(), results), nprocs=world,
+                       start_method="spawn")
+    assert dict(results) == {r: (True, True) for r in range(world)}
+
+
+def test_external_env_torchrun_and_slurm():
+    assert external_env({}) is None
+    env = external_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                        "MASTER_ADDR": "node7", "MASTER_PORT": "1234"})
+    assert (env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.source) == \
+        (3, 4, 1, "node7", 1234, "torchrun")
+    slurm = {"SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "0",
+             "SLURM_STEP_NODELIST": "n[3-4]", "SLURM_JOB_ID": "1234", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    env = external_env(slurm)
+    assert (env.rank, env.world_size, env.local_rank, env.local_world_size, env.source) == (2, 4, 0, 2, "slurm")
+    assert env.master_addr == "n3" and env.master_port == 20000 + 1234
+    # a batch script (no step) or a one-task step is not an srun launch of several ranks
+    assert external_env({k: v for k, v in slurm.items() if k != "SLURM_STEP_ID"}) is None
+    assert external_env(dict(slurm, SLURM_STEP_NUM_TASKS="1")) is None
+
+
+def test_expand_nodelist_without_scontrol(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert expand_nodelist("n[1-3,7],gpu05") == ["n1", "n2", "n3", "n7", "gpu05"]
+    assert expand_nodelist("node[08-10]") == ["node08", "node09", "node10"]
+    assert expand_nodelist("single") == ["single"]
