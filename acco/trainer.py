@@ -49,7 +49,8 @@ class Trainer:
             self.torch_ddp = TorchDDPZero1(
                 task.model, task.loss_fn, task.train_stream, tracer, self.accum, self.lr_at,
                 optim["betas"], optim["eps"], optim["weight_decay"], optim["decay_bias_and_norm"],
-                optim["clip_norm"], slowdown, device)
+                optim["clip_norm"], slowdown, device,
+                bf16=device.type == "cuda" and train.get("bf16", True))
             self.runner = self.torch_ddp.runner
             return
         dtype = torch.bfloat16 if device.type == "cuda" and train.get("bf16", True) else torch.float32

@@ -41,3 +41,25 @@ def test_trace_lanes_and_overlap(tmp_path, case):
             assert overlap == 0.0, f"rank {rank}: ddp communication overlapped compute by {overlap} us"
         else:
             assert overlap > 0.0, f"rank {rank}: no overlap of communication with compute"
+
+
+def test_metrics_rows_and_periodic_evaluation(tmp_path):
+    import csv
+    out = str(tmp_path / "run")
+    run_train(["method=wp", *SMALL_LM, "world_size=2", "train.steps=6", "train.accum=2",
+               "train.eval_every=3", "train.eval_batches=2", f"out_dir={out}"])
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr",
+                             "micro_batches", "eval_loss", "grad_norm"]
+    assert [r["eval_loss"] != "" for r in rows] == [False, False, True, False, False, True]
+    samples = [int(r["samples"]) for r in rows]
+    assert samples == sorted(samples) and int(rows[-1]["tokens"]) == samples[-1] * 32
+    assert all(int(r["micro_batches"]) >= 2 * 2 for r in rows)  # adaptive: at least accum per rank
+    times = [float(r["wall_time_s"]) for r in rows]
+    assert times == sorted(times)
+    summary = load_run(out)["summary"]
+    assert summary["final_eval_loss"] == pytest.approx(float(rows[-1]["eval_loss"]))
+    assert summary["status"] == "completed" and summary["world_size"] == 2
+    for rank in summary["per_rank"]:
+        assert rank["optimizer_state_bytes"] > 0 and rank["peak_rss_bytes"] > 0

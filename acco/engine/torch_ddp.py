@@ -26,10 +26,19 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
     return groups
 
 
+def autocast_bf16(loss_fn, device):
+    def wrapped(model, batch):
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            return loss_fn(model, batch)
+    return wrapped
+
+
 class TorchDDPZero1:
     def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at,
                  betas, eps: float, weight_decay: float, decay_bias_and_norm: bool,
-                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None):
+                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None, bf16: bool = False):
+        if bf16:  # mixed precision the PyTorch way: fp32 parameters, bf16 autocast compute
+            loss_fn = autocast_bf16(loss_fn, device)
         device_ids = [device.index] if device is not None and device.type == "cuda" else None
         self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
         self.opt = ZeroRedundancyOptimizer(
