@@ -1,18 +1,23 @@
-"""What experiments/train.py does with a composed config: validate, lay out the run folder, start
-the workers (spawned locally, or this process as one rank under torchrun / srun)."""
+"""What experiments/train.py does with a composed config: merge the experiment, validate, lay out
+the run folder, make sure what the run depends on exists (a pretrained checkpoint), and start the
+workers (spawned locally, or this process as one rank under torchrun / srun)."""
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 
 import torch
+import yaml
 
 from .config_check import ConfigError, validate
+from .experiment import finalize, run_name
 from .launch import external_env, local_envs
 from .run_io import read_summary, write_json_atomic
 
-RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml")
+RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
+TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
 
 
 def fail_config(message: str) -> None:
@@ -20,7 +25,7 @@ def fail_config(message: str) -> None:
     sys.exit(2)
 
 
-def prepare_out_dir(out_dir: str, config_yaml: str) -> None:
+def prepare_out_dir(out_dir: str, cfg: dict) -> None:
     os.makedirs(out_dir, exist_ok=True)
     for name in RUN_FILES:  # leftovers of an earlier, unfinished or overwritten run
         path = os.path.join(out_dir, name)
@@ -29,24 +34,60 @@ def prepare_out_dir(out_dir: str, config_yaml: str) -> None:
     if os.path.isdir(os.path.join(out_dir, "model")):
         shutil.rmtree(os.path.join(out_dir, "model"))
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
-        f.write(config_yaml)
+        yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-def run(cfg: dict, config_yaml: str) -> int:
+def dependency_out_dir(spec: dict, results_root: str) -> str:
+    overrides = list(spec.get("overrides") or [])
+    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+    return os.path.join(results_root, spec["experiment"], spec.get("scale", "cpu"),
+                        run_name({"method": {"name": method}}, overrides))
+
+
+def ensure_pretrained(cfg: dict, external: bool) -> None:
+    """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
+    CPU-scale pretraining of Fig. 7) gets that run's saved model; the run is trained first if its
+    results are not there yet."""
+    model = cfg["model"]
+    spec = model.get("pretrained_from")
+    if model.get("pretrained_path") or not spec:
+        return
+    dep_dir = dependency_out_dir(spec, cfg.get("results_root") or "results")
+    model_dir = os.path.join(dep_dir, "model")
+    done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
+    if not done:
+        args = [f"+experiment={spec['experiment']}", f"scale={spec.get('scale', 'cpu')}",
+                *(spec.get("overrides") or []), f"results_root={cfg.get('results_root') or 'results'}",
+                f"out_dir={dep_dir}", "overwrite=true"]
+        if external:
+            fail_config(f"this run starts from the model of `{' '.join(args[:-2])}`, which is not at "
+                        f"{model_dir}; run that first (python experiments/train.py {' '.join(args[:-1])})")
+        print(f"acco: {cfg['model']['name']} starts from the pretraining run {dep_dir}; training it first",
+              file=sys.stderr, flush=True)
+        code = subprocess.call([sys.executable, TRAIN, *args])
+        if code != 0 or not os.path.isdir(model_dir):
+            print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
+            sys.exit(1)
+    model["pretrained_path"] = os.path.abspath(model_dir)
+
+
+def run(cfg: dict, overrides: list[str]) -> int:
     env = external_env()
     try:
+        cfg = finalize(cfg, overrides)
         world = validate(cfg, env.world_size if env else None, torch.cuda.is_available())
-    except ConfigError as exc:
-        fail_config(str(exc))
+    except (ConfigError, ValueError) as exc:
+        fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
+    ensure_pretrained(cfg, external=env is not None)
     out_dir = cfg["out_dir"]
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
-            prepare_out_dir(out_dir, config_yaml)
+            prepare_out_dir(out_dir, cfg)
         from .worker import run_rank
         run_rank(cfg, env)
         return 0
-    prepare_out_dir(out_dir, config_yaml)
+    prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr,
           flush=True)
     import torch.multiprocessing as mp

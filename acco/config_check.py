@@ -56,8 +56,32 @@ def _number(value, name: str, minimum: float | None = None, maximum: float | Non
     return float(value)
 
 
+def parse_layout(layout) -> tuple[int, int]:
+    """'2x4' -> (2 nodes, 4 GPUs/tasks per node)."""
+    parts = str(layout).lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ConfigError(f"layout must look like NODESxGPUS (e.g. 2x4), got {layout!r}")
+    return int(parts[0]), int(parts[1])
+
+
+def check_experiment(cfg: dict, cuda_available: bool) -> None:
+    exp = cfg.get("experiment")
+    if not exp:
+        return
+    scales = exp.get("scales") or {}
+    if not any((scales.get(s) or {}).get("runs") for s in scales):
+        raise ConfigError(f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: "
+                          f"it is computed from other experiments' results (make reproduce-{exp['id']})")
+    scale = cfg.get("scale")
+    gpus = (scales.get(scale) or {}).get("gpus")
+    if scale == "paper" and gpus and not cuda_available and (cfg.get("launcher") or {}).get("name") == "local":
+        raise ConfigError(f"experiment {exp['id']} at scale=paper trains on {gpus} GPUs and no GPU is "
+                          f"visible here; use scale=cpu, or launcher=slurm on a GPU cluster")
+
+
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
     """Check the resolved config; return the world size the run will use."""
+    check_experiment(cfg, cuda_available)
     method = (cfg.get("method") or {}).get("name")
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
@@ -66,6 +90,12 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)
     world = _int(cfg, "world_size", 1, allow_none=True)
+    if cfg.get("layout"):
+        nodes, per_node = parse_layout(cfg["layout"])
+        if world is not None and world != nodes * per_node:
+            raise ConfigError(f"layout={cfg['layout']} makes {nodes * per_node} workers but world_size={world}; "
+                              f"drop world_size or make it {nodes * per_node}")
+        world = nodes * per_node
     if launcher_world_size is not None:
         if world is not None and world != launcher_world_size:
             raise ConfigError(f"world_size={world} but the launcher started {launcher_world_size} "

@@ -22,7 +22,7 @@ CONF_DIR = os.path.join(ROOT, "conf")
 GROUPS = ("method", "model", "data", "launcher", "experiment")
 SCALES = ("cpu", "paper")
 # keys that say where or how a run is executed, not what it computes: left out of folder names
-NOT_IN_NAME = {"experiment", "scale", "method", "out_dir", "overwrite", "launcher", "device",
+NOT_IN_NAME = {"experiment", "scale", "method", "out_dir", "overwrite", "launcher", "device", "results_root",
                "train.log_every", "train.trace", "resume"}
 
 
@@ -99,10 +99,11 @@ def run_name(cfg: dict, overrides: list[str]) -> str:
 
 
 def default_out_dir(cfg: dict, overrides: list[str]) -> str:
+    root = cfg.get("results_root") or "results"
     exp = cfg.get("experiment")
     if exp:
-        return os.path.join("results", str(exp["id"]), cfg.get("scale", "cpu"), run_name(cfg, overrides))
-    return os.path.join("results", "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{run_name(cfg, overrides)}")
+        return os.path.join(root, str(exp["id"]), cfg.get("scale", "cpu"), run_name(cfg, overrides))
+    return os.path.join(root, "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{run_name(cfg, overrides)}")
 
 
 def finalize(cfg: dict, overrides: list[str]) -> dict:

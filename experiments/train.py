@@ -3,6 +3,8 @@
 
     python experiments/train.py method=acco world_size=2 train.steps=30
     python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
+    python experiments/train.py +experiment=fig5 scale=cpu method=acco
+    python experiments/train.py -m +experiment=fig5 scale=cpu method=ddp,dpu,acco
     torchrun --nproc-per-node=2 experiments/train.py method=acco
     srun -n 4 python experiments/train.py method=acco
 """
@@ -14,6 +16,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from acco.cli import fail_config, run  # noqa: E402
@@ -24,8 +27,7 @@ CONF_DIR = os.path.join(ROOT, "conf")
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    code = run(resolved, OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    code = run(OmegaConf.to_container(cfg, resolve=True), list(HydraConfig.get().overrides.task))
     if code:
         sys.exit(code)
 

@@ -16,7 +16,7 @@ TRAIN = os.path.join(ROOT, "experiments", "train.py")
 # A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds.
 SMALL_LM = ["model.config.hidden_size=64", "model.config.intermediate_size=256",
             "model.config.max_position_embeddings=32", "data.seq_len=32", "data.micro_batch_size=4",
-            "data.num_stories=1500", "data.vocab_size=384", "train.log_every=0"]
+            "data.source.num_stories=1500", "data.tokenizer.vocab_size=384", "train.log_every=0"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,9 +18,10 @@ def causal_lm_loss(device: torch.device):
 
 def build_lm_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
     data_cfg, model_cfg = cfg["data"], cfg["model"]
+    source = data_cfg["source"]
     data = prepare_story_data(
-        cache_dir=data_cfg["cache_dir"], num_stories=data_cfg["num_stories"], seed=data_cfg["seed"],
-        vocab_size=data_cfg["vocab_size"], seq_len=data_cfg["seq_len"],
+        cache_dir=data_cfg["cache_dir"], num_stories=source["num_stories"], seed=data_cfg["seed"],
+        vocab_size=data_cfg["tokenizer"]["vocab_size"], seq_len=data_cfg["seq_len"],
         val_fraction=data_cfg["val_fraction"])
     model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
                             seed=cfg["seed"]).to(device)

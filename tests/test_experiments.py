@@ -1,0 +1,138 @@
+"""Every experiment composes at both scales (Hydra's compose API, then the experiment's scale and
+method blocks), and its key hyperparameters are the paper's."""
+from __future__ import annotations
+
+import pytest
+
+from acco.config_check import parse_layout, validate
+from acco.experiment import compose, expand_runs
+
+EXPERIMENTS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "table1", "table2", "table3"]
+TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
+
+
+def cfg_of(exp, scale, *extra):
+    return compose([f"+experiment={exp}", f"scale={scale}", *extra])
+
+
+def world(cfg):
+    return validate(dict(cfg, out_dir="/nonexistent/run"), cuda_available=True)
+
+
+def committed_batch(cfg):
+    """Sequences per committed step across all workers (ACCO: two stages of `accum` each)."""
+    stages = 2 if cfg["method"]["name"] == "acco" else 1
+    return world(cfg) * cfg["data"]["micro_batch_size"] * cfg["train"]["accum"] * stages
+
+
+@pytest.mark.parametrize("scale", ["paper", "cpu"])
+@pytest.mark.parametrize("exp", EXPERIMENTS)
+def test_every_experiment_composes(exp, scale):
+    cfg = cfg_of(exp, scale)
+    assert cfg["experiment"]["id"] == exp and cfg["scale"] == scale
+    runs = expand_runs(cfg["experiment"], scale)
+    if exp in TRAINING:
+        assert runs, f"{exp} at {scale} lists no runs"
+        for overrides in runs:  # every listed run composes and validates
+            run = cfg_of(exp, scale, *overrides)
+            assert world(run) >= 1
+            assert run["out_dir"].startswith(f"results/{exp}/{scale}/{run['method']['name']}")
+    else:
+        assert runs == []
+
+
+def test_fig5_tinystories_setting():
+    cfg = cfg_of("fig5", "paper", "method=ddp")
+    m = cfg["model"]["config"]
+    assert (m["hidden_size"], m["num_layers"], m["num_heads"]) == (768, 4, 16)
+    assert cfg["data"]["source"]["hub_id"] == "roneneldan/TinyStories"
+    assert cfg["data"]["tokenizer"] == {"kind": "bpe", "vocab_size": 10000}
+    assert cfg["data"]["seq_len"] == 512 and world(cfg) == 8
+    assert cfg["optim"]["lr"] == 5e-4 and cfg["optim"]["weight_decay"] == 0.1
+    assert cfg["optim"]["betas"] == [0.9, 0.95]
+    runs = expand_runs(cfg["experiment"], "paper")
+    dpu = [r for r in runs if "method=dpu" in r]
+    assert sorted({r[1] for r in dpu}) == ["method.warmup_steps=0", "method.warmup_steps=40",
+                                          "method.warmup_steps=500"]
+    assert len(dpu) == 9  # 3 warmups x 3 seeds, as the paper averaged
+    # the same committed batch for every method (ACCO accumulates half as much per stage)
+    batches = {m: committed_batch(cfg_of("fig5", "paper", f"method={m}")) for m in ("ddp", "dpu", "acco")}
+    assert len(set(batches.values())) == 1
+    # panel (b): twice the budget
+    steps = {int(o.split("=")[1]) for r in runs for o in r if o.startswith("train.steps=")}
+    assert steps == {2 * cfg["train"]["steps"]}
+
+
+def test_fig7_fig11_openwebtext_setting():
+    for exp, layout, tokens in (("fig7", "4x8", 50e9), ("fig11", "1x8", 6e9)):
+        for method, accum in (("ddp", 2), ("acco", 1)):
+            cfg = cfg_of(exp, "paper", f"method={method}")
+            m = cfg["model"]["config"]
+            assert (m["hidden_size"], m["num_layers"], m["max_position_embeddings"]) == (768, 12, 1024)
+            assert cfg["data"]["source"]["hub_id"] == "Skylion007/openwebtext"
+            assert cfg["data"]["micro_batch_size"] == 24 and cfg["data"]["seq_len"] == 1024
+            assert cfg["layout"] == layout and world(cfg) == parse_layout(layout)[0] * parse_layout(layout)[1]
+            o = cfg["optim"]
+            assert (o["lr"], o["weight_decay"], o["betas"], o["schedule"]) == (6e-4, 0.1, [0.9, 0.95], "cosine")
+            assert cfg["train"]["accum"] == accum
+            total = committed_batch(cfg) * cfg["data"]["seq_len"] * cfg["train"]["steps"]
+            assert total == pytest.approx(tokens, rel=1e-3)
+            assert cfg["final_eval"]["lambada"] and cfg["final_eval"]["heldout"]
+
+
+def test_fig8_finetuning_setting():
+    for layout in ("1x8", "2x4"):
+        for method, accum in (("ddp", 4), ("dpu", 4), ("acco", 2)):
+            cfg = cfg_of("fig8", "paper", f"method={method}", f"layout={layout}")
+            assert cfg["model"]["hub_id"] == "EleutherAI/gpt-neo-2.7B" and cfg["model"]["pretrained_path"]
+            assert cfg["data"]["source"]["hub_id"] == "tatsu-lab/alpaca"
+            assert cfg["data"]["micro_batch_size"] == 4 and cfg["train"]["accum"] == accum
+            assert committed_batch(cfg) == 128
+            assert cfg["optim"]["lr"] == 2e-5 and cfg["optim"]["weight_decay"] == 0.0
+            assert cfg["optim"]["schedule"] == "cosine"
+            if method == "dpu":
+                assert cfg["method"]["warmup_steps"] == 50
+    runs = expand_runs(cfg_of("fig8", "paper")["experiment"], "paper")
+    assert {tuple(r) for r in runs} == {(f"method={m}", f"layout={l}") for m in ("ddp", "dpu", "acco")
+                                        for l in ("1x8", "2x4")}
+    cpu = cfg_of("fig8", "cpu", "method=acco")
+    assert cpu["model"]["pretrained_from"]["experiment"] == "fig7"  # starts from the CPU pretraining
+
+
+def test_fig9_fig10_fig4_and_tables():
+    for scale in ("paper", "cpu"):
+        cfg = cfg_of("fig9", scale, "method=acco")
+        assert world(cfg) == 4 and cfg["hetero"] == {"slow_rank": 3, "factor": 4.0}
+        assert cfg["train"]["deterministic"] is False  # fast workers keep accumulating
+        assert {tuple(r) for r in expand_runs(cfg["experiment"], scale)} == {("method=ddp",), ("method=acco",)}
+        runs = expand_runs(cfg_of("fig10", scale)["experiment"], scale)
+        assert runs == [["method=dpu", "train.accum=1"], ["method=dpu", "train.accum=2"]]
+    llama = cfg_of("fig4", "paper")["model"]["config"]
+    assert (llama["hidden_size"], llama["num_hidden_layers"], llama["intermediate_size"]) == (4096, 32, 11008)
+    t1 = cfg_of("table1", "cpu")["experiment"]["paper"]
+    assert (t1["K"], t1["N"], t1["psi"]) == (12, 64, 7.5e9)
+    assert t1["gb"] == {"ddp": 120, "zero1": 31, "zero2": 16, "zero3": 2, "diloco": 150, "slowmo": 150,
+                        "co2": 180, "dpu": 46, "wp": 46, "acco": 46}
+    t2 = cfg_of("table2", "cpu")["experiment"]["paper"]["perplexity"]
+    assert t2["1x8"]["acco"] == {"lambada": 47.1, "openwebtext": 24.2}
+    assert t2["4x8"]["ddp"] == {"lambada": 44.1, "openwebtext": 21.7}
+    rows = cfg_of("table3", "cpu")["experiment"]["paper"]["rows"]
+    assert [(r["ddp_s"], r["acco_s"]) for r in rows] == [(4 * 3600 + 41 * 60, 4 * 3600 + 25 * 60),
+                                                        (14 * 3600 + 41 * 60, 10 * 3600 + 55 * 60),
+                                                        (43 * 60, 25 * 60), (3 * 3600 + 46 * 60, 29 * 60)]
+
+
+@pytest.mark.parametrize("exp", TRAINING)
+def test_cpu_scale_is_small(exp):
+    for overrides in expand_runs(cfg_of(exp, "cpu")["experiment"], "cpu"):
+        cfg = cfg_of(exp, "cpu", *overrides)
+        assert 1 <= world(cfg) <= 4 and cfg["device"] == "auto"
+        assert cfg["model"]["name"] in ("gptneo_tiny", "llama_tiny")
+        assert cfg["train"]["steps"] <= 200
+
+
+def test_user_overrides_win_over_the_experiment():
+    cfg = cfg_of("fig5", "cpu", "method=acco", "train.steps=3", "optim.lr=0.01")
+    assert cfg["train"]["steps"] == 3 and cfg["optim"]["lr"] == 0.01
+    assert cfg["train"]["accum"] == 1  # still the experiment's per-method value
+    assert cfg_of("fig5", "cpu", "method=acco", "train.accum=5")["train"]["accum"] == 5
