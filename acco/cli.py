@@ -57,8 +57,9 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
         args = [f"+experiment={spec['experiment']}", f"scale={spec.get('scale', 'cpu')}",
-                *(spec.get("overrides") or []), f"results_root={cfg.get('results_root') or 'results'}",
-                f"out_dir={dep_dir}", "overwrite=true"]
+                *(spec.get("overrides") or []), f"results_root='{cfg.get('results_root') or 'results'}'",
+                f"out_dir='{dep_dir}'", "overwrite=true"]  # quoted: run folder names contain '='
+
         if external:
             fail_config(f"this run starts from the model of `{' '.join(args[:-2])}`, which is not at "
                         f"{model_dir}; run that first (python experiments/train.py {' '.join(args[:-1])})")
@@ -80,13 +81,20 @@ def run(cfg: dict, overrides: list[str]) -> int:
         fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
     ensure_pretrained(cfg, external=env is not None)
+    if cfg["task"] == "acco.tasks:build_task":
+        from .data.sources import DataNotFoundError
+        from .tasks.preflight import preflight
+        try:
+            preflight(cfg)
+        except DataNotFoundError as exc:
+            fail_config(str(exc))
     out_dir = cfg["out_dir"]
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
-        from .worker import run_rank
+        from .worker import exit_now, run_rank
         run_rank(cfg, env)
-        return 0
+        exit_now(0)
     prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr,
           flush=True)

@@ -99,7 +99,7 @@ class Trainer:
             eval_loss = self.evaluate()
         if self.metrics is not None:
             row = {"step": t + 1, "samples": self.samples,
-                   "tokens": self.samples * self.task.tokens_per_sample,
+                   "tokens": self.samples * self.task.tokens_per_sample if self.task.tokens_per_sample else None,
                    "wall_time_s": round(wall, 4), "train_loss": res.loss_mean, "lr": res.lr,
                    "micro_batches": res.micro_batches, "eval_loss": eval_loss,
                    "grad_norm": res.grad_norm}
@@ -121,9 +121,10 @@ class Trainer:
         out = torch.empty(self.flat.layout.padded, dtype=torch.float32, device=self.device)
         return self.engine.gather_committed(out)[: self.flat.numel]
 
-    def load_committed_into_model(self) -> None:
+    def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
+        """Put θ_t into the model (collective unless `vector`, a committed_vector(), is given)."""
         if self.torch_ddp is None:
-            self.flat.trainable().copy_(self.committed_vector())
+            self.flat.trainable().copy_(self.committed_vector() if vector is None else vector)
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -167,3 +168,8 @@ class Trainer:
     def close(self) -> None:
         if self.engine is not None:
             self.comm.close()
+
+    def release(self) -> None:
+        """Drop the references to process-group users (PyTorch DDP, ZeRO, the sync)."""
+        self.torch_ddp = self.engine = self.runner = None
+        self.__dict__.pop("syncer", None)

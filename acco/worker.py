@@ -3,7 +3,10 @@ run's files (rank 0 writes metrics.csv and summary.json; every rank contributes 
 pair and its memory figures)."""
 from __future__ import annotations
 
+import gc
+import json
 import os
+import sys
 import time
 import traceback
 
@@ -17,14 +20,33 @@ from .tasks import load_task_factory
 from .trainer import Trainer
 
 
+def _read_json(path: str):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
     """Entry of a process spawned by the local launcher."""
     env = envs[local_rank]
     env.export()
     run_rank(cfg, env)
+    exit_now(0)
+
+
+def exit_now(code: int) -> None:
+    """Leave without running interpreter-exit destructors: a process group's gloo threads can
+    deadlock against the GIL while a DDP reducer or group is torn down at exit (seen with torch
+    2.13: the main thread joins gloo's worker thread, which waits for the GIL to drop a tensor)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run_rank(cfg: dict, env: DistEnv) -> None:
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
     device = pick_device(cfg.get("device", "auto"), env.local_rank)
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg["train"].get("threads"), env.local_world_size))
@@ -44,14 +66,11 @@ def run_rank(cfg: dict, env: DistEnv) -> None:
         metrics = MetricsWriter(out_dir) if rank == 0 else None
         trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
         trainer.train()
-        final = trainer.committed_vector()
-        if rank == 0 and cfg["train"].get("save_final_params"):
-            torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
-        if cfg["train"].get("save_model"):
-            trainer.load_committed_into_model()
-            if rank == 0:
-                state = {k: v.detach().clone().cpu() for k, v in task.model.state_dict().items()}
-                task.model.save_pretrained(os.path.join(out_dir, "model"), state_dict=state)
+        final = trainer.committed_vector()  # θ_T, gathered on every rank
+        if cfg["train"].get("save_model") or task.final_eval is not None:
+            trainer.load_committed_into_model(final)
+        if rank == 0:
+            save_outputs(cfg, task, final, out_dir)
         if task.on_finish is not None:
             task.on_finish(out_dir)
         status = "completed"
@@ -61,6 +80,22 @@ def run_rank(cfg: dict, env: DistEnv) -> None:
         raise
     finally:
         _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0)
+
+
+def save_outputs(cfg: dict, task, final: torch.Tensor, out_dir: str) -> None:
+    """Rank 0, after training: final parameters, the model (+ tokenizer), final evaluations."""
+    if cfg["train"].get("save_final_params"):
+        torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
+    if cfg["train"].get("save_model"):
+        model_dir = os.path.join(out_dir, "model")
+        # the parameters are views into one flat buffer: save independent copies
+        state = {k: v.detach().clone().cpu() for k, v in task.model.state_dict().items()}
+        task.model.save_pretrained(model_dir, state_dict=state)
+        if task.tokenizer is not None:
+            task.tokenizer.save_pretrained(model_dir)
+    if task.final_eval is not None:
+        results = task.final_eval(task.model)
+        write_json_atomic(os.path.join(out_dir, "eval.json"), results)
 
 
 def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0) -> None:
@@ -95,6 +130,7 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             "final_eval_loss": last_eval,
             "samples": rows[-1]["samples"] if rows else 0,
             "hetero": cfg.get("hetero"),
+            "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             "per_rank": per_rank,
         }
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
@@ -102,4 +138,7 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         trainer.close()
     if status == "completed":
         dist.barrier()
+    if trainer is not None:
+        trainer.release()  # DDP's reducer and the optimizer go while their groups still exist
+        gc.collect()
     dist.destroy_process_group()

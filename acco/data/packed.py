@@ -1,4 +1,5 @@
-"""Packing of tokenized documents into constant-length blocks, and the per-rank micro-batch stream.
+"""Packing of tokenized documents into constant-length blocks (``PackedData`` is what the
+pretraining pipelines return), and the per-rank micro-batch stream.
 
 ``RankBatchStream.batch(k)`` is a pure function of ``(blocks, rank, world_size, micro_batch_size,
 seed, k)``: a real distributed worker and the single-process reference simulator that replays
@@ -9,6 +10,7 @@ behind ``torch.randperm``.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from array import array
@@ -16,7 +18,16 @@ from typing import Iterable, Iterator
 
 import torch
 
-__all__ = ["pack_documents", "RankBatchStream"]
+__all__ = ["PackedData", "RankBatchStream", "epoch_order", "pack_documents"]
+
+
+@dataclasses.dataclass
+class PackedData:
+    train_blocks: torch.Tensor  # LongTensor [n_train_blocks, seq_len]
+    val_blocks: torch.Tensor  # LongTensor [n_val_blocks, seq_len]
+    vocab_size: int  # the tokenizer's real vocabulary size
+    eos_id: int
+    tokenizer_path: str  # a tokenizer.json (our BPE) or a saved tokenizer folder: load_tokenizer() reads both
 
 
 def pack_documents(docs: Iterable[list[int]], eos_id: int, seq_len: int) -> torch.LongTensor:
@@ -42,6 +53,13 @@ def pack_documents(docs: Iterable[list[int]], eos_id: int, seq_len: int) -> torc
 def _epoch_seed(seed: int, epoch: int, rank: int) -> int:
     digest = hashlib.sha256(f"acco-rank-stream:{seed}:{epoch}:{rank}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
+
+
+def epoch_order(n: int, seed: int, epoch: int, rank: int) -> list[int]:
+    """The permutation of ``range(n)`` that rank ``rank`` uses in ``epoch`` (stable everywhere)."""
+    order = list(range(n))
+    random.Random(_epoch_seed(seed, epoch, rank)).shuffle(order)
+    return order
 
 
 class RankBatchStream:
@@ -91,8 +109,7 @@ class RankBatchStream:
 
     def _order(self, epoch: int) -> torch.Tensor:
         if epoch != self._perm_epoch:
-            order = list(range(self.blocks_per_rank))
-            random.Random(_epoch_seed(self.seed, epoch, self.rank)).shuffle(order)
+            order = epoch_order(self.blocks_per_rank, self.seed, epoch, self.rank)
             self._perm = self.indices[torch.tensor(order, dtype=torch.long)]
             self._perm_epoch = epoch
         assert self._perm is not None

@@ -20,6 +20,8 @@ class Task:
     samples_per_micro_batch: int = 1
     tokens_per_sample: int = 0
     on_finish: Callable[[str], None] | None = None         # called by every rank with out_dir at the end
+    tokenizer: Any = None                                  # saved beside the model (save_model)
+    final_eval: Callable[[torch.nn.Module], dict] | None = None  # rank 0, committed parameters
 
 
 def load_task_factory(path: str) -> Callable[..., Task]:
@@ -27,3 +29,12 @@ def load_task_factory(path: str) -> Callable[..., Task]:
     if not module or not name:
         raise ValueError(f"task must look like 'package.module:function', got {path!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def build_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
+    """The task the data config asks for: packed pretraining or instruction fine-tuning."""
+    if cfg["data"].get("kind") == "instruct":
+        from .finetune import build_finetune_task
+        return build_finetune_task(cfg, rank, world_size, device)
+    from .lm import build_lm_task
+    return build_lm_task(cfg, rank, world_size, device)

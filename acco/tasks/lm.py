@@ -1,12 +1,19 @@
-"""Causal language modelling on packed constant-length blocks (the paper's pretraining setup),
-on the embedded story corpus at the CPU scale."""
+"""Causal language modelling on packed constant-length blocks (the paper's pretraining setup):
+TinyStories / OpenWebText through `datasets`, or the embedded story corpus at the CPU scale."""
 from __future__ import annotations
+
+import os
 
 import torch
 
 from ..data import RankBatchStream, prepare_story_data
+from ..data.cache import quiet_datasets
+from ..data.pretrain import SOURCE_KEYS, prepare_pretraining_data
+from ..data.sources import load_raw_dataset
+from ..data.tokenizer import load_tokenizer
 from ..models import build_causal_lm
 from . import Task
+from .generated import generated_source
 
 
 def causal_lm_loss(device: torch.device):
@@ -16,19 +23,54 @@ def causal_lm_loss(device: torch.device):
     return loss_fn
 
 
+def prepare_lm_data(data_cfg: dict):
+    source = data_cfg["source"]
+    if source.get("generator") == "stories":
+        return prepare_story_data(
+            cache_dir=data_cfg["cache_dir"], num_stories=source["num_stories"], seed=data_cfg["seed"],
+            vocab_size=data_cfg["tokenizer"]["vocab_size"], seq_len=data_cfg["seq_len"],
+            val_fraction=data_cfg["val_fraction"])
+    return prepare_pretraining_data(
+        {k: source[k] for k in SOURCE_KEYS if source.get(k) is not None}, data_cfg["tokenizer"],
+        data_cfg["seq_len"], data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"])
+
+
+def lambada_final_eval(cfg: dict, tokenizer, val_blocks, device):
+    """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks."""
+    spec = cfg.get("final_eval") or {}
+    if not (spec.get("lambada") or spec.get("heldout")):
+        return None
+
+    def run(model) -> dict:
+        from ..evaluation import block_perplexity, lambada_examples, lambada_scores
+        results = {}
+        if spec.get("heldout") and len(val_blocks):
+            results["heldout"] = block_perplexity(model, val_blocks, device)
+        if spec.get("lambada"):
+            src = generated_source(dict(spec["lambada_source"]), cfg["data"]["seed"], cfg["data"]["cache_dir"])
+            with quiet_datasets():
+                ds = load_raw_dataset(src.get("hub_id"), src.get("path"), src.get("split"),
+                                      config_name=src.get("config_name"),
+                                      cache_dir=os.path.join(cfg["data"]["cache_dir"], "hf"),
+                                      config_key="final_eval.lambada_source.path")
+            results["lambada"] = lambada_scores(model, tokenizer, lambada_examples(ds), device)
+        return results
+    return run
+
+
 def build_lm_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
     data_cfg, model_cfg = cfg["data"], cfg["model"]
-    source = data_cfg["source"]
-    data = prepare_story_data(
-        cache_dir=data_cfg["cache_dir"], num_stories=source["num_stories"], seed=data_cfg["seed"],
-        vocab_size=data_cfg["tokenizer"]["vocab_size"], seq_len=data_cfg["seq_len"],
-        val_fraction=data_cfg["val_fraction"])
+    data = prepare_lm_data(data_cfg)
+    tokenizer = load_tokenizer(data.tokenizer_path)
     model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
                             seed=cfg["seed"]).to(device)
     mbs = data_cfg["micro_batch_size"]
     stream = RankBatchStream(data.train_blocks, rank, world_size, mbs, seed=cfg["seed"])
-    val_stream = RankBatchStream(data.val_blocks, rank, world_size, mbs, seed=cfg["seed"])
-    val_batches = [val_stream.batch(k) for k in range(cfg["train"]["eval_batches"])]
+    val_batches = []
+    if cfg["train"]["eval_batches"] and len(data.val_blocks) >= world_size * mbs:
+        val_stream = RankBatchStream(data.val_blocks, rank, world_size, mbs, seed=cfg["seed"])
+        val_batches = [val_stream.batch(k) for k in range(cfg["train"]["eval_batches"])]
     return Task(model=model, loss_fn=causal_lm_loss(device), train_stream=stream,
                 val_batches=val_batches, samples_per_micro_batch=mbs,
-                tokens_per_sample=data_cfg["seq_len"])
+                tokens_per_sample=data_cfg["seq_len"], tokenizer=tokenizer,
+                final_eval=lambada_final_eval(cfg, tokenizer, data.val_blocks, device))

@@ -1,0 +1,51 @@
+"""Instruction fine-tuning (the paper's Alpaca experiment): a pretrained causal LM, Alpaca's prompt
+template, micro-batches padded to their longest example, loss on the response tokens only."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..data.instruct import InstructBatchStream, prepare_instruction_data
+from ..data.tokenizer import load_tokenizer
+from ..models import build_causal_lm
+from . import Task
+from .generated import generated_source
+
+
+def instruct_loss(device: torch.device):
+    def loss_fn(model, batch: dict) -> torch.Tensor:
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        return model(**batch).loss
+    return loss_fn
+
+
+def tokenizer_spec(data_cfg: dict, model_cfg: dict):
+    spec = dict(data_cfg["tokenizer"])
+    if spec.get("kind") == "from_model":  # the tokenizer saved beside the pretrained model
+        path = model_cfg.get("pretrained_path")
+        if not path:
+            raise ValueError("data.tokenizer.kind=from_model needs model.pretrained_path")
+        return load_tokenizer(path)
+    return spec
+
+
+def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
+    data_cfg, model_cfg = cfg["data"], cfg["model"]
+    source = generated_source(dict(data_cfg["source"]), data_cfg["seed"], data_cfg["cache_dir"])
+    data = prepare_instruction_data(source, tokenizer_spec(data_cfg, model_cfg), data_cfg["max_len"],
+                                    data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"],
+                                    data_cfg.get("response_only_loss", True))
+    model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
+                            seed=cfg["seed"]).to(device)
+    mbs = data_cfg["micro_batch_size"]
+    stream = InstructBatchStream(data.train, rank, world_size, mbs, seed=cfg["seed"])
+    val_batches = []
+    if cfg["train"]["eval_batches"] and len(data.val) >= world_size * mbs:
+        val_stream = InstructBatchStream(data.val, rank, world_size, mbs, seed=cfg["seed"])
+        # the whole validation split, sharded over the ranks (Fig. 8's validation loss)
+        val_batches = [val_stream.batch(k) for k in range(val_stream.batches_per_epoch)]
+    tokenizer = load_tokenizer(data.tokenizer_path)
+    return Task(model=model, loss_fn=instruct_loss(device), train_stream=stream, val_batches=val_batches,
+                samples_per_micro_batch=mbs, tokens_per_sample=0, tokenizer=tokenizer)
+
