@@ -56,7 +56,9 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
-        args = [f"+experiment={spec['experiment']}", f"scale={spec.get('scale', 'cpu')}",
+        launcher = cfg.get("launcher") or {}
+        on_slurm = [f"launcher={launcher['profile']}", "launcher.wait=true"] if launcher.get("name") == "slurm" else []
+        args = [f"+experiment={spec['experiment']}", f"scale={spec.get('scale', 'cpu')}", *on_slurm,
                 *(spec.get("overrides") or []), f"results_root='{cfg.get('results_root') or 'results'}'",
                 f"out_dir='{dep_dir}'", "overwrite=true"]  # quoted: run folder names contain '='
 
@@ -72,15 +74,25 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     model["pretrained_path"] = os.path.abspath(model_dir)
 
 
-def run(cfg: dict, overrides: list[str]) -> int:
-    env = external_env()
+def submit_to_slurm(cfg: dict, world: int) -> int:
+    from .slurm.submit import submit, wait_for
     try:
-        cfg = finalize(cfg, overrides)
-        world = validate(cfg, env.world_size if env else None, torch.cuda.is_available())
+        jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], c))
+    except ConfigError as exc:
+        fail_config(str(exc))
+    print(f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id} -> {cfg['out_dir']}",
+          file=sys.stderr, flush=True)
+    return wait_for(jobs) if cfg["launcher"].get("wait") else 0
+
+
+def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
+    """Validate a finalized config, make sure what it needs exists; exit 2 on bad input."""
+    try:
+        world = validate(cfg, None if not external else external_env().world_size, torch.cuda.is_available())
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
-    ensure_pretrained(cfg, external=env is not None)
+    ensure_pretrained(cfg, external=external)
     if cfg["task"] == "acco.tasks:build_task":
         from .data.sources import DataNotFoundError
         from .tasks.preflight import preflight
@@ -88,7 +100,19 @@ def run(cfg: dict, overrides: list[str]) -> int:
             preflight(cfg)
         except DataNotFoundError as exc:
             fail_config(str(exc))
+    return cfg, world
+
+
+def run(cfg: dict, overrides: list[str]) -> int:
+    env = external_env()
+    try:
+        cfg = finalize(cfg, overrides)
+    except (ConfigError, ValueError) as exc:
+        fail_config(str(exc).splitlines()[0])
+    cfg, world = check_run(cfg, external=env is not None)
     out_dir = cfg["out_dir"]
+    if cfg["launcher"].get("name") == "slurm" and env is None:
+        return submit_to_slurm(cfg, world)
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)

@@ -2,6 +2,8 @@
 rounds, and records one metrics row per committed step."""
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 
@@ -91,6 +93,9 @@ class Trainer:
         self.wall_time_s = time.perf_counter() - self.start - self.eval_s
 
     def on_step(self, t: int, res: SyncResult) -> None:
+        fault = self.cfg.get("fault") or {}
+        if fault.get("kill_rank") == self.rank and fault.get("at_step") == t + 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # a worker dying mid-run (failure tests)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
         wall = time.perf_counter() - self.start - self.eval_s
         every = int(self.cfg["train"].get("eval_every") or 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -105,6 +106,7 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
     if os.path.isdir(out_dir):
         tracer.dump_part(out_dir)
     mem = peak_memory_bytes(device)
+    mem["node"] = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     if trainer is not None:
         mem.update(trainer.memory_report())
         mem["micro_batches"] = trainer.runner.next_index
@@ -122,7 +124,8 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
             "method": cfg["method"]["name"], "world_size": env.world_size, "status": status,
-            "error": error, "launcher": env.source, "backend": backend, "device": str(device),
+            "error": error, "launcher": env.source, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "backend": backend, "device": str(device),
             "deterministic": bool(cfg["train"]["deterministic"]), "accum": cfg["train"]["accum"],
             "steps_completed": len(rows), "steps": cfg["train"]["steps"],
             "total_wall_time_s": round(getattr(trainer, "wall_time_s", time.time() - t0), 4),

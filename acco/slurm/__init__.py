@@ -1,0 +1,1 @@
+"""Slurm: submitit dispatch, generated sbatch scripts, job status."""

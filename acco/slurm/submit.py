@@ -1,0 +1,151 @@
+"""Dispatch to Slurm through submitit: one job per run, or one job array per group of runs with the
+same shape. Inside the job every task is one rank: submitit's TorchDistributedEnvironment exports
+RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from the Slurm variables.
+
+On submitit's checkpoint signal (SIGUSR1, `signal_delay_s` before the time limit, or a preemption)
+the job is requeued with `resume=auto`, so a run that saved a checkpoint continues from it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from ..config_check import ConfigError, parse_layout
+from ..run_io import read_summary
+
+LOCAL_CLUSTER_HINT = "start the local test cluster with `sudo slurm/local-cluster/start`"
+
+
+def slurm_reachable() -> bool:
+    if not shutil.which("sbatch") or not shutil.which("sinfo"):
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=15).returncode == 0
+    except (subprocess.SubprocessError, OSError):
+        return False
+
+
+def job_shape(cfg: dict, world: int) -> dict:
+    """nodes, tasks per node (one per GPU), GPUs per node; checked against the world size."""
+    prof = cfg["launcher"]
+    if cfg.get("layout"):
+        nodes, per_node = parse_layout(cfg["layout"])
+    else:
+        nodes = int(prof.get("nodes") or 1)
+        per_node = prof.get("tasks_per_node") or max(1, world // nodes)
+    nodes = int(prof.get("nodes") or nodes)
+    per_node = int(prof.get("tasks_per_node") or per_node)
+    if nodes * per_node != world:
+        raise ConfigError(f"the job would start {nodes} nodes x {per_node} tasks = {nodes * per_node} ranks "
+                          f"but the run needs world_size={world}; fix launcher.nodes/launcher.tasks_per_node "
+                          f"or layout")
+    uses_gpu = cfg.get("device") == "cuda"
+    gpus = prof.get("gpus_per_node")
+    gpus = (per_node if uses_gpu else 0) if gpus is None else int(gpus)
+    if gpus > per_node:
+        raise ConfigError(f"launcher.gpus_per_node={gpus} but only {per_node} tasks per node would use "
+                          f"them (one GPU per task); set launcher.tasks_per_node={gpus} or fewer GPUs")
+    if uses_gpu and gpus < per_node:
+        raise ConfigError(f"{per_node} tasks per node need {per_node} GPUs per node, the profile gives {gpus}")
+    return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": gpus}
+
+
+def make_executor(cfg: dict, shape: dict, name: str):
+    import submitit
+    prof = cfg["launcher"]
+    folder = os.path.abspath(os.path.join(prof.get("log_dir") or "results/.slurm", "%j"))
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
+    params = {"name": name, "nodes": shape["nodes"], "tasks_per_node": shape["tasks_per_node"],
+              "cpus_per_task": int(prof.get("cpus_per_task") or 1),
+              "timeout_min": int(prof.get("time_min") or 60),
+              "slurm_signal_delay_s": int(prof.get("signal_delay_s") or 90),
+              # one dead task ends the step at once instead of leaving its peers in a collective
+              "slurm_srun_args": ["--kill-on-bad-exit=1"]}
+    if shape["gpus_per_node"]:
+        params["gpus_per_node"] = shape["gpus_per_node"]
+    if prof.get("mem_gb"):
+        params["mem_gb"] = prof["mem_gb"]
+    for key in ("partition", "account", "qos", "constraint"):
+        if prof.get(key):
+            params[f"slurm_{key}"] = prof[key]
+    executor.update_parameters(**params)
+    return executor
+
+
+class SlurmRun:
+    """The callable a Slurm job runs, once per task (= rank)."""
+
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+
+    def __call__(self) -> str:
+        import submitit
+
+        from ..launch import external_env
+        from ..worker import run_rank
+        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        env = external_env()
+        env.source = "slurm"
+        run_rank(self.cfg, env)
+        return self.cfg["out_dir"]
+
+    def checkpoint(self, *args, **kwargs):
+        import submitit
+        requeues = int(self.cfg.get("_requeues", 0)) + 1
+        if requeues > int(self.cfg["launcher"].get("max_requeues", 3)):
+            return None
+        return submitit.helpers.DelayedSubmission(SlurmRun(dict(self.cfg, resume="auto", _requeues=requeues)))
+
+
+def record_job(out_dir: str, job, shape: dict) -> None:
+    info = {"job_id": job.job_id, "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr), **shape}
+    with open(os.path.join(out_dir, "slurm.json"), "w") as f:
+        json.dump(info, f, indent=2)
+
+
+def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
+    """Submit runs (each already validated); runs of one shape go out together as one job array.
+    `prepare(cfg)` lays out each run's folder first. Returns the submitit jobs."""
+    if not slurm_reachable():
+        raise ConfigError(f"launcher=slurm but no Slurm cluster answers here (sbatch/sinfo); {LOCAL_CLUSTER_HINT}")
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for cfg, world in zip(cfgs, worlds):
+        shape = job_shape(cfg, world)
+        groups.setdefault(tuple(sorted(shape.items())), []).append((cfg, shape))
+    jobs = []
+    for members in groups.values():
+        first_cfg, shape = members[0]
+        exp = (first_cfg.get("experiment") or {}).get("id", "run")
+        executor = make_executor(first_cfg, shape, f"acco-{exp}")
+        for cfg, _ in members:
+            prepare(cfg)
+        if len(members) == 1:
+            group_jobs = [executor.submit(SlurmRun(members[0][0]))]
+        else:
+            with executor.batch():  # one sbatch --array
+                group_jobs = [executor.submit(SlurmRun(cfg)) for cfg, _ in members]
+        for (cfg, _), job in zip(members, group_jobs):
+            record_job(cfg["out_dir"], job, shape)
+            jobs.append(job)
+    return jobs
+
+
+def wait_for(jobs) -> int:
+    """Block until every job ends; 0 when all completed."""
+    failed = 0
+    for job in jobs:
+        try:
+            job.results()  # every task's result (one per rank)
+        except Exception as exc:  # noqa: BLE001 - submitit's job error carries the remote traceback
+            failed += 1
+            last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+            print(f"error: Slurm job {job.job_id} failed ({job.state}): {last}", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+def completed(out_dir: str) -> bool:
+    return (read_summary(out_dir) or {}).get("status") == "completed"

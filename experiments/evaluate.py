@@ -1,0 +1,64 @@
+#!/usr/bin/env python
+"""Evaluate the saved model of finished runs again (Table 2): LAMBADA perplexity and accuracy on
+the whole test set, and perplexity on the held-out validation blocks of the run's training data.
+Writes <run>/eval.json and prints one line per run.
+
+    python experiments/evaluate.py results/fig7/cpu/ddp results/fig7/cpu/acco
+    python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
+"""
+import argparse
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run folders holding config.yaml and model/")
+    parser.add_argument("--lambada-path", help="a local copy of EleutherAI/lambada_openai (test split)")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+
+    import torch
+    import yaml
+
+    from acco.data.sources import DataNotFoundError
+    from acco.run_io import write_json_atomic
+    from acco.tasks.lm import lambada_final_eval, prepare_lm_data
+    from acco.data.tokenizer import load_tokenizer
+    from transformers import AutoModelForCausalLM
+
+    device = torch.device(args.device)
+    for run in args.runs:
+        cfg_path, model_dir = os.path.join(run, "config.yaml"), os.path.join(run, "model")
+        if not os.path.exists(cfg_path) or not os.path.isdir(model_dir):
+            print(f"error: {run} has no config.yaml and model/ (train with train.save_model=true)",
+                  file=sys.stderr)
+            return 2
+        with open(cfg_path) as f:
+            cfg = yaml.safe_load(f)
+        cfg["final_eval"] = dict(cfg.get("final_eval") or {}, lambada=True, heldout=True)
+        if args.lambada_path:
+            cfg["final_eval"]["lambada_source"] = {"hub_id": "EleutherAI/lambada_openai",
+                                                   "path": args.lambada_path, "split": "test"}
+        try:
+            data = prepare_lm_data(cfg["data"])
+            model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).to(device)
+            results = lambada_final_eval(cfg, load_tokenizer(model_dir), data.val_blocks, device)(model)
+        except DataNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        write_json_atomic(os.path.join(run, "eval.json"), results)
+        print(f"{run}: LAMBADA ppl {results['lambada']['perplexity']:.2f} "
+              f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "
+              f"held-out ppl {results['heldout']['perplexity']:.2f}")
+        print(json.dumps(results), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
