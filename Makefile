@@ -34,3 +34,9 @@ demo-cpu: $(STAMP)
 
 clean:
 	rm -rf results/cpu-demo .pytest_cache
+
+# One sbatch script per run of a paper experiment, plus submit_all.sh, in
+# slurm/generated/<id>/<scale>/ (e.g. make sbatch-fig8 SCALE=paper; then sbatch one, or run submit_all.sh).
+SCALE   ?= cpu
+sbatch-%: $(STAMP)
+	$(PYTHON) experiments/make_sbatch.py $* scale=$(SCALE)

@@ -1,6 +1,6 @@
 """The local Slurm cluster of slurm/local-cluster/ (start / stop / status) on this machine.
 
-A module-scoped fixture runs `start` (which installs the Debian packages on first use, so this
+A session-scoped fixture (tests/slurm_cluster.py) runs `start` (which installs the Debian packages on first use, so this
 needs root). The tests are skipped only when the packages cannot be installed (`start` exits 3:
 not root with the packages missing, no apt-get, apt unreachable); any other failure of `start` is a
 test failure. At the end the cluster is stopped again, unless it was already running before the
@@ -15,23 +15,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "slurm", "local-cluster")
-CANNOT_INSTALL = 3  # start's exit code when the packages are missing and cannot be installed
-
-
-def script(name: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    # through bash: works even if the executable bit got lost in a copy
-    return subprocess.run(["bash", os.path.join(SCRIPTS, name)], capture_output=True, text=True,
-                          timeout=timeout, env=os.environ.copy())
-
-
-def run(cmd: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-
-
-def output(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+from .slurm_cluster import cluster, output, run, sacct_fields, script  # noqa: F401 - cluster is a fixture
 
 
 def started(cmd: str = "start", timeout: float = 900) -> subprocess.CompletedProcess:
@@ -53,20 +37,8 @@ def wait_idle(n: int = 4, timeout: float = 30) -> set[str]:
     return nodes
 
 
-def sacct_state(job_id: str, want: str, timeout: float = 30) -> tuple[str, str]:
-    """(State, ExitCode) of the job's allocation from accounting, polled until it is `want` (the
-    record lands in slurmdbd a moment after `sbatch --wait` returns)."""
-    deadline = time.monotonic() + timeout
-    state = ("", "")
-    while time.monotonic() < deadline:
-        proc = run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"], timeout=20)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-        if proc.returncode == 0 and lines:
-            state = tuple(lines[-1].split("|")[:2])
-            if state[0] == want:
-                break
-        time.sleep(0.3)
-    return state
+def sacct_state(job_id: str, want: str) -> tuple[str, str]:
+    return tuple(sacct_fields(job_id, "State,ExitCode", want))
 
 
 def sbatch_wait(args: list[str], cwd: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, str]:
@@ -74,25 +46,6 @@ def sbatch_wait(args: list[str], cwd: str, timeout: float = 120) -> tuple[subpro
     job_id = proc.stdout.strip().splitlines()[0].split(";")[0] if proc.stdout.strip() else ""
     assert job_id.isdigit(), f"sbatch gave no job id: {output(proc)}"
     return proc, job_id
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    before = script("status", timeout=60)
-    # a developer's cluster (any daemon this tool started) is left running afterwards
-    was_running = before.returncode == 0 or "running (pid" in before.stdout
-    t0 = time.monotonic()
-    proc = script("start", timeout=900)
-    if proc.returncode == CANNOT_INSTALL:
-        pytest.skip("the Slurm packages (slurm-wlm munge slurmdbd mariadb-server) cannot be installed "
-                    "on this machine: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
-    assert proc.returncode == 0, f"slurm/local-cluster/start failed: {output(proc)}"
-    yield {"was_running": was_running, "start_s": time.monotonic() - t0}
-    if was_running:
-        script("start", timeout=300)  # as it was: running (a no-op when it is)
-    else:
-        proc = script("stop", timeout=120)
-        assert proc.returncode == 0, f"slurm/local-cluster/stop failed: {output(proc)}"
 
 
 def test_four_idle_nodes(cluster):

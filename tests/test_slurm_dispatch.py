@@ -9,7 +9,7 @@ import sys
 import time
 
 from .conftest import ROOT, load_run, run_train
-from .test_local_slurm import cluster  # noqa: F401  (the module-scoped local cluster fixture)
+from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
 
 QUICK = ["data.source.num_stories=1500", "train.log_every=0", "launcher=slurm_local", "launcher.wait=true"]
 

@@ -28,9 +28,10 @@ def slurm_reachable() -> bool:
         return False
 
 
-def job_shape(cfg: dict, world: int) -> dict:
-    """nodes, tasks per node (one per GPU), GPUs per node; checked against the world size."""
-    prof = cfg["launcher"]
+def job_shape(cfg: dict, world: int, profile: dict | None = None) -> dict:
+    """nodes, tasks per node (one per GPU), GPUs per node; checked against the world size.
+    `profile`: the cluster profile (conf/launcher/*.yaml), by default the run's own launcher."""
+    prof = cfg["launcher"] if profile is None else profile
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
     else:

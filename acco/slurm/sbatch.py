@@ -1,0 +1,220 @@
+"""Readable sbatch scripts, one per run, in the spirit of the paper's appendix listing:
+
+    #SBATCH --nodes=2
+    #SBATCH --ntasks-per-node=4
+    #SBATCH --gpus-per-node=4
+    ...
+    srun python experiments/train.py +experiment=fig8 scale=paper method=acco layout=2x4 out_dir='...'
+
+Each task srun starts is one rank (acco.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
+SLURM_LOCALID). The scripts are plain text that `sbatch` accepts unchanged; experiments/make_sbatch.py
+writes them (`make sbatch-<experiment>`)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONF_DIR = os.path.join(ROOT, "conf")
+
+# used when conf/launcher/<profile>.yaml is missing, and for keys it leaves out
+DEFAULT_PROFILE = {"partition": None, "account": None, "qos": None, "constraint": None, "time_min": 60,
+                   "mem_gb": None, "cpus_per_task": 1, "nodes": None, "tasks_per_node": None,
+                   "gpus_per_node": None, "signal_delay_s": 90, "log_dir": None}
+# other spellings of the same settings (submitit's parameter names)
+ALIASES = {"slurm_partition": "partition", "slurm_account": "account", "slurm_qos": "qos",
+           "slurm_constraint": "constraint", "timeout_min": "time_min",
+           "slurm_signal_delay_s": "signal_delay_s"}
+# environment variables a generated script exports when they are set at generation time
+PASSTHROUGH_ENV = ("ACCO_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+# overrides that say how a run is launched, not what it computes: not passed on to train.py
+NOT_PASSED = ("out_dir", "launcher")
+JOB_NAME_MAX = 120
+
+
+def load_profile(name: str = "slurm", conf_dir: str = CONF_DIR, overrides: dict | None = None) -> dict:
+    """The cluster profile: DEFAULT_PROFILE, updated from conf/launcher/<name>.yaml when that file
+    exists, then from `overrides`."""
+    profile = dict(DEFAULT_PROFILE)
+    path = os.path.join(conf_dir, "launcher", f"{name}.yaml")
+    if os.path.exists(path):
+        from omegaconf import OmegaConf
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
+        for key, value in data.items():
+            key = ALIASES.get(key, key)
+            if key in profile and not (isinstance(value, str) and "${" in value and key != "log_dir"):
+                profile[key] = value
+    elif name != "slurm":
+        options = sorted(f[:-5] for f in os.listdir(os.path.join(conf_dir, "launcher")) if f.endswith(".yaml"))
+        raise ValueError(f"unknown launcher profile {name!r}; choose one of: {', '.join(options)}")
+    for key, value in (overrides or {}).items():
+        profile[ALIASES.get(key, key)] = value
+    return profile
+
+
+def job_shape(cfg: dict, profile: dict) -> dict:
+    """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
+    from ..config_check import parse_layout
+    from .submit import job_shape as submit_shape
+    if cfg.get("layout"):
+        nodes, per_node = parse_layout(cfg["layout"])
+        world = nodes * per_node
+    else:
+        world = int(cfg.get("world_size") or 1)
+    return dict(submit_shape(cfg, world, profile), world_size=world)
+
+
+def job_name(cfg: dict, overrides: list[str]) -> str:
+    """acco-<experiment>-<run name>, with only characters that are safe in file names and in
+    #SBATCH lines; long names are cut and end with a hash of the full one."""
+    from ..experiment import run_name
+    exp = cfg.get("experiment") or {}
+    parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
+    name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run_name(cfg, overrides)]))
+    if len(name) > JOB_NAME_MAX:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+        name = f"{name[:JOB_NAME_MAX - 9]}-{digest}"
+    return name
+
+
+def shell_quote(arg: str) -> str:
+    """shlex.quote, but an argument holding single quotes (out_dir='...') and nothing special inside
+    double quotes is written "like this" rather than with shlex's '"'"' splices."""
+    quoted = shlex.quote(arg)
+    if "'" in arg and not re.search(r'[$`"\\!\n]', arg):
+        return f'"{arg}"'
+    return quoted
+
+
+def hydra_quote(value: str) -> str:
+    """A string as a quoted value of Hydra's override grammar (run folder names hold '=', which the
+    grammar rejects unquoted)."""
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise ValueError(f"cannot quote {value!r} for Hydra: it holds both kinds of quotes")
+
+
+def _directive_value(value) -> str:
+    text = str(value)
+    return f'"{text}"' if re.search(r"\s", text) else text
+
+
+def _time(minutes) -> str:
+    minutes = int(minutes)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{mins:02d}:00" if days else f"{hours:02d}:{mins:02d}:00"
+
+
+def _abs(path: str, repo_root: str) -> str:
+    return os.path.normpath(os.path.join(repo_root, os.path.expanduser(str(path))))
+
+
+def log_dir(cfg: dict, profile: dict, repo_root: str) -> str:
+    """Where the job's stdout/stderr go (absolute): the profile's log_dir, or <results_root>/.slurm."""
+    root = _abs(cfg.get("results_root") or "results", repo_root)
+    configured = profile.get("log_dir")
+    if isinstance(configured, str) and configured:
+        configured = configured.replace("${results_root}", root)
+        if "${" not in configured:
+            return _abs(configured, repo_root)
+    return os.path.join(root, ".slurm")
+
+
+def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
+    """What srun passes to experiments/train.py: the overrides (less out_dir and launcher ones) and
+    the run's own out_dir, absolute and quoted for Hydra."""
+    args = []
+    for ov in overrides:
+        key = ov.split("=", 1)[0].lstrip("+~")
+        if key.split(".")[0].split("@")[0] in NOT_PASSED:
+            continue
+        args.append(ov)
+    if "resume" in cfg and not any(a.lstrip("+").startswith("resume=") for a in args):
+        args.append("resume=auto")  # a requeued job continues from the run's checkpoint
+    args.append(f"out_dir={hydra_quote(_abs(cfg['out_dir'], repo_root))}")
+    return args
+
+
+def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str, python: str,
+                  environ: dict | None = None, regenerate: str | None = None) -> str:
+    """The sbatch script of one run. `cfg` is acco.experiment.compose(overrides); `profile` a cluster
+    profile (see load_profile); `environ` (default os.environ) the environment whose ACCO_CACHE /
+    HF_*_OFFLINE are exported; `regenerate` the command that writes this script again."""
+    environ = os.environ if environ is None else environ
+    profile = {**DEFAULT_PROFILE, **(profile or {})}
+    repo_root = os.path.abspath(repo_root)
+    exp = cfg.get("experiment") or {}
+    scale = cfg.get("scale", "cpu")
+    shape = job_shape(cfg, profile)
+    name = job_name(cfg, overrides)
+    logs = log_dir(cfg, profile, repo_root)
+    out_dir = _abs(cfg["out_dir"], repo_root)
+    from ..experiment import run_name
+    run = run_name(cfg, overrides)
+    if regenerate is None:
+        rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in ("experiment", "scale")]
+        regenerate = " ".join(["python experiments/make_sbatch.py", *([str(exp["id"]), f"scale={scale}"]
+                                                                       if exp.get("id") else []),
+                               *map(shell_quote, rest)])
+
+    lines = ["#!/bin/bash"]
+    if exp.get("id"):
+        lines.append(f"# acco: experiment {exp['id']}" + (f" ({exp['title']})" if exp.get("title") else "")
+                     + f", scale {scale}")
+    lines += [f"# run:        {run} -- {shape['nodes']} node(s) x {shape['tasks_per_node']} task(s) = "
+              f"{shape['world_size']} ranks, device {cfg.get('device', 'auto')}",
+              f"# results:    {out_dir}",
+              f"# logs:       {logs}/{name}-<job id>.out/.err (the folder must exist before sbatch)",
+              f"# regenerate: {regenerate}",
+              f"# submit:     sbatch <this file>"]
+    model = cfg.get("model") or {}
+    dep = model.get("pretrained_from")
+    if dep and not model.get("pretrained_path"):
+        needs = " ".join([f"+experiment={dep['experiment']}", f"scale={dep.get('scale', 'cpu')}",
+                          *(dep.get("overrides") or [])])
+        lines.append(f"# needs:      the saved model of `{needs}` (run it first; under srun it is not "
+                     f"trained automatically)")
+
+    directives = [("job-name", name), ("nodes", shape["nodes"]), ("ntasks-per-node", shape["tasks_per_node"])]
+    if shape["gpus_per_node"]:
+        directives.append(("gpus-per-node", shape["gpus_per_node"]))
+    directives.append(("cpus-per-task", int(profile.get("cpus_per_task") or 1)))
+    if profile.get("mem_gb"):
+        directives.append(("mem", f"{profile['mem_gb']}G"))
+    if profile.get("time_min"):
+        directives.append(("time", _time(profile["time_min"])))
+    for key in ("partition", "account", "qos", "constraint"):
+        if profile.get(key):
+            directives.append((key, profile[key]))
+    directives += [("output", f"{logs}/{name}-%j.out"), ("error", f"{logs}/{name}-%j.err"),
+                   ("signal", f"USR1@{int(profile.get('signal_delay_s') or 90)}"), ("requeue", None)]
+    lines += [f"#SBATCH --{key}" if value is None else f"#SBATCH --{key}={_directive_value(value)}"
+              for key, value in directives]
+
+    lines += ["", "set -euo pipefail", f"cd {shell_quote(repo_root)}"]
+    for var in PASSTHROUGH_ENV:
+        if environ.get(var):
+            value = _abs(environ[var], repo_root) if var == "ACCO_CACHE" else environ[var]
+            lines.append(f"export {var}={shell_quote(value)}")
+    args = [f"{shell_quote(python)} experiments/train.py", *map(shell_quote, train_args(overrides, cfg, repo_root))]
+    lines += ["", "srun " + " \\\n    ".join(_wrap(args))]
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(args: list[str], width: int = 96) -> list[str]:
+    """Arguments grouped into lines of at most ~width characters (joined with ' \\' newlines)."""
+    out, line = [], ""
+    for arg in args:
+        if line and len(line) + 1 + len(arg) > width:
+            out.append(line)
+            line = arg
+        else:
+            line = f"{line} {arg}" if line else arg
+    if line:
+        out.append(line)
+    return out

@@ -1,0 +1,168 @@
+#!/usr/bin/env python
+"""Write one sbatch script per run of a paper experiment, plus a submit_all.sh:
+
+    python experiments/make_sbatch.py fig8 scale=paper            # slurm/generated/fig8/paper/*.sbatch
+    python experiments/make_sbatch.py fig5 scale=cpu train.steps=30 --out /tmp/jobs
+    python experiments/make_sbatch.py fig8 scale=paper launcher=slurm launcher.partition=gpu
+    make sbatch-fig8 SCALE=paper
+    sbatch slurm/generated/fig8/paper/acco_layout=2x4.sbatch      # one run
+    slurm/generated/fig8/paper/submit_all.sh                      # all of them
+
+The runs are the experiment's list (`scales.<scale>.runs` in conf/experiment/<id>.yaml). Extra
+overrides apply to every run, except that an override of a key the run list itself varies picks the
+runs with that value (`method=acco` keeps the ACCO runs, `layout=2x4` the 2x4 ones).
+
+The cluster profile (partition, account, time, CPUs, ...) is conf/launcher/<profile>.yaml: `launcher=NAME`
+picks it (default: slurm_local at scale=cpu when it exists — the local test cluster of
+slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes one setting. Bad input: one line
+`error: ...` and exit code 2.
+"""
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import yaml  # noqa: E402
+
+from acco.experiment import CONF_DIR, SCALES, compose, expand_runs, run_name  # noqa: E402
+from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote  # noqa: E402
+
+
+def fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _value(override: str):
+    text = override.split("=", 1)[1] if "=" in override else ""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def select_runs(runs: list[list[str]], extra: list[str]) -> list[list[str]]:
+    """Each run's overrides plus the extra ones; an extra override of a key the run sets keeps the
+    run only when the values agree. Identical runs are kept once."""
+    out = []
+    for run in runs:
+        own = {_key(o): _value(o) for o in run}
+        if any(_key(o) in own and own[_key(o)] != _value(o) for o in extra):
+            continue
+        merged = run + [o for o in extra if _key(o) not in own]
+        if merged not in out:
+            out.append(merged)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("experiment", help="an experiment id (conf/experiment/<id>.yaml), e.g. fig8")
+    parser.add_argument("overrides", nargs="*", help="scale=cpu|paper, launcher=PROFILE, launcher.KEY=VALUE, "
+                                                     "and training overrides (key=value)")
+    parser.add_argument("--out", default=os.path.join("slurm", "generated"),
+                        help="folder for <experiment>/<scale>/*.sbatch (default: slurm/generated)")
+    parser.add_argument("--python", default=os.path.abspath(sys.executable),
+                        help="the Python the jobs run (default: this one)")
+    args = parser.parse_intermixed_args(argv)
+
+    experiments = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "experiment")) if f.endswith(".yaml"))
+    if args.experiment not in experiments:
+        fail(f"unknown experiment {args.experiment!r}; choose one of: {', '.join(experiments)}")
+    scale, profile_name, profile_set, extra = "cpu", None, {}, []
+    for ov in args.overrides:
+        if "=" not in ov:
+            fail(f"{ov!r} is not an override (key=value)")
+        key = _key(ov)
+        if key == "scale":
+            scale = ov.split("=", 1)[1]
+        elif key == "experiment":
+            fail(f"the experiment is the first argument ({args.experiment}); drop {ov}")
+        elif key == "launcher":
+            profile_name = ov.split("=", 1)[1]
+        elif key.startswith("launcher."):
+            profile_set[key.split(".", 1)[1]] = _value(ov)
+        else:
+            extra.append(ov)
+    if scale not in SCALES:
+        fail(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if profile_name is None:
+        local = os.path.join(CONF_DIR, "launcher", "slurm_local.yaml")
+        profile_name = "slurm_local" if scale == "cpu" and os.path.exists(local) else "slurm"
+    try:
+        profile = load_profile(profile_name, overrides=profile_set)
+    except ValueError as exc:
+        fail(str(exc))
+
+    base = [f"+experiment={args.experiment}", f"scale={scale}"]
+    try:
+        exp = compose(base)["experiment"]
+    except Exception as exc:  # noqa: BLE001 - Hydra's errors: print the first line
+        fail(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+    runs = expand_runs(exp, scale)
+    if not runs:
+        has = [s for s in SCALES if expand_runs(exp, s)]
+        if has:
+            fail(f"experiment {exp['id']} has no runs at scale={scale}; try scale={has[0]}")
+        fail(f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: it is computed "
+             f"from other experiments' results")
+    selected = select_runs(runs, extra)
+    if not selected:
+        fail(f"no run of {exp['id']} at scale={scale} matches {' '.join(extra)}; the runs vary "
+             f"{', '.join(sorted({_key(o) for r in runs for o in r}))}")
+    if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
+        fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
+
+    from acco.config_check import ConfigError, validate
+    regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
+    folder = os.path.join(args.out, str(exp["id"]), scale)
+    rendered = []
+    for run in selected:
+        overrides = base + run
+        try:
+            cfg = compose(overrides)
+            validate(cfg, cuda_available=True)
+            name = run_name(cfg, overrides)
+            text = sbatch_script(overrides, cfg, profile, ROOT, args.python, regenerate=regenerate)
+        except (ConfigError, ValueError) as exc:
+            fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")
+        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors
+            fail(f"{' '.join(run)}: {(str(exc).strip().splitlines() or [repr(exc)])[0]}")
+        rendered.append((name, text, log_dir(cfg, profile, ROOT)))
+
+    os.makedirs(folder, exist_ok=True)
+    paths, logs = [], []
+    for name, text, logs_dir in rendered:
+        os.makedirs(logs_dir, exist_ok=True)  # Slurm does not create the folder of --output
+        if logs_dir not in logs:
+            logs.append(logs_dir)
+        path = os.path.join(folder, f"{name}.sbatch")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        paths.append(path)
+        print(path)
+    submit = os.path.join(folder, "submit_all.sh")
+    with open(submit, "w") as f:
+        f.write("#!/bin/bash\n"
+                f"# Submits the {len(paths)} run(s) of experiment {exp['id']} at scale {scale}.\n"
+                f"# regenerate: {regenerate}\n"
+                "set -euo pipefail\n"
+                'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)\n'
+                + "".join(f"mkdir -p {shell_quote(d)}\n" for d in logs)
+                + "".join(f"sbatch \"$HERE\"/{shell_quote(os.path.basename(p))}\n" for p in paths))
+    os.chmod(submit, 0o755)
+    print(submit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
