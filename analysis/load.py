@@ -1,0 +1,206 @@
+"""Discover the runs of a results folder and load them as tidy pandas DataFrames.
+
+A run is a folder `<root>/<exp>/<scale>/<run_name>/` holding config.yaml, metrics.csv,
+summary.json (and optionally trace.json); only runs whose summary says `status: completed` are
+used. Everything is read from the run folder itself: the run's identity (method, seed, DPU warmup,
+accumulation, layout, workers, heterogeneity) comes from its resolved config.yaml, never from the
+folder name.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import pandas as pd
+import yaml
+
+SCALES = ("cpu", "paper")
+METRIC_COLUMNS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
+                  "eval_loss", "grad_norm"]
+RUN_COLUMNS = ["exp", "scale", "run", "method", "impl", "seed", "warmup", "accum", "layout",
+               "world_size", "hetero", "steps", "deterministic", "device"]
+METHOD_LABELS = {"ddp": "DDP", "dpu": "DPU", "wp": "WP", "acco": "ACCO"}
+
+
+def _read_yaml(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _get(d: dict, dotted: str, default=None):
+    for key in dotted.split("."):
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
+def run_info(cfg: dict, summary: dict | None = None) -> dict:
+    """What identifies a run inside its experiment, from its resolved config (and summary)."""
+    summary = summary or {}
+    method = summary.get("method") or _get(cfg, "method.name")
+    world = summary.get("world_size") or cfg.get("world_size")
+    layout = cfg.get("layout")
+    if not layout and world:
+        layout = f"1x{world}"
+    warmup = _get(cfg, "method.warmup_steps") if method in ("dpu", "wp") else None
+    slow = _get(cfg, "hetero.slow_rank")
+    factor = _get(cfg, "hetero.factor", 1.0)
+    hetero = f"rank{slow}x{float(factor):g}" if slow is not None and float(factor or 1.0) != 1.0 else "none"
+    return {
+        "method": method,
+        "impl": _get(cfg, "method.impl") if method == "ddp" else None,
+        "seed": cfg.get("seed"),
+        "warmup": warmup,
+        "accum": summary.get("accum") or _get(cfg, "train.accum"),
+        "layout": str(layout) if layout else None,
+        "world_size": int(world) if world else None,
+        "hetero": hetero,
+        "steps": _get(cfg, "train.steps"),
+        "deterministic": _get(cfg, "train.deterministic"),
+        "device": summary.get("device") or cfg.get("device"),
+    }
+
+
+@dataclass
+class Run:
+    path: str
+    exp: str
+    scale: str
+    name: str
+    config: dict
+    summary: dict
+    _metrics: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def info(self) -> dict:
+        return {"exp": self.exp, "scale": self.scale, "run": self.name, **run_info(self.config, self.summary)}
+
+    @property
+    def method(self) -> str:
+        return self.info["method"]
+
+    @property
+    def trace_path(self) -> str | None:
+        path = os.path.join(self.path, "trace.json")
+        return path if os.path.exists(path) else None
+
+    @property
+    def experiment(self) -> dict:
+        """The experiment block the run was made from (its config carries it whole)."""
+        return self.config.get("experiment") or {}
+
+    def metrics(self) -> pd.DataFrame:
+        if self._metrics is None:
+            self._metrics = read_metrics(os.path.join(self.path, "metrics.csv"))
+        return self._metrics
+
+
+def read_metrics(path: str) -> pd.DataFrame:
+    """metrics.csv with numeric columns (empty eval_loss / grad_norm cells become NaN)."""
+    try:
+        df = pd.read_csv(path)
+    except (OSError, pd.errors.EmptyDataError):
+        return pd.DataFrame(columns=METRIC_COLUMNS)
+    for col in METRIC_COLUMNS:
+        if col not in df:
+            df[col] = float("nan")
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def discover_runs(root: str, exp: str | None = None, scale: str | None = None,
+                  completed_only: bool = True) -> list[Run]:
+    """Every run folder `<root>/<exp>/<scale>/<name>/` with a summary.json (status completed unless
+    `completed_only=False`), sorted by experiment, scale and name."""
+    runs: list[Run] = []
+    if not os.path.isdir(root):
+        return runs
+    exps = [exp] if exp else sorted(os.listdir(root))
+    for e in exps:
+        edir = os.path.join(root, e)
+        if not os.path.isdir(edir):
+            continue
+        scales = [scale] if scale else sorted(os.listdir(edir))
+        for s in scales:
+            sdir = os.path.join(edir, s)
+            if not os.path.isdir(sdir):
+                continue
+            for name in sorted(os.listdir(sdir)):
+                rdir = os.path.join(sdir, name)
+                summary = _read_json(os.path.join(rdir, "summary.json"))
+                if not os.path.isdir(rdir) or summary is None:
+                    continue
+                if completed_only and summary.get("status") != "completed":
+                    continue
+                runs.append(Run(rdir, e, s, name, _read_yaml(os.path.join(rdir, "config.yaml")), summary))
+    return runs
+
+
+def experiments(root: str, scale: str = "cpu") -> list[str]:
+    """Experiment ids with at least one completed run at this scale."""
+    return sorted({r.exp for r in discover_runs(root, scale=scale)})
+
+
+def load_experiment(root: str, exp: str, scale: str = "cpu", runs: list[Run] | None = None) -> pd.DataFrame:
+    """One row per metrics row of every completed run of `exp`, with the run's columns
+    (exp, scale, run, method, impl, seed, warmup, accum, layout, world_size, hetero, steps, ...)."""
+    runs = discover_runs(root, exp, scale) if runs is None else runs
+    frames = []
+    for run in runs:
+        m = run.metrics()
+        if m.empty:
+            continue
+        m = m.copy()
+        for key, value in run.info.items():
+            m[key] = value
+        frames.append(m)
+    if not frames:
+        return pd.DataFrame(columns=RUN_COLUMNS + METRIC_COLUMNS)
+    df = pd.concat(frames, ignore_index=True)
+    return df[RUN_COLUMNS + METRIC_COLUMNS + [c for c in df.columns if c not in RUN_COLUMNS + METRIC_COLUMNS]]
+
+
+def load_summaries(root: str, exp: str | None = None, scale: str = "cpu",
+                   runs: list[Run] | None = None) -> pd.DataFrame:
+    """One row per completed run: its identity, total wall time, final losses, final evaluations
+    (lambada_perplexity, lambada_accuracy, heldout_perplexity, heldout_loss) and the per-rank
+    maxima of the measured bytes."""
+    runs = discover_runs(root, exp, scale) if runs is None else runs
+    rows = []
+    for run in runs:
+        s = run.summary
+        row = dict(run.info)
+        row.update({k: s.get(k) for k in ("total_wall_time_s", "final_train_loss", "final_eval_loss",
+                                          "steps_completed", "samples")})
+        fe = s.get("final_eval") or {}
+        for task, values in fe.items():
+            if isinstance(values, dict):
+                for key, value in values.items():
+                    if isinstance(value, (int, float)):
+                        row[f"{task}_{key}"] = value
+        ranks = s.get("per_rank") or []
+        for key in ("peak_rss_bytes", "optimizer_state_bytes", "param_bytes", "grad_bytes",
+                    "comm_buffer_bytes", "cuda_max_allocated_bytes"):
+            values = [r.get(key) for r in ranks if isinstance(r, dict) and r.get(key) is not None]
+            row[key] = max(values) if values else None
+        row["nodes"] = len({r.get("node") for r in ranks if isinstance(r, dict)}) or None
+        row["path"] = run.path
+        rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else RUN_COLUMNS)
+
+
+def method_label(method: str) -> str:
+    return METHOD_LABELS.get(method, str(method).upper())

@@ -1,0 +1,107 @@
+#!/usr/bin/env python
+"""Regenerate every figure and table the results folder has data for.
+
+    python analysis/make_figures.py results [--scale cpu] [--only fig5,fig8,table3]
+                                    [--no-timelines] [--timeline-seconds 3]
+
+Figures go to `<root>/<exp>/<scale>/figures/<exp>.{png,pdf}` (plus, per method, an overlap timeline
+`timeline_<run>.{png,pdf}` from a run's trace.json), tables to `<root>/tables/tableN_<scale>.{md,csv}`.
+Prints each file written and each figure or table skipped, with the reason (no runs yet); a missing
+experiment never makes it fail. Exit status 1 only if a figure or table raised an unexpected error.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from analysis.figures import FIGURES, MissingRuns, run_timeline  # noqa: E402
+from analysis.load import discover_runs  # noqa: E402
+from analysis.tables import TABLES  # noqa: E402
+
+ALL = list(FIGURES) + list(TABLES)
+
+
+def make_all(root: str, scale: str = "cpu", only: list[str] | None = None, timelines: bool = True,
+             timeline_seconds: float = 3.0, out=print) -> dict:
+    """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}."""
+    wanted = only or ALL
+    unknown = [w for w in wanted if w not in ALL]
+    written: list[str] = []
+    skipped: list[tuple[str, str]] = [(u, "unknown id") for u in unknown]
+    errors: list[tuple[str, str]] = []
+    for fid in [w for w in ALL if w in wanted]:
+        try:
+            if fid in FIGURES:
+                fig = FIGURES[fid](root, scale, save=True)
+                paths = list(fig.saved_paths)
+                plt.close(fig)
+                if timelines:
+                    paths += _timelines(root, fid, scale, timeline_seconds)
+            else:
+                result = TABLES[fid](root, scale, save=True)
+                paths = result["paths"]
+                if not paths:
+                    raise MissingRuns(f"no completed source runs at scale {scale}")
+        except MissingRuns as exc:
+            skipped.append((fid, str(exc)))
+            out(f"skipped {fid}: {exc}")
+            continue
+        except Exception as exc:  # report, keep going with the others
+            errors.append((fid, f"{type(exc).__name__}: {exc}"))
+            out(f"error {fid}: {type(exc).__name__}: {exc}")
+            traceback.print_exc(file=sys.stderr)
+            continue
+        for path in paths:
+            out(f"wrote {path}")
+        written += paths
+    for u in unknown:
+        out(f"skipped {u}: unknown id (choose from {', '.join(ALL)})")
+    return {"written": written, "skipped": skipped, "errors": errors}
+
+
+def _timelines(root: str, exp: str, scale: str, seconds: float) -> list[str]:
+    """One overlap timeline per method: its first run (by name) that has a trace.json."""
+    paths, done = [], set()
+    for run in discover_runs(root, exp, scale):
+        if run.method in done or not run.trace_path:
+            continue
+        try:
+            fig = run_timeline(run, root, seconds=seconds)
+        except (MissingRuns, ValueError, KeyError, OSError):
+            continue
+        paths += fig.saved_paths
+        plt.close(fig)
+        done.add(run.method)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", help="results folder (holds <exp>/<scale>/<run>/)")
+    ap.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
+    ap.add_argument("--only", default="", help=f"comma-separated ids among {','.join(ALL)}")
+    ap.add_argument("--no-timelines", action="store_true", help="skip the per-run overlap timelines")
+    ap.add_argument("--timeline-seconds", type=float, default=3.0)
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.root):
+        print(f"error: no results folder {args.root}", file=sys.stderr)
+        return 2
+    only = [s.strip() for s in args.only.split(",") if s.strip()] or None
+    result = make_all(args.root, args.scale, only, timelines=not args.no_timelines,
+                      timeline_seconds=args.timeline_seconds)
+    print(f"{len(result['written'])} files written, {len(result['skipped'])} skipped, "
+          f"{len(result['errors'])} errors")
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
