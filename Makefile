@@ -7,8 +7,9 @@ WORLD   ?= 2
 STEPS   ?= 300
 OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
+SCALE   ?= cpu
 
-.PHONY: install test train-cpu demo-cpu clean
+.PHONY: install test train-cpu demo-cpu figures reproduce clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,11 +33,26 @@ train-cpu: $(STAMP)
 demo-cpu: $(STAMP)
 	for m in ddp dpu wp acco; do $(MAKE) --no-print-directory train-cpu METHOD=$$m || exit 1; done
 
+# A paper figure or table: run what is missing (SCALE=cpu|paper, LAUNCHER=local|slurm), then plot.
+LAUNCHER ?= local
+EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3
+reproduce-%: $(STAMP)
+	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
+	$(PYTHON) experiments/reproduce.py $* --scale $(SCALE) --launcher $(LAUNCHER)
+
+# Every figure and table (at the CPU scale by default).
+reproduce: $(STAMP)
+	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
+	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale $(SCALE) --launcher $(LAUNCHER) || exit 1; done
+
+# Figures and tables from the results that exist (no training).
+figures: $(STAMP)
+	$(PYTHON) analysis/make_figures.py results --scale $(SCALE)
+
 clean:
 	rm -rf results/cpu-demo .pytest_cache
 
 # One sbatch script per run of a paper experiment, plus submit_all.sh, in
 # slurm/generated/<id>/<scale>/ (e.g. make sbatch-fig8 SCALE=paper; then sbatch one, or run submit_all.sh).
-SCALE   ?= cpu
 sbatch-%: $(STAMP)
 	$(PYTHON) experiments/make_sbatch.py $* scale=$(SCALE)

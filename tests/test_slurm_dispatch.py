@@ -75,3 +75,20 @@ def test_launcher_errors_before_submission(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and "slurm/local-cluster/start" in proc.stderr, proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_checkpoint_signal_requeues_with_resume_auto():
+    """submitit calls checkpoint() on its preemption/time-limit signal; the requeued job gets the
+    same run with resume=auto, a bounded number of times. (On the local cluster, `scancel
+    --signal=USR2 <job>` requeued a running job this way; the training-state checkpoint that
+    resume=auto continues from belongs to the reliability work.)"""
+    from acco.experiment import compose
+    from acco.slurm.submit import SlurmRun
+    cfg = compose(["+experiment=fig5", "scale=cpu", "method=acco", "launcher=slurm_local"])
+    first = SlurmRun(cfg).checkpoint()
+    assert first.function.cfg["resume"] == "auto" and first.function.cfg["_requeues"] == 1
+    assert first.function.cfg["out_dir"] == cfg["out_dir"]
+    last = first.function
+    for _ in range(cfg["launcher"]["max_requeues"] - 1):
+        last = last.checkpoint().function
+    assert last.checkpoint() is None  # no endless requeue loop

@@ -1,0 +1,68 @@
+#!/usr/bin/env python
+"""Reproduce one paper figure or table: run what is missing, then plot.
+
+    python experiments/reproduce.py fig10 --scale cpu --launcher local
+    python experiments/reproduce.py fig8 --scale paper --launcher slurm [launcher.partition=gpu ...]
+
+Runs whose results are complete are not run again. Tables (table1-3) only plot: they are computed
+from other experiments' runs (table2, table3 from fig7/fig11/fig8)."""
+import argparse
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from acco.experiment import compose, expand_runs  # noqa: E402
+from acco.run_io import read_summary  # noqa: E402
+
+EXPERIMENTS = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "conf", "experiment")) if f.endswith(".yaml"))
+SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "table1": []}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiment")
+    parser.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
+    parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
+    parser.add_argument("--results", default="results")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
+    args = parser.parse_args(argv)
+    if args.experiment not in EXPERIMENTS:
+        print(f"error: unknown experiment {args.experiment!r}; choose one of: {', '.join(EXPERIMENTS)}",
+              file=sys.stderr)
+        return 2
+    print(f"reproduce {args.experiment}: SCALE={args.scale} LAUNCHER={args.launcher} results={args.results}",
+          flush=True)
+    todo = SOURCES.get(args.experiment, [args.experiment])
+    base = [f"scale={args.scale}", f"results_root={args.results}", *args.overrides]
+    for exp in todo:
+        common = [f"+experiment={exp}", *base]
+        if args.launcher == "slurm":
+            profile = "slurm_local" if args.scale == "cpu" else "slurm"
+            if not any(o.startswith("launcher=") for o in common):
+                common.append(f"launcher={profile}")
+            code = subprocess.call([sys.executable, os.path.join(ROOT, "experiments", "submit.py"), *common, "--wait"])
+            if code:
+                return code
+            continue
+        runs = expand_runs(compose(common)["experiment"], args.scale)
+        for i, run in enumerate(runs, 1):
+            out_dir = compose([*common, *run])["out_dir"]
+            if (read_summary(out_dir) or {}).get("status") == "completed":
+                print(f"[{exp} {i}/{len(runs)}] done already: {out_dir}", flush=True)
+                continue
+            print(f"[{exp} {i}/{len(runs)}] {' '.join(run)}", flush=True)
+            code = subprocess.call([sys.executable, os.path.join(ROOT, "experiments", "train.py"), *common, *run,
+                                    "overwrite=true"])
+            if code:
+                print(f"error: run {' '.join(run)} of {exp} failed (exit {code})", file=sys.stderr)
+                return code
+    return subprocess.call([sys.executable, os.path.join(ROOT, "analysis", "make_figures.py"), args.results,
+                            "--scale", args.scale, "--only", ",".join(todo + ([args.experiment] if args.experiment not in todo else []))])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
