@@ -113,7 +113,12 @@ def init_process_group(env: DistEnv, device: torch.device, timeout_s: float) -> 
 
 
 def cpu_threads(requested, local_world_size: int) -> int:
-    """Intra-op threads per worker: the cores shared out among this machine's workers."""
+    """Intra-op threads per worker: the cores this process may run on (a Slurm or cgroup CPU set,
+    not the whole machine) shared out among this machine's workers."""
     if requested not in (None, "auto"):
         return int(requested)
-    return max(1, (os.cpu_count() or 1) // max(1, local_world_size))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, local_world_size))
