@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from .cache import build_once, cache_key
-from .packed import epoch_order
+from .packed import MicroBatchStream, epoch_order
 from .pretrain import load_source_splits, normalize_source, source_identity, split_indices
 from .tokenizer import load_tokenizer, tokenizer_fingerprint
 from .tokenizer_spec import eos_id_of, resolve_tokenizer_spec
@@ -256,7 +256,7 @@ def label_tokens(batch: dict) -> int:
     return int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
 
 
-class InstructBatchStream:
+class InstructBatchStream(MicroBatchStream):
     """The micro-batches of one data-parallel rank over variable-length examples.
 
     Sharding and order as ``RankBatchStream``: rank ``r`` owns the examples ``r, r + W, ...``
@@ -313,12 +313,6 @@ class InstructBatchStream:
             labels[row, :n] = torch.as_tensor(x["labels"], dtype=torch.long)
             attention_mask[row, :n] = 1
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-
-    def __iter__(self):
-        k = 0
-        while True:
-            yield self.batch(k)
-            k += 1
 
     def __repr__(self) -> str:
         return (f"InstructBatchStream(rank={self.rank}, world_size={self.world_size}, "

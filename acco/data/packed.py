@@ -62,7 +62,21 @@ def epoch_order(n: int, seed: int, epoch: int, rank: int) -> list[int]:
     return order
 
 
-class RankBatchStream:
+class MicroBatchStream:
+    """A rank's endless stream of micro-batches: `batch(k)` is defined by the subclass, iteration
+    yields batch(0), batch(1), ..."""
+
+    def batch(self, k: int):
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator:
+        k = 0
+        while True:
+            yield self.batch(k)
+            k += 1
+
+
+class RankBatchStream(MicroBatchStream):
     """The stream of micro-batches of one data-parallel rank.
 
     Rank ``r`` owns the blocks whose index is ``r`` modulo ``world_size``, truncated so that every
@@ -121,12 +135,6 @@ class RankBatchStream:
         epoch, j = divmod(k, self.batches_per_epoch)
         idx = self._order(epoch)[j * self.micro_batch_size:(j + 1) * self.micro_batch_size]
         return self._blocks.index_select(0, idx)
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        k = 0
-        while True:
-            yield self.batch(k)
-            k += 1
 
     def __repr__(self) -> str:
         return (f"RankBatchStream(rank={self.rank}, world_size={self.world_size}, "
