@@ -2,7 +2,7 @@
 same shape. Inside the job every task is one rank: submitit's TorchDistributedEnvironment exports
 RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from the Slurm variables.
 
-On submitit's checkpoint signal (SIGUSR1, `signal_delay_s` before the time limit, or a preemption)
+On submitit's checkpoint signal (SIGUSR2, `signal_delay_s` before the time limit, or a preemption)
 the job is requeued with `resume=auto`, so a run that saved a checkpoint continues from it."""
 from __future__ import annotations
 
