@@ -98,11 +98,17 @@ def run_name(cfg: dict, overrides: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9=.,_+-]", "-", name)
 
 
+def experiment_dir(results_root: str, scale: str, exp: str) -> str:
+    """Where an experiment's runs live: `<results_root>/<scale>/<exp>/<run_name>/` (so a CPU-scale
+    reproduction is one folder, results/cpu/, and never mixes with paper-scale runs)."""
+    return os.path.join(results_root, scale, exp)
+
+
 def default_out_dir(cfg: dict, overrides: list[str]) -> str:
     root = cfg.get("results_root") or "results"
     exp = cfg.get("experiment")
     if exp:
-        return os.path.join(root, str(exp["id"]), cfg.get("scale", "cpu"), run_name(cfg, overrides))
+        return os.path.join(experiment_dir(root, cfg.get("scale", "cpu"), str(exp["id"])), run_name(cfg, overrides))
     return os.path.join(root, "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{run_name(cfg, overrides)}")
 
 

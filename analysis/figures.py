@@ -23,6 +23,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from acco.experiment import experiment_dir  # noqa: E402
+
 from .load import Run, discover_runs, load_experiment, method_label  # noqa: E402
 
 COLORS = {"ddp": "C0", "acco": "C3", "dpu": "C2", "wp": "C1"}
@@ -37,7 +39,7 @@ class MissingRuns(RuntimeError):
 
 # -- helpers -----------------------------------------------------------------------------------
 def figures_dir(root: str, exp: str, scale: str) -> str:
-    return os.path.join(root, exp, scale, "figures")
+    return os.path.join(experiment_dir(root, scale, exp), "figures")
 
 
 def save_figure(fig, directory: str, name: str) -> list[str]:
@@ -61,7 +63,7 @@ def _finish(fig, root, exp, scale, save, name=None):
 def _load(root: str, exp: str, scale: str) -> pd.DataFrame:
     df = load_experiment(root, exp, scale)
     if df.empty:
-        raise MissingRuns(f"no completed runs under {os.path.join(root, exp, scale)}")
+        raise MissingRuns(f"no completed runs under {experiment_dir(root, scale, exp)}")
     return df
 
 
@@ -246,7 +248,7 @@ def fig8(root: str, scale: str = "cpu", save: bool = True):
     runs = discover_runs(root, "fig8", scale)
     df = load_experiment(root, "fig8", scale, runs=runs)
     if df.empty:
-        raise MissingRuns(f"no completed runs under {os.path.join(root, 'fig8', scale)}")
+        raise MissingRuns(f"no completed runs under {experiment_dir(root, scale, 'fig8')}")
     present = [str(v) for v in df["layout"].dropna().unique()]
     order = [lo for lo in _layout_order(runs, scale) if lo in present] + sorted(
         lo for lo in present if lo not in _layout_order(runs, scale))
@@ -315,7 +317,7 @@ def fig4_data(root: str, scale: str = "cpu") -> pd.DataFrame:
                      "impl": run.info["impl"], **t, "comm_over_compute": t["comm_s"] / t["compute_s"]
                      if t["compute_s"] > 0 else float("nan")})
     if not rows:
-        raise MissingRuns(f"no ddp run with a trace.json under {os.path.join(root, 'fig4', scale)}")
+        raise MissingRuns(f"no ddp run with a trace.json under {experiment_dir(root, scale, 'fig4')}")
     return pd.DataFrame(rows).sort_values("workers").reset_index(drop=True)
 
 

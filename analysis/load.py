@@ -1,6 +1,6 @@
 """Discover the runs of a results folder and load them as tidy pandas DataFrames.
 
-A run is a folder `<root>/<exp>/<scale>/<run_name>/` holding config.yaml, metrics.csv,
+A run is a folder `<root>/<scale>/<exp>/<run_name>/` holding config.yaml, metrics.csv,
 summary.json (and optionally trace.json); only runs whose summary says `status: completed` are
 used. Everything is read from the run folder itself: the run's identity (method, seed, DPU warmup,
 accumulation, layout, workers, heterogeneity) comes from its resolved config.yaml, never from the
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import yaml
+
+from acco.experiment import experiment_dir
 
 SCALES = ("cpu", "paper")
 METRIC_COLUMNS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
@@ -123,30 +125,26 @@ def read_metrics(path: str) -> pd.DataFrame:
 
 def discover_runs(root: str, exp: str | None = None, scale: str | None = None,
                   completed_only: bool = True) -> list[Run]:
-    """Every run folder `<root>/<exp>/<scale>/<name>/` with a summary.json (status completed unless
+    """Every run folder `<root>/<scale>/<exp>/<name>/` with a summary.json (status completed unless
     `completed_only=False`), sorted by experiment, scale and name."""
     runs: list[Run] = []
-    if not os.path.isdir(root):
-        return runs
-    exps = [exp] if exp else sorted(os.listdir(root))
-    for e in exps:
-        edir = os.path.join(root, e)
-        if not os.path.isdir(edir):
+    for s in [scale] if scale else SCALES:
+        sdir = os.path.join(root, s)
+        if not os.path.isdir(sdir):
             continue
-        scales = [scale] if scale else sorted(os.listdir(edir))
-        for s in scales:
-            sdir = os.path.join(edir, s)
-            if not os.path.isdir(sdir):
+        for e in [exp] if exp else sorted(os.listdir(sdir)):
+            edir = experiment_dir(root, s, e)
+            if not os.path.isdir(edir):
                 continue
-            for name in sorted(os.listdir(sdir)):
-                rdir = os.path.join(sdir, name)
+            for name in sorted(os.listdir(edir)):
+                rdir = os.path.join(edir, name)
                 summary = _read_json(os.path.join(rdir, "summary.json"))
                 if not os.path.isdir(rdir) or summary is None:
                     continue
                 if completed_only and summary.get("status") != "completed":
                     continue
                 runs.append(Run(rdir, e, s, name, _read_yaml(os.path.join(rdir, "config.yaml")), summary))
-    return runs
+    return sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
 
 
 def experiments(root: str, scale: str = "cpu") -> list[str]:

@@ -4,8 +4,9 @@
     python analysis/make_figures.py results [--scale cpu] [--only fig5,fig8,table3]
                                     [--no-timelines] [--timeline-seconds 3]
 
-Figures go to `<root>/<exp>/<scale>/figures/<exp>.{png,pdf}` (plus, per method, an overlap timeline
-`timeline_<run>.{png,pdf}` from a run's trace.json), tables to `<root>/tables/tableN_<scale>.{md,csv}`.
+Figures go to `<root>/<scale>/<exp>/figures/<exp>.{png,pdf}` (plus, per method, an overlap timeline
+`timeline_<run>.{png,pdf}` from a run's trace.json), tables to `<root>/<scale>/tables/tableN.{md,csv}`,
+and the report beside the paper's claims to `<root>/<scale>/REPORT.md` (analysis/report.py).
 Prints each file written and each figure or table skipped, with the reason (no runs yet); a missing
 experiment never makes it fail. Exit status 1 only if a figure or table raised an unexpected error.
 """
@@ -25,13 +26,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.figures import FIGURES, MissingRuns, run_timeline  # noqa: E402
 from analysis.load import discover_runs  # noqa: E402
+from analysis.report import write_report  # noqa: E402
 from analysis.tables import TABLES  # noqa: E402
 
 ALL = list(FIGURES) + list(TABLES)
 
 
 def make_all(root: str, scale: str = "cpu", only: list[str] | None = None, timelines: bool = True,
-             timeline_seconds: float = 3.0, out=print) -> dict:
+             timeline_seconds: float = 3.0, out=print, report: bool = True) -> dict:
     """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}."""
     wanted = only or ALL
     unknown = [w for w in wanted if w not in ALL]
@@ -65,6 +67,10 @@ def make_all(root: str, scale: str = "cpu", only: list[str] | None = None, timel
         written += paths
     for u in unknown:
         out(f"skipped {u}: unknown id (choose from {', '.join(ALL)})")
+    if report:  # the report reads every experiment of this scale, whatever was redrawn now
+        path = write_report(root, scale)
+        out(f"wrote {path}")
+        written.append(path)
     return {"written": written, "skipped": skipped, "errors": errors}
 
 
@@ -86,7 +92,7 @@ def _timelines(root: str, exp: str, scale: str, seconds: float) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", help="results folder (holds <exp>/<scale>/<run>/)")
+    ap.add_argument("root", help="results folder (holds <scale>/<exp>/<run>/)")
     ap.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
     ap.add_argument("--only", default="", help=f"comma-separated ids among {','.join(ALL)}")
     ap.add_argument("--no-timelines", action="store_true", help="skip the per-run overlap timelines")

@@ -1,7 +1,7 @@
 """Tables 1-3 of the paper, beside what the runs of a results folder measured.
 
 Each `tableN(root, scale)` returns DataFrames and (with `save=True`) writes Markdown and CSV to
-`<root>/tables/tableN_<scale>.{md,csv}`. The paper's numbers come from the project's own
+`<root>/<scale>/tables/tableN.{md,csv}`. The paper's numbers come from the project's own
 `conf/experiment/tableN.yaml`; everything measured comes from the results folder alone.
 
 Table 1 — memory per replica, bytes per parameter, with Ψ parameters, N workers, K = 12 bytes of
@@ -94,14 +94,14 @@ def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
     return "\n".join(lines) + "\n"
 
 
-def tables_dir(root: str) -> str:
-    return os.path.join(root, "tables")
+def tables_dir(root: str, scale: str) -> str:
+    return os.path.join(root, scale, "tables")
 
 
-def write_table(root: str, name: str, sections: list[tuple[str, pd.DataFrame]], title: str,
+def write_table(root: str, scale: str, name: str, sections: list[tuple[str, pd.DataFrame]], title: str,
                 notes: str = "", floatfmt: str = ".4g") -> list[str]:
     """`name`.md with every section, `name`.csv with the first, `name`_<i>.csv with the others."""
-    out = tables_dir(root)
+    out = tables_dir(root, scale)
     os.makedirs(out, exist_ok=True)
     md = [f"# {title}\n"]
     paths = []
@@ -212,7 +212,7 @@ def table1(root: str | None = None, scale: str = "cpu", save: bool = True) -> di
         sections = [("Formulas", formulas)]
         if not measured.empty:
             sections.append((f"Measured ({scale} runs)", measured))
-        out["paths"] = write_table(root, f"table1_{scale}", sections, "Table 1 — memory per replica",
+        out["paths"] = write_table(root, scale, "table1", sections, "Table 1 — memory per replica",
                                    notes="\n\n".join(notes))
     return out
 
@@ -256,7 +256,7 @@ def table2(root: str, scale: str = "cpu", save: bool = True) -> dict:
         notes = ("Measured: final evaluations of the runs (summary.json final_eval): LAMBADA perplexity and "
                  "last-word accuracy, held-out perplexity (OpenWebText validation at paper scale, the "
                  f"generated corpus's held-out split at CPU scale). Paper: Table 2. Scale: {scale}.")
-        out["paths"] = write_table(root, f"table2_{scale}", [("", df)], "Table 2 — perplexity", notes,
+        out["paths"] = write_table(root, scale, "table2", [("", df)], "Table 2 — perplexity", notes,
                                    floatfmt=".2f")
     return out
 
@@ -350,7 +350,7 @@ def table3(root: str, scale: str = "cpu", save: bool = True, target_loss: float 
                  "by default the worse of the two final losses. Reductions are (t_ddp − t_acco) / t_ddp. "
                  f"paper_reduction_pct is computed from the paper's times; the paper prints the rounded value "
                  f"where it gives one. Scale: {scale}.")
-        out["paths"] = write_table(root, f"table3_{scale}", [("", df)], "Table 3 — wall-clock, ZeRO-1 vs ACCO",
+        out["paths"] = write_table(root, scale, "table3", [("", df)], "Table 3 — wall-clock, ZeRO-1 vs ACCO",
                                    notes, floatfmt=".4g")
     return out
 

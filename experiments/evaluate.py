@@ -3,7 +3,7 @@
 the whole test set, and perplexity on the held-out validation blocks of the run's training data.
 Writes <run>/eval.json and prints one line per run.
 
-    python experiments/evaluate.py results/fig7/cpu/ddp results/fig7/cpu/acco
+    python experiments/evaluate.py results/cpu/fig7/ddp results/cpu/fig7/acco
     python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
 """
 import argparse

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
     parser.add_argument("--results", default="results")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.experiment not in EXPERIMENTS:
         print(f"error: unknown experiment {args.experiment!r}; choose one of: {', '.join(EXPERIMENTS)}",
               file=sys.stderr)

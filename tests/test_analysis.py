@@ -69,9 +69,9 @@ def test_discover_and_tidy_frame():
 
 
 def test_a_failed_run_is_not_discovered(tmp_path):
-    src = os.path.join(FIXTURES, "fig6", "cpu")
-    shutil.copytree(src, tmp_path / "fig6" / "cpu")
-    path = next((tmp_path / "fig6" / "cpu").iterdir()) / "summary.json"
+    src = os.path.join(FIXTURES, "cpu", "fig6")
+    shutil.copytree(src, tmp_path / "cpu" / "fig6")
+    path = next((tmp_path / "cpu" / "fig6").iterdir()) / "summary.json"
     summary = json.loads(path.read_text())
     path.write_text(json.dumps(dict(summary, status="failed")))
     assert len(discover_runs(str(tmp_path), "fig6", "cpu")) == 2
@@ -231,7 +231,7 @@ def test_table2_perplexities_beside_paper():
 
 
 def _write_run(root, exp, name, method, wall, times, losses, layout=None):
-    d = os.path.join(root, exp, "cpu", name)
+    d = os.path.join(root, "cpu", exp, name)
     os.makedirs(d)
     exp_block = {"id": exp, "scales": {"paper": {"set": {"layout": "4x8"}, "runs": [{"method": ["ddp", "acco"]}]},
                                        "cpu": {"runs": [{"method": ["ddp", "acco"]}]}}}
@@ -263,7 +263,7 @@ def test_table3_reduction_known_answer(tmp_path):
     others = df[df["source"] != "fig7"]
     assert others["reduction_pct"].isna().all()  # no runs: no number, no failure
     assert tables.reduction_pct(13560, 1740) == pytest.approx(87.17, abs=0.01)
-    md = open(os.path.join(root, "tables", "table3_cpu.md")).read()
+    md = open(os.path.join(root, "cpu", "tables", "table3.md")).read()
     assert "| 125M pretraining, 4x8 A100 | fig7 |" in md and "25" in md
     # an explicit target
     row = tables.table3(root, "cpu", save=False, target_loss=3.0)["table"].iloc[1]
@@ -272,40 +272,40 @@ def test_table3_reduction_known_answer(tmp_path):
 
 # -- the command -------------------------------------------------------------------------------
 def test_make_figures_writes_everything(results):
-    shutil.rmtree(os.path.join(results, "fig10"))
-    shutil.rmtree(os.path.join(results, "fig11"))
+    shutil.rmtree(os.path.join(results, "cpu", "fig10"))
+    shutil.rmtree(os.path.join(results, "cpu", "fig11"))
     lines: list[str] = []
     out = make_all(results, "cpu", timelines=True, out=lines.append)
     assert not out["errors"], out["errors"]
     written = set(out["written"])
     for fid in ("fig4", "fig5", "fig6", "fig7", "fig8", "fig9"):
         for ext in ("png", "pdf"):
-            path = os.path.join(results, fid, "cpu", "figures", f"{fid}.{ext}")
+            path = os.path.join(results, "cpu", fid, "figures", f"{fid}.{ext}")
             assert path in written and os.path.getsize(path) > 1000
-    assert os.path.join(results, "fig5", "cpu", "figures", "timeline_acco.png") in written
-    assert os.path.exists(os.path.join(results, "fig4", "cpu", "figures", "fig4.csv"))
+    assert os.path.join(results, "cpu", "fig5", "figures", "timeline_acco.png") in written
+    assert os.path.exists(os.path.join(results, "cpu", "fig4", "figures", "fig4.csv"))
     for t in ("table1", "table2", "table3"):
         for ext in ("md", "csv"):
-            assert os.path.join(results, "tables", f"{t}_cpu.{ext}") in written
+            assert os.path.join(results, "cpu", "tables", f"{t}.{ext}") in written
     skipped = dict(out["skipped"])
     assert set(skipped) == {"fig10", "fig11"}
     assert any(line.startswith("skipped fig10") for line in lines)
-    t1 = pd.read_csv(os.path.join(results, "tables", "table1_cpu.csv"))
+    t1 = pd.read_csv(os.path.join(results, "cpu", "tables", "table1.csv"))
     assert list(t1["paper_gb"]) == list(PAPER_TABLE1.values())
-    t2 = open(os.path.join(results, "tables", "table2_cpu.md")).read()
+    t2 = open(os.path.join(results, "cpu", "tables", "table2.md")).read()
     assert "47.10" in t2 and "4x8 (fig7)" in t2
 
 
 def test_make_figures_cli_skips_gracefully(tmp_path):
-    shutil.copytree(os.path.join(FIXTURES, "fig6"), tmp_path / "fig6")
+    shutil.copytree(os.path.join(FIXTURES, "cpu", "fig6"), tmp_path / "cpu" / "fig6")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "analysis", "make_figures.py"), str(tmp_path),
                            "--only", "fig6,fig9,table2,table3", "--no-timelines"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert f"wrote {tmp_path}/fig6/cpu/figures/fig6.png" in proc.stdout
+    assert f"wrote {tmp_path}/cpu/fig6/figures/fig6.png" in proc.stdout
     for fid in ("fig9", "table2", "table3"):
         assert f"skipped {fid}" in proc.stdout
-    assert not (tmp_path / "fig9").exists()
+    assert not (tmp_path / "cpu" / "fig9").exists()
 
 
 def test_trace_summary_still_works():

@@ -19,7 +19,7 @@ FAST = ["train.steps=2", "train.log_every=0", "data.source.num_stories=1500"]
 def test_cpu_experiment_runs(tmp_path, exp):
     first = expand_runs(compose([f"+experiment={exp}", "scale=cpu"])["experiment"], "cpu")[0]
     run_train([f"+experiment={exp}", "scale=cpu", *first, *FAST, f"results_root={tmp_path}"])
-    runs = list((tmp_path / exp / "cpu").iterdir())
+    runs = list((tmp_path / "cpu" / exp).iterdir())
     assert len(runs) == 1
     summary = load_run(str(runs[0]))["summary"]
     assert summary["status"] == "completed" and summary["steps_completed"] == 2
@@ -34,9 +34,9 @@ def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
     proc = run_train(["+experiment=fig8", "scale=cpu", "method=acco", "layout=2x1", "train.steps=2",
                       f"results_root={tmp_path}", dep])
     assert "training it first" in proc.stderr
-    pre = tmp_path / "fig7" / "cpu" / "ddp_data.source.num_stories=1500_train.steps=2"
+    pre = tmp_path / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
     assert load_run(str(pre))["summary"]["status"] == "completed" and (pre / "model").is_dir()
-    (fine,) = (tmp_path / "fig8" / "cpu").iterdir()
+    (fine,) = (tmp_path / "cpu" / "fig8").iterdir()
     assert fine.name.startswith("acco_layout=2x1_model.pretrained_from.overrides=")
     run = load_run(str(fine))
     assert run["summary"]["status"] == "completed"
@@ -50,11 +50,11 @@ def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
 
 def test_multirun_sweep_one_folder_per_run(tmp_path):
     run_train(["-m", "+experiment=fig5", "scale=cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
-    names = sorted(p.name for p in (tmp_path / "fig5" / "cpu").iterdir())
+    names = sorted(p.name for p in (tmp_path / "cpu" / "fig5").iterdir())
     assert names == ["acco_data.source.num_stories=1500_train.steps=2",
                      "ddp_data.source.num_stories=1500_train.steps=2"]
     for name in names:
-        assert load_run(str(tmp_path / "fig5" / "cpu" / name))["summary"]["status"] == "completed"
+        assert load_run(str(tmp_path / "cpu" / "fig5" / name))["summary"]["status"] == "completed"
 
 
 def one_line_error(args, tmp_path):

@@ -36,7 +36,7 @@ def test_every_experiment_composes(exp, scale):
         for overrides in runs:  # every listed run composes and validates
             run = cfg_of(exp, scale, *overrides)
             assert world(run) >= 1
-            assert run["out_dir"].startswith(f"results/{exp}/{scale}/{run['method']['name']}")
+            assert run["out_dir"].startswith(f"results/{scale}/{exp}/{run['method']['name']}")
     else:
         assert runs == []
 
@@ -105,8 +105,11 @@ def test_fig9_fig10_fig4_and_tables():
         assert world(cfg) == 4 and cfg["hetero"] == {"slow_rank": 3, "factor": 4.0}
         assert cfg["train"]["deterministic"] is False  # fast workers keep accumulating
         assert {tuple(r) for r in expand_runs(cfg["experiment"], scale)} == {("method=ddp",), ("method=acco",)}
-        runs = expand_runs(cfg_of("fig10", scale)["experiment"], scale)
-        assert runs == [["method=dpu", "train.accum=1"], ["method=dpu", "train.accum=2"]]
+        # fig10: DPU with 1 vs 2 micro-batches per step, over the same samples (accum 1: 2x steps)
+        runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"], scale)]
+        by_accum = {c["train"]["accum"]: c for c in runs}
+        assert set(by_accum) == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}
+        assert by_accum[1]["train"]["steps"] == 2 * by_accum[2]["train"]["steps"]
     llama = cfg_of("fig4", "paper")["model"]["config"]
     assert (llama["hidden_size"], llama["num_hidden_layers"], llama["intermediate_size"]) == (4096, 32, 11008)
     t1 = cfg_of("table1", "cpu")["experiment"]["paper"]

@@ -110,8 +110,9 @@ def test_out_dir_quoted_for_shell_and_hydra(tmp_path):
                  f"results_root={root}"]
     text = render(overrides)
     argv = srun_argv(text)
-    out_dir = str(root / "fig5" / "cpu" / "dpu_method.warmup_steps=4_seed=1")
-    assert argv[3:-1] == overrides  # every override comes back as it was
+    out_dir = str(root / "cpu" / "fig5" / "dpu_method.warmup_steps=4_seed=1")
+    assert argv[3:-2] == overrides  # every override comes back as it was
+    assert argv[-2] == "resume=auto"  # a requeued job continues from the run's checkpoint
     assert argv[-1] == f"out_dir='{out_dir}'"
     (parsed,) = OverridesParser.create().parse_overrides([argv[-1]])
     assert parsed.key_or_group == "out_dir" and parsed.value() == out_dir
@@ -254,7 +255,7 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
                    for p in sorted((results / ".slurm").glob("*")) if p.is_file())
     assert proc.returncode == 0 and job, output(proc) + logs
 
-    out_dir = results / "fig5" / "cpu" / "acco_layout=2x1_train.steps=3"
+    out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_train.steps=3"
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     assert summary["world_size"] == 2 and summary["launcher"] == "slurm"

@@ -23,7 +23,7 @@ def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noq
     for layout, distinct_nodes in (("2x1", 2), ("1x2", 1)):
         run_train(["+experiment=fig5", "scale=cpu", "method=acco", f"layout={layout}", "train.steps=3",
                    *QUICK, f"results_root={tmp_path}"], timeout=300)
-        (out,) = [p for p in (tmp_path / "fig5" / "cpu").iterdir() if f"layout={layout}" in p.name]
+        (out,) = [p for p in (tmp_path / "cpu" / "fig5").iterdir() if f"layout={layout}" in p.name]
         summary = load_run(str(out))["summary"]
         assert summary["status"] == "completed" and summary["launcher"] == "slurm"
         assert summary["world_size"] == 2 and summary["steps_completed"] == 3
@@ -38,7 +38,7 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     ids = [line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("submitted")]
     assert len(ids) == 3 and len({i.split("_")[0] for i in ids}) == 1, ids  # one array, 3 tasks
-    runs = list((tmp_path / "fig6" / "cpu").iterdir())
+    runs = list((tmp_path / "cpu" / "fig6").iterdir())
     assert sorted(load_run(str(r))["summary"]["method"] for r in runs) == ["acco", "ddp", "wp"]
     assert all(load_run(str(r))["summary"]["status"] == "completed" for r in runs)
     again = script("submit.py", args, timeout=120)
@@ -54,7 +54,7 @@ def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
     proc = run_train(args, expect=1, timeout=300)
     assert time.monotonic() - t0 < 120, "the failure took too long to surface"
     assert "failed" in proc.stderr
-    (out,) = (tmp_path / "fig5" / "cpu").iterdir()
+    (out,) = (tmp_path / "cpu" / "fig5").iterdir()
     summary = load_run(str(out))["summary"]
     assert summary["status"] == "failed" and 1 <= summary["steps_completed"] < 2000
     status = script("status.py", args[:-2] + args[-2:], timeout=120)

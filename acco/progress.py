@@ -1,0 +1,89 @@
+"""What rank 0 shows and logs while training: a progress bar (step, loss, samples/s, ETA) on a
+terminal, a plain log line every `train.log_every` steps otherwise (Slurm logs, CI, pipes), and the
+optional Weights & Biases run (`logger=wandb`, offline by default: nothing leaves the machine)."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+class Progress:
+    """One committed step at a time. A bar only where someone watches a terminal: in a log file a
+    bar's carriage returns turn into one unreadable line."""
+
+    def __init__(self, method: str, steps: int, log_every: int, stream=None, bar: bool | None = None):
+        self.method, self.steps, self.log_every = method, steps, log_every
+        self.stream = stream if stream is not None else sys.stderr
+        if bar is None:
+            bar = self.stream.isatty() and os.environ.get("ACCO_PROGRESS", "auto") != "off"
+        self.bar = None
+        if bar:
+            from tqdm import tqdm
+            self.bar = tqdm(total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True,
+                            smoothing=0.1)
+
+    def update(self, step: int, loss: float, samples: int, wall_s: float, lr: float,
+               micro_batches: int, eval_loss: float | None) -> None:
+        rate = samples / max(wall_s, 1e-9)
+        if self.bar is not None:  # tqdm computes the ETA from its own step rate
+            post = {"loss": f"{loss:.4f}", "samples/s": f"{rate:.1f}"}
+            if eval_loss is not None:
+                post["eval"] = f"{eval_loss:.4f}"
+            self.bar.set_postfix(post, refresh=False)
+            self.bar.update(1)
+            return
+        if self.log_every and (step % self.log_every == 0 or step == self.steps):
+            eta = wall_s / step * (self.steps - step)
+            extra = f" eval {eval_loss:.4f}" if eval_loss is not None else ""
+            print(f"[{self.method}] step {step}/{self.steps} loss {loss:.4f}{extra} lr {lr:.2e} "
+                  f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class WandbLogger:
+    """Every metrics row as a W&B step; the run's config and final summary alongside. Offline mode
+    writes under <out_dir>/wandb (upload later with `wandb sync <out_dir>/wandb/offline-run-*`)."""
+
+    def __init__(self, cfg: dict, out_dir: str):
+        import wandb
+        opts = cfg.get("logger") or {}
+        self.wandb = wandb
+        self.run = wandb.init(project=opts.get("project") or "acco", entity=opts.get("entity"),
+                              name=os.path.basename(os.path.normpath(out_dir)), dir=out_dir,
+                              mode=opts.get("mode") or "offline", config=cfg,
+                              tags=[cfg["method"]["name"]], reinit="finish_previous")
+
+    def log(self, row: dict) -> None:
+        self.run.log({k: v for k, v in row.items() if v is not None and k != "step"}, step=int(row["step"]))
+
+    def finish(self, summary: dict | None = None) -> None:
+        if summary:
+            for key in ("status", "total_wall_time_s", "final_train_loss", "final_eval_loss"):
+                if summary.get(key) is not None:
+                    self.run.summary[key] = summary[key]
+        self.run.finish(exit_code=0 if not summary or summary.get("status") == "completed" else 1)
+
+
+def make_logger(cfg: dict, out_dir: str) -> WandbLogger | None:
+    name = (cfg.get("logger") or {}).get("name", "none")
+    return WandbLogger(cfg, out_dir) if name == "wandb" else None
+
+
+def check_logger(cfg: dict) -> str | None:
+    """The problem with the chosen logger, as one line, or None (checked before any worker starts)."""
+    opts = cfg.get("logger") or {}
+    name = opts.get("name", "none")
+    if name not in ("none", "wandb"):
+        return f"logger={name} is not known; use logger=none or logger=wandb"
+    if name == "wandb":
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            return "logger=wandb needs the wandb package: pip install wandb (or pip install -e '.[wandb]')"
+        if opts.get("mode", "offline") not in ("offline", "online", "disabled"):
+            return f"logger.mode={opts.get('mode')} is not known; use offline, online or disabled"
+    return None

@@ -1,0 +1,66 @@
+"""Rank 0's progress display and the optional Weights & Biases logging (offline)."""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+
+import pytest
+
+from acco.progress import Progress, check_logger
+from tests.conftest import run_train
+
+
+def feed(progress: Progress, steps: int) -> None:
+    for step in range(1, steps + 1):
+        progress.update(step, loss=5.0 - 0.1 * step, samples=16 * step, wall_s=0.5 * step, lr=1e-3,
+                        micro_batches=4, eval_loss=4.5 if step == steps else None)
+    progress.close()
+
+
+def test_log_lines_every_k_steps_and_at_the_end_when_not_on_a_terminal():
+    out = io.StringIO()
+    feed(Progress("acco", 7, log_every=3, stream=out), 7)
+    lines = out.getvalue().splitlines()
+    assert [line.split()[2] for line in lines] == ["3/7", "6/7", "7/7"]
+    assert lines[0].startswith("[acco] step 3/7 loss 4.7000")
+    assert "32.0 samples/s" in lines[0] and "eta 2s" in lines[0]  # 48 samples in 1.5 s; 4 steps left
+    assert "eval 4.5000" in lines[-1] and lines[-1].endswith("eta 0s")
+
+
+def test_progress_bar_shows_step_loss_rate_and_eta():
+    out = io.StringIO()
+    feed(Progress("ddp", 5, log_every=1, stream=out, bar=True), 5)
+    text = out.getvalue()
+    final = text.replace("\r", "\n").strip().splitlines()[-1]
+    assert "5/5" in final and "loss=4.5000" in final and "samples/s=32.0" in final, final
+    assert "eval=4.5000" in final
+    assert "<" in final  # tqdm's elapsed<remaining
+    assert "[ddp] step" not in text  # the bar replaces the log lines
+
+
+def test_logger_choices_are_checked_before_anything_starts():
+    assert check_logger({"logger": {"name": "none"}}) is None
+    assert check_logger({"logger": {"name": "wandb", "mode": "offline"}}) is None
+    assert "logger.mode=cloud" in check_logger({"logger": {"name": "wandb", "mode": "cloud"}})
+    assert "logger=tensorboard" in check_logger({"logger": {"name": "tensorboard"}})
+
+
+def test_wandb_offline_run_records_every_metrics_row(tmp_path):
+    pytest.importorskip("wandb")
+    out = str(tmp_path / "run")
+    run_train(["method=acco", "world_size=2", "train.steps=6", "train.deterministic=true",
+               "logger=wandb", f"out_dir={out}", "train.log_every=0"])
+    files = glob.glob(os.path.join(out, "wandb", "offline-run-*", "run-*.wandb"))
+    assert len(files) == 1, os.listdir(out)
+    raw = open(files[0], "rb").read()
+    with open(os.path.join(out, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6
+    # history values are stored as JSON text inside the run's protobuf records
+    assert b"train_loss" in raw and b"samples" in raw
+    for row in rows:
+        assert json.dumps(float(row["train_loss"])).encode() in raw, row
+    assert json.load(open(os.path.join(out, "summary.json")))["status"] == "completed"
