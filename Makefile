@@ -9,7 +9,7 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: install test train-cpu demo-cpu figures reproduce clean
+.PHONY: install test train-cpu demo-cpu figures reproduce clean bench
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -56,3 +56,9 @@ clean:
 # slurm/generated/<id>/<scale>/ (e.g. make sbatch-fig8 SCALE=paper; then sbatch one, or run submit_all.sh).
 sbatch-%: $(STAMP)
 	$(PYTHON) experiments/make_sbatch.py $* scale=$(SCALE)
+
+# The performance testbed: every method on an emulated slow link (network namespaces + tc), side by
+# side, medians over rounds -> results/bench/ (README: "A slow interconnect and make bench").
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)

@@ -8,16 +8,26 @@ the minimal (N-1)/N of the buffer and needs only one shard-sized receive buffer.
 reduce-scatter."""
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
+
+from ..testbed import delay as link_delay  # the emulated slow link (no-op unless configured)
 
 
 def backend_of(group) -> str:
     return dist.get_backend(group)
 
 
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
 def all_reduce_sum(tensor: torch.Tensor, group) -> None:
+    started = time.perf_counter()
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+    link_delay.after("all_reduce", _nbytes(tensor), dist.get_world_size(group), started)
 
 
 def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group,
@@ -30,6 +40,7 @@ def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group,
     if world == 1:
         out.copy_(full)
         return
+    started = time.perf_counter()
     if backend_of(group) == "nccl":
         dist.reduce_scatter_tensor(out, full, op=dist.ReduceOp.SUM, group=group)
         return
@@ -42,12 +53,15 @@ def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group,
     for s in range(world - 1):
         send_idx = (rank - s - 1) % world
         recv_idx = (rank - s - 2) % world
-        ops = [dist.P2POp(dist.isend, chunks[send_idx], right, group),
-               dist.P2POp(dist.irecv, recv, left, group)]
+        # receive posted before the send: with the send first, a 2-rank exchange on a shaped
+        # link ran at half the rate in about half the runs (the two directions serialized)
+        ops = [dist.P2POp(dist.irecv, recv, left, group),
+               dist.P2POp(dist.isend, chunks[send_idx], right, group)]
         for work in dist.batch_isend_irecv(ops):
             work.wait()
         chunks[recv_idx].add_(recv)
     out.copy_(chunks[rank])
+    link_delay.after("reduce_scatter", _nbytes(full), world, started)
 
 
 def all_gather_into(full: torch.Tensor, shard: torch.Tensor, group) -> None:
@@ -58,4 +72,6 @@ def all_gather_into(full: torch.Tensor, shard: torch.Tensor, group) -> None:
         return
     # torch 2.13 renamed all_gather_into_tensor to all_gather_single (the old name warns)
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    started = time.perf_counter()
     gather(full, shard, group=group)
+    link_delay.after("all_gather", _nbytes(full), dist.get_world_size(group), started)

@@ -1,0 +1,47 @@
+"""`make bench` end to end at a tiny size: calibration, the interleaved grid on the emulated link,
+and every output file."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+
+from .conftest import ROOT
+
+
+def test_bench_end_to_end_tiny(tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench.py"), "--tiny",
+                           "--worlds", "2", "--ratios", "0,1", "--methods", "acco", "--rounds", "1",
+                           "--steps", "3", "--accum", "2", "--hetero-world", "0", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for name in ("runs.csv", "grid.csv", "ideal.csv", "calibration.csv", "memory.csv", "targets.csv",
+                 "targets.md", "costmodel_testbed.csv", "costmodel_fit.csv", "costmodel_scaling.csv",
+                 "costmodel_fig4.csv", "costmodel_table3.csv", "bench.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    grid = pd.read_csv(out / "grid.csv")
+    assert set(grid["method"]) == {"acco", "ddp_flat"}  # the reference always runs
+    assert sorted(grid["ratio_target"].unique()) == [0.0, 1.0]
+    unlimited, shaped = grid[grid["ratio_target"] == 0], grid[grid["ratio_target"] == 1]
+    assert (unlimited["link_mode"] == "none").all() and (unlimited["rate_mbit"] == 0).all()
+    assert (shaped["rate_mbit"] > 0).all() and shaped["link_mode"].isin(["netns", "delay"]).all()
+    assert (grid["samples_per_s"] > 0).all() and (grid["s_per_step"] > 0).all()
+    # the shaped link makes the reference's sync slower than on the unlimited link
+    ref = grid[grid["method"] == "ddp_flat"].set_index("ratio_target")
+    assert ref.loc[1.0, "t_sync_s"] > ref.loc[0.0, "t_sync_s"]
+    targets = pd.read_csv(out / "targets.csv")
+    assert len(targets) >= 2 and set(targets["pass"]) <= {True, False}
+    mem = pd.read_csv(out / "memory.csv")
+    acco = mem[mem["method"] == "acco"].iloc[0]
+    # ACCO's model state is exactly Table 1's (2+2+2+K/N)Ψ at fp32 (params, grads, buffer, shard)
+    assert abs(acco["measured_over_table1"] - 1.0) < 0.05
+    # the outputs can be rebuilt from the run folders alone
+    (out / "grid.csv").unlink()
+    again = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench.py"), "--report-only",
+                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rebuilt = pd.read_csv(out / "grid.csv")
+    assert len(rebuilt) == len(grid) and set(rebuilt["method"]) == set(grid["method"])

@@ -1,0 +1,80 @@
+"""The α-β cost model: closed forms of ring collectives, the step-time models, calibration that
+recovers known parameters, and the shape of its paper-hardware predictions."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from acco import costmodel as cm
+
+
+@pytest.mark.parametrize("n", [2, 3, 8, 64])
+def test_ring_closed_forms(n):
+    S, a, b = 1e9, 5e-6, 1 / 25e9
+    rs = cm.reduce_scatter_time(S, n, a, b)
+    assert rs == pytest.approx((n - 1) * a + (n - 1) / n * S * b)
+    assert cm.all_gather_time(S, n, a, b) == pytest.approx(rs)
+    assert cm.all_reduce_time(S, n, a, b) == pytest.approx(2 * rs)  # all-reduce = RS + AG
+    # pure bandwidth: an all-reduce moves 2(N-1)/N of the buffer over the slowest link
+    assert cm.all_reduce_time(S, n, 0.0, b) == pytest.approx(2 * (n - 1) / n * S * b)
+    # pure latency: 2(N-1) sequential steps
+    assert cm.all_reduce_time(0.0, n, a, b) == pytest.approx(2 * (n - 1) * a)
+
+
+def test_one_worker_communicates_nothing():
+    assert cm.all_reduce_time(1e9, 1, 1e-3, 1e-9) == 0.0
+    assert cm.reduce_scatter_time(1e9, 1, 1e-3, 1e-9) == 0.0
+
+
+def test_step_models():
+    assert cm.ddp_step_time(1.0, 0.5) == 1.5
+    assert cm.acco_round_time(1.0, 0.5) == 1.0
+    assert cm.acco_round_time(1.0, 3.0) == 3.0
+    assert cm.acco_reduction(1.0, 1.0) == pytest.approx(0.5)  # perfect overlap halves the time at m = c
+    assert cm.acco_reduction(1.0, 0.0) == 0.0
+
+
+def test_hardware_link_switches_to_the_network_across_nodes():
+    a8, b8 = cm.A100.link(8)
+    a16, b16 = cm.A100.link(16)
+    assert b8 == pytest.approx(1 / 300e9) and b16 == pytest.approx(8 / 100e9)
+    assert a16 >= a8
+
+
+def test_calibration_recovers_known_alpha_and_efficiency():
+    alpha, eff = 0.004, 0.8
+    samples = []
+    for n in (2, 4):
+        for rate in (25.0, 50.0, 200.0, 800.0):
+            for kind in ("reduce_scatter", "all_gather"):
+                nbytes = 2e6
+                sent = (n - 1) / n * nbytes
+                secs = (n - 1) * alpha + sent / (eff * rate * 1e6 / 8)
+                samples.append({"kind": kind, "nbytes": nbytes, "workers": n, "rate_mbit": rate, "seconds": secs})
+    fit = cm.calibrate(samples, {2: 0.1})
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert fit.efficiency == pytest.approx(eff, rel=1e-6)
+    assert fit.collective_s("all_gather", 2e6, 4, 50.0) == pytest.approx(
+        3 * alpha + 0.75 * 2e6 / (eff * 50e6 / 8))
+
+
+def test_calibration_never_credits_a_link_above_its_rate():
+    samples = [{"kind": "reduce_scatter", "nbytes": 1e6, "workers": 2, "rate_mbit": r,
+                "seconds": 0.5 * 0.5e6 / (r * 1e6 / 8)} for r in (10.0, 100.0)]
+    assert cm.calibrate(samples).efficiency == 1.0
+
+
+def test_fig4_shape():
+    rows = cm.fig4_curve()
+    by_n = {r["workers"]: r["ratio"] for r in rows}
+    assert by_n[8] < 1.0  # inside a node (NVLink) the all-reduce is cheaper than the compute
+    assert by_n[16] > 2.0  # crossing the 100 Gb/s network it dominates
+    ratios = [by_n[n] for n in sorted(by_n) if n >= 16]
+    assert all(b >= a for a, b in zip(ratios, ratios[1:]))  # and keeps growing with N
+
+
+def test_table3_predictions_are_bounded_by_perfect_overlap():
+    for row in cm.table3_rows():
+        assert 0.0 <= row["predicted_reduction_pct"] <= 100 / 3 + 1e-9
+        assert math.isfinite(row["paper_reduction_pct"])
