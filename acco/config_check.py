@@ -17,7 +17,9 @@ class ConfigError(ValueError):
 
 
 def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
-    """Catch unknown config-group options (`method=foo`) before Hydra composes anything."""
+    """Catch unknown config-group options (`method=foo`) and keys before Hydra composes anything."""
+    argv = list(argv)
+    check_keys(argv, conf_dir)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
@@ -29,6 +31,36 @@ def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
         for choice in value.split(","):
             if choice and choice not in options and not choice.startswith(("range(", "choice(", "glob(")):
                 raise ConfigError(f"unknown {key} {choice!r} ({arg}); choose one of: {', '.join(options)}")
+
+
+# sections whose keys are all in conf/config.yaml (model.config, data.source, ... are open-ended)
+FIXED_SECTIONS = ("train", "optim", "dist", "fault", "hetero")
+
+
+def check_keys(argv: Iterable[str], conf_dir: str) -> None:
+    """Catch misspelt keys before Hydra: `+train.stepz=5` would be added silently, `train.stepz=5`
+    fails inside Hydra with a multi-line message."""
+    import yaml
+    with open(os.path.join(conf_dir, "config.yaml")) as f:
+        base = yaml.safe_load(f)
+    groups = {d for d in os.listdir(conf_dir) if os.path.isdir(os.path.join(conf_dir, d))}
+    known = (set(base) - {"defaults"}) | groups
+    # a task of one's own (task=module:function) may read a section of its own (+oracle.x=1)
+    custom_task = any(a.split("=", 1)[0] == "task" for a in argv)
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key = arg.split("=", 1)[0].lstrip("+~")
+        parts = key.split(".")
+        top = parts[0].split("@")[0]
+        if top == "hydra":
+            continue
+        if top not in known and not (custom_task and arg.startswith("+")):
+            raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: the top-level keys are "
+                              f"{', '.join(sorted(known))}")
+        if top in FIXED_SECTIONS and len(parts) == 2 and parts[1] not in (base.get(top) or {}):
+            raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: {top} has "
+                              f"{', '.join(base[top])}")
 
 
 def _int(cfg: dict, dotted: str, minimum: int | None = None, allow_none: bool = False):
@@ -50,9 +82,9 @@ def _number(value, name: str, minimum: float | None = None, maximum: float | Non
         raise ConfigError(f"{name} must be a number, got {value!r}")
     if minimum is not None and (value < minimum or (strict_min and value == minimum)):
         op = ">" if strict_min else ">="
-        raise ConfigError(f"{name} must be {op} {minimum}, got {value}")
+        raise ConfigError(f"{name} must be {op} {minimum:g}, got {value}; set {name} {op} {minimum:g}")
     if maximum is not None and value > maximum:
-        raise ConfigError(f"{name} must be <= {maximum}, got {value}")
+        raise ConfigError(f"{name} must be <= {maximum:g}, got {value}; set {name} <= {maximum:g}")
     return float(value)
 
 
@@ -79,6 +111,81 @@ def check_experiment(cfg: dict, cuda_available: bool) -> None:
                           f"visible here; use scale=cpu, or launcher=slurm on a GPU cluster")
 
 
+def _bool(cfg: dict, dotted: str) -> None:
+    node = cfg
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is not None and not isinstance(node, bool):
+        raise ConfigError(f"{dotted} must be true or false, got {node!r}; set {dotted}=true or {dotted}=false")
+
+
+def check_run_settings(cfg: dict, world: int) -> None:
+    """Logging, threads, checkpoints, timeouts and fault injection."""
+    train = cfg["train"]
+    steps = train["steps"]
+    _int(cfg, "train.log_every", 0)
+    _int(cfg, "train.checkpoint_every", 0, allow_none=True)
+    _int(cfg, "train.keep_checkpoints", 1, allow_none=True)
+    for key in ("trace", "save_final_params", "save_model", "bf16"):
+        _bool(cfg, f"train.{key}")
+    _bool(cfg, "overwrite")
+    _bool(cfg, "optim.decay_bias_and_norm")
+    threads = train.get("threads")
+    if threads not in (None, "auto"):
+        _int(cfg, "train.threads", 1)
+    _number(cfg["optim"].get("min_lr_ratio", 0.0), "optim.min_lr_ratio", 0.0, 1.0)
+    data = cfg.get("data") or {}
+    if "val_fraction" in data:
+        fraction = _number(data["val_fraction"], "data.val_fraction", 0.0)
+        if fraction >= 1.0:
+            raise ConfigError(f"data.val_fraction must be below 1 (a fraction held out), got {fraction}; "
+                              f"use e.g. data.val_fraction=0.05")
+    if isinstance(data.get("source"), dict) and data["source"].get("num_stories") is not None:
+        _int(cfg, "data.source.num_stories", 1)
+    dist_cfg = cfg.get("dist") or {}
+    _number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
+    _number(dist_cfg.get("step_timeout_s", 30), "dist.step_timeout_s", 0.0, strict_min=True)
+    resume = cfg.get("resume")
+    if resume is not None and not isinstance(resume, str):
+        raise ConfigError(f"resume must be auto or a checkpoint/run folder, got {resume!r}; "
+                          f"use resume=auto or resume=<folder>")
+    fault = cfg.get("fault") or {}
+    for key in ("kill_rank", "hang_rank", "signal_rank"):
+        rank = _int(cfg, f"fault.{key}", 0, allow_none=True)
+        if rank is None:
+            continue
+        if rank >= world:
+            raise ConfigError(f"fault.{key}={rank} but there are only {world} ranks (0..{world - 1}); "
+                              f"pick a rank below {world}")
+        at = _int(cfg, "fault.at_step", 1, allow_none=True)
+        if at is None or at > steps:
+            raise ConfigError(f"fault.{key} needs fault.at_step between 1 and train.steps={steps}, "
+                              f"got {at}; set e.g. fault.at_step={max(1, steps // 2)}")
+    if fault.get("signal_rank") is not None and str(fault.get("signal")) not in ("SIGUSR1", "SIGUSR2", "SIGTERM"):
+        raise ConfigError(f"fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM, got {fault.get('signal')!r}; "
+                          f"set e.g. fault.signal=SIGUSR1")
+    nan_at = _int(cfg, "fault.nan_at_step", 1, allow_none=True)
+    if nan_at is not None and nan_at > steps:
+        raise ConfigError(f"fault.nan_at_step={nan_at} is past train.steps={steps}; pick a step from 1 to {steps}")
+
+
+def check_model_shape(cfg: dict) -> None:
+    """What the model's own constructor would reject only inside the workers."""
+    config = (cfg.get("model") or {}).get("config") or {}
+    hidden = config.get("hidden_size")
+    for heads_key in ("num_heads", "num_attention_heads"):
+        heads = config.get(heads_key)
+        if heads is None:
+            continue
+        heads = _int(cfg, f"model.config.{heads_key}", 1)
+        if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden % heads:
+            raise ConfigError(f"model.config.hidden_size={hidden} is not divisible by model.config.{heads_key}="
+                              f"{heads}; use a multiple of {heads} (e.g. {heads * max(1, hidden // heads)})")
+    for key in ("hidden_size", "num_layers", "num_hidden_layers", "intermediate_size"):
+        if config.get(key) is not None:
+            _int(cfg, f"model.config.{key}", 1)
+
+
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
     """Check the resolved config; return the world size the run will use."""
     check_experiment(cfg, cuda_available)
@@ -86,7 +193,8 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     if method == "ddp" and cfg["method"].get("impl", "torch") not in ("torch", "flat"):
-        raise ConfigError(f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}")
+        raise ConfigError(f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
+                          f"set method.impl=torch or method.impl=flat")
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)
     world = _int(cfg, "world_size", 1, allow_none=True)
@@ -125,7 +233,7 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     _number(optim.get("clip_norm"), "optim.clip_norm", 0.0)
     betas = optim.get("betas")
     if not isinstance(betas, (list, tuple)) or len(betas) != 2:
-        raise ConfigError(f"optim.betas must be a pair like [0.9, 0.95], got {betas!r}")
+        raise ConfigError(f"optim.betas must be a pair, got {betas!r}; set e.g. optim.betas=[0.9,0.95]")
     for i, b in enumerate(betas):
         _number(b, f"optim.betas[{i}]", 0.0, 0.999999)
     if optim.get("schedule") not in SCHEDULES:
@@ -148,9 +256,18 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     task = cfg.get("task")
     if not isinstance(task, str) or ":" not in task:
         raise ConfigError(f"task must look like 'package.module:function', got {task!r}")
+    from .testbed.link import check_link
+    check_link(cfg, external_launcher=launcher_world_size is not None
+               or (cfg.get("launcher") or {}).get("name") == "slurm")
+    check_run_settings(cfg, world)
+    check_model_shape(cfg)
     out_dir = cfg.get("out_dir")
     if not out_dir:
         raise ConfigError("out_dir is empty; set out_dir=results/<name>")
+    longest = max(len(part.encode()) for part in str(out_dir).split(os.sep))
+    if longest > 255:  # a default name lists every override: many of them make it too long
+        raise ConfigError(f"out_dir has a folder name of {longest} bytes, over the file system's 255 "
+                          f"({str(out_dir)[:60]}...); set out_dir=<a shorter path>")
     summary = read_summary(out_dir)
     if summary and summary.get("status") == "completed" and not cfg.get("overwrite"):
         raise ConfigError(f"{out_dir} already holds a completed run; choose another out_dir or pass overwrite=true")

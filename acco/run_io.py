@@ -8,8 +8,11 @@ import json
 import math
 import os
 import resource
+import time
 
 import torch
+
+PREEMPTED_EXIT = 3  # stopped by a checkpoint signal, checkpoint written: rerun with resume=auto
 
 METRIC_FIELDS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
                  "eval_loss", "grad_norm"]
@@ -43,23 +46,74 @@ def read_summary(out_dir: str) -> dict | None:
 
 
 class MetricsWriter:
-    def __init__(self, out_dir: str):
+    def __init__(self, out_dir: str, keep_until_step: int | None = None):
+        """`keep_until_step`: a resumed run keeps the rows up to its checkpoint's step (those after
+        it are recomputed) and appends."""
         self.path = os.path.join(out_dir, "metrics.csv")
-        self._file = open(self.path, "w", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
-        self._csv.writeheader()
-        self._file.flush()
         self.rows: list[dict] = []
+        if keep_until_step is not None:
+            self.rows = [r for r in read_metrics(self.path) if r["step"] <= keep_until_step]
+        tmp = f"{self.path}.tmp.{os.getpid()}"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
+            writer.writeheader()
+            for row in self.rows:
+                writer.writerow(_csv_row(row))
+        os.replace(tmp, self.path)
+        self._file = open(self.path, "a", newline="")
+        self._csv = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
 
     def write(self, row: dict) -> None:
-        clean = {k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-                 for k, v in row.items()}
-        self._csv.writerow(clean)
+        self._csv.writerow(_csv_row(row))
         self._file.flush()
         self.rows.append(row)
 
     def close(self) -> None:
         self._file.close()
+
+
+def _csv_row(row: dict) -> dict:
+    return {k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v) for k, v in row.items()}
+
+
+def read_metrics(path: str) -> list[dict]:
+    """The rows of a metrics.csv, numbers parsed (empty cells -> None)."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            row = {}
+            for key, value in raw.items():
+                if value in ("", None):
+                    row[key] = None
+                else:
+                    number = float(value)
+                    row[key] = int(number) if key in ("step", "samples", "tokens", "micro_batches") else number
+            rows.append(row)
+    return rows
+
+
+def write_failure(out_dir: str, rank: int, error: str) -> None:
+    """A failing rank's own account (failures/rank<r>.json): the launcher that saw the ranks end
+    names the rank and the reason in summary.json from these."""
+    if not os.path.isdir(out_dir):
+        return
+    folder = os.path.join(out_dir, "failures")
+    os.makedirs(folder, exist_ok=True)
+    write_json_atomic(os.path.join(folder, f"rank{rank}.json"), {"rank": rank, "error": error, "time": time.time()})
+
+
+def read_failures(out_dir: str) -> list[dict]:
+    folder = os.path.join(out_dir, "failures")
+    found = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        try:
+            with open(os.path.join(folder, name)) as f:
+                found.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    return sorted(found, key=lambda f: f.get("time", 0))
 
 
 def peak_memory_bytes(device: torch.device) -> dict:

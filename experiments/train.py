@@ -17,6 +17,7 @@ if ROOT not in sys.path:
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from acco.cli import fail_config, run  # noqa: E402
@@ -27,7 +28,9 @@ CONF_DIR = os.path.join(ROOT, "conf")
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    code = run(OmegaConf.to_container(cfg, resolve=True), list(HydraConfig.get().overrides.task))
+    hydra_cfg = HydraConfig.get()
+    code = run(OmegaConf.to_container(cfg, resolve=True), list(hydra_cfg.overrides.task),
+               multirun=hydra_cfg.mode == RunMode.MULTIRUN)
     if code:
         sys.exit(code)
 

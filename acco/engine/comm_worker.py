@@ -73,6 +73,6 @@ class CommWorker:
             finally:
                 job.done.set()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30) -> None:
         self._queue.put(self._STOP)
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)

@@ -30,6 +30,16 @@ class MicroBatchRunner:
         self.count = 0
         self.loss_sum = 0.0
 
+    # the data position (the stream is a pure function of k) and the accumulator's pending counts
+    STATE = ("next_index", "count", "loss_sum", "busy_s", "_last_backward_s")
+
+    def state_dict(self) -> dict:
+        return {key: getattr(self, key) for key in self.STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in self.STATE:
+            setattr(self, key, state[key])
+
     def _sleep_slowdown(self, work_s: float) -> None:
         # a heterogeneous worker k times slower: idle (k-1) x its own fwd+bwd time
         if self.slowdown > 1.0:

@@ -85,6 +85,25 @@ class RoundEngine:
             self._compute(self.accum, job, label)
         return self._finish(job)
 
+    # -- checkpoints: what a step boundary leaves for the next round -----------------------------
+    def state_dict(self, pending: bool) -> dict:
+        """This rank's state between two committed steps: its optimizer shard, its data position
+        and, when `pending` (dpu/wp/acco after their first overlapped round), the gradients the
+        next round will send. The parameters are the same on every rank and saved once."""
+        state = {"opt": self.syncer.opt.state_dict(), "runner": self.runner.state_dict(),
+                 "rounds_micro_batches": list(self.rounds_micro_batches)}
+        if pending:
+            state["grads"] = self.flat.grads
+        return state
+
+    def load_state_dict(self, state: dict, params: torch.Tensor) -> None:
+        self.flat.params.copy_(params)
+        self.syncer.opt.load_state_dict(state["opt"])
+        self.runner.load_state_dict(state["runner"])
+        self.rounds_micro_batches = list(state["rounds_micro_batches"])
+        if "grads" in state:
+            self.flat.grads.copy_(state["grads"])
+
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """θ_t from the masters, through the communication thread (its group, its order)."""
         return self.comm.submit(lambda: self.syncer.gather_committed(out)).wait()
@@ -97,24 +116,28 @@ def run_sequential(engine: RoundEngine, steps: int, on_step: StepCallback, start
 
 
 def run_delayed(engine: RoundEngine, steps: int, on_step: StepCallback, warmup_steps: int = 0,
-                predict: bool = False) -> None:
-    """DPU (predict=False) and WP (predict=True)."""
+                predict: bool = False, start: int = 0) -> None:
+    """DPU (predict=False) and WP (predict=True). `start`: committed steps already taken (a
+    resumed run); past the warmup the engine then already holds the pending gradients."""
     warm = min(warmup_steps, steps)
-    run_sequential(engine, warm, on_step)
+    run_sequential(engine, warm, on_step, start)
     if warm == steps:
         return
-    engine.prologue(label=f"fwd+bwd @θ_{warm}")
+    if start <= warm:
+        engine.prologue(label=f"fwd+bwd @θ_{warm}")
     kind = COMMIT_PREDICT if predict else COMMIT
     point = "θ̂" if predict else "θ"
-    for t in range(warm, steps):
+    for t in range(max(warm, start), steps):
         last = t == steps - 1  # nothing would use gradients computed during the last round
         on_step(t, engine.overlapped_round(kind, zero=True, compute=not last,
                                            label=f"fwd+bwd @{point}"))
 
 
-def run_acco(engine: RoundEngine, steps: int, on_step: StepCallback) -> None:
-    engine.prologue(label="fwd+bwd G̃ @θ̃")
-    for t in range(steps):
+def run_acco(engine: RoundEngine, steps: int, on_step: StepCallback, start: int = 0) -> None:
+    """`start`: committed steps already taken (a resumed run, whose engine holds G̃_start)."""
+    if start == 0:
+        engine.prologue(label="fwd+bwd G̃ @θ̃")
+    for t in range(start, steps):
         engine.overlapped_round(ESTIMATE, zero=False, compute=True, label="fwd+bwd G @θ")
         last = t == steps - 1
         on_step(t, engine.overlapped_round(COMMIT, zero=True, compute=not last,

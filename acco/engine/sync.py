@@ -43,6 +43,9 @@ class Syncer:
         self.lo, self.hi = rank * shard, (rank + 1) * shard
         self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
         self.scratch = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
+        # set when a synced gradient shard held inf/nan; the trainer reads and clears it at the
+        # step boundary and agrees on it with the other ranks (each sees only its shard)
+        self.nonfinite_grad = False
 
     def sync(self, kind: str, count: int, loss_sum: float) -> SyncResult:
         if kind not in KINDS:
@@ -59,6 +62,8 @@ class Syncer:
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
             grad = self.grad_shard.to(torch.float32).div_(n_tot)
+            if not bool(torch.isfinite(grad).all()):
+                self.nonfinite_grad = True
             grad_norm = float("nan")
             if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
                 with span("clip", COMM):

@@ -36,14 +36,20 @@ def autocast_bf16(loss_fn, device):
 class TorchDDPZero1:
     def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at,
                  betas, eps: float, weight_decay: float, decay_bias_and_norm: bool,
-                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None, bf16: bool = False):
+                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None, bf16: bool = False,
+                 group=None):
+        # `group`: the process group of the training collectives (its timeout is how long a rank
+        # waits for a crashed or hung peer); None = the default group
+        self.group = group
         if bf16:  # mixed precision the PyTorch way: fp32 parameters, bf16 autocast compute
             loss_fn = autocast_bf16(loss_fn, device)
         device_ids = [device.index] if device is not None and device.type == "cuda" else None
-        self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+        self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True,
+                                           process_group=group)
         self.opt = ZeroRedundancyOptimizer(
             adamw_param_groups(model, weight_decay, decay_bias_and_norm),
-            optimizer_class=torch.optim.AdamW, lr=lr_at(0), betas=tuple(betas), eps=eps)
+            optimizer_class=torch.optim.AdamW, process_group=group, lr=lr_at(0), betas=tuple(betas),
+            eps=eps)
         self.params = [p for _, p in trainable_parameters(model)]
         self.runner = MicroBatchRunner(self.ddp, loss_fn, stream, tracer, slowdown,
                                        loss_scale=1.0 / accum)  # DDP averages over ranks
@@ -74,10 +80,26 @@ class TorchDDPZero1:
             stats = torch.tensor([float(self.runner.count), self.runner.loss_sum],
                                  dtype=torch.float64, device=self.device)
             with self.tracer.span("all_reduce loss", COMM):
-                dist.all_reduce(stats)
+                dist.all_reduce(stats, group=self.group)
         self.step_count += 1
         n_tot, loss_tot = stats.tolist()
         return SyncResult(COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
+
+    def grads_finite(self) -> bool:
+        """Whether the averaged gradient of the last step is finite (the same answer on every rank:
+        DDP all-reduced it; it stays in .grad until the next step zeroes it)."""
+        return all(bool(torch.isfinite(p.grad).all()) for p in self.params if p.grad is not None)
+
+    # -- checkpoints: the model is saved once (rank 0), each rank its own ZeRO partition's state --
+    def state_dict(self) -> dict:
+        return {"optim": self.opt.optim.state_dict(), "step_count": self.step_count,
+                "runner": self.runner.state_dict()}
+
+    def load_state_dict(self, state: dict, model_state: dict) -> None:
+        self.ddp.module.load_state_dict(model_state)
+        self.opt.optim.load_state_dict(state["optim"])
+        self.step_count = int(state["step_count"])
+        self.runner.load_state_dict(state["runner"])
 
     def optimizer_state_bytes(self) -> int:
         total = 0

@@ -1,0 +1,261 @@
+"""Training-state checkpoints: written at a step boundary that every rank agreed on, atomically, and
+found again by `resume=auto`.
+
+    <out_dir>/checkpoints/step_00000012/model.pt       the parameters (the same on every rank: rank 0)
+                                        rank0.pt ...   each rank's own state (optimizer shard, data
+                                                       position, pending gradients, RNG)
+                                        manifest.json  size and SHA-256 of every file
+
+Every file is written under a temporary name and renamed; the folder is built as
+`.partial_step_...` and renamed to `step_...` only after the manifest is in it, so a folder named
+`step_*` with a manifest is complete. The newest `keep` complete checkpoints stay; an older one is
+removed only once a newer one is complete. On resume each candidate is verified against its
+manifest (sizes, checksums, world size, the run's settings), newest first; a truncated or corrupt
+one is reported and the previous one used."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import time
+
+import torch
+import torch.distributed as dist
+
+CHECKPOINTS = "checkpoints"
+MANIFEST = "manifest.json"
+SHARED_FILE = "model.pt"
+FORMAT = 1
+# keys that say how a run is executed or reported, not what it computes: a resumed run may change them
+NOT_IDENTITY = {"out_dir", "results_root", "overwrite", "resume", "launcher", "device", "fault", "dist",
+                "link", "logger", "experiment", "scale", "layout", "final_eval"}
+NOT_IDENTITY_TRAIN = {"log_every", "trace", "threads", "checkpoint_every", "keep_checkpoints",
+                      "save_model", "save_final_params"}
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def step_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def rank_file(rank: int) -> str:
+    return f"rank{rank}.pt"
+
+
+def identity(cfg: dict) -> dict:
+    """The settings a checkpoint's training state depends on (the resumed run must match them)."""
+    out = {k: v for k, v in cfg.items() if k not in NOT_IDENTITY and not k.startswith("_")}
+    out["train"] = {k: v for k, v in (cfg.get("train") or {}).items() if k not in NOT_IDENTITY_TRAIN}
+    data = dict(cfg.get("data") or {})
+    data.pop("cache_dir", None)  # where the data is cached, not what it is
+    out["data"] = data
+    return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def _first_difference(a, b, prefix: str = "") -> str | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            diff = _first_difference(a.get(key), b.get(key), f"{prefix}{key}.")
+            if diff:
+                return diff
+        return None
+    return None if a == b else f"{prefix[:-1]}: {a!r} in the checkpoint, {b!r} now"
+
+
+# -- RNG states (per rank) ----------------------------------------------------------------------
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy as np
+        state["numpy"] = np.random.get_state()
+    except ImportError:
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+        np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- writing (collective: every rank calls save at the same step) -------------------------------
+def _write_file(folder: str, name: str, obj) -> dict:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    path = os.path.join(folder, name)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save(out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict,
+         cfg: dict, keep: int = 2) -> str:
+    """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
+    rank's file is in place, the manifest, then publishes the folder. Returns its path."""
+    root = os.path.join(out_dir, CHECKPOINTS)
+    name = step_name(step)
+    partial = os.path.join(root, f".partial_{name}")
+    final = os.path.join(root, name)
+    if rank == 0:
+        shutil.rmtree(partial, ignore_errors=True)  # left by a run that died while writing
+        os.makedirs(partial)
+    dist.barrier()
+    files = {rank_file(rank): _write_file(partial, rank_file(rank), own)}
+    if rank == 0:
+        files[SHARED_FILE] = _write_file(partial, SHARED_FILE, shared)
+    gathered: list = [None] * world_size
+    dist.all_gather_object(gathered, files)
+    if rank == 0:
+        manifest = {"format": FORMAT, "step": step, "world_size": world_size,
+                    "method": cfg["method"]["name"], "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "identity": identity(cfg),
+                    "files": {k: v for part in gathered for k, v in part.items()}}
+        tmp = os.path.join(partial, f"{MANIFEST}.tmp")
+        with open(tmp, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(partial, MANIFEST))
+        _fsync_dir(partial)
+        if os.path.exists(final):  # the same step saved again (a resumed run's first checkpoint)
+            shutil.rmtree(final)
+        os.rename(partial, final)
+        _fsync_dir(root)
+        prune(root, keep)
+    dist.barrier()
+    return final
+
+
+def prune(root: str, keep: int) -> None:
+    """Remove all but the newest `keep` complete checkpoints (never the only complete one)."""
+    complete = [path for _, path in list_checkpoints(root) if os.path.exists(os.path.join(path, MANIFEST))]
+    for path in complete[max(1, keep):]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# -- finding and verifying ------------------------------------------------------------------------
+def list_checkpoints(root: str) -> list[tuple[int, str]]:
+    """(step, folder) of the published checkpoint folders under `root`, newest first."""
+    if not os.path.isdir(root):
+        return []
+    found = []
+    for entry in os.listdir(root):
+        if entry.startswith("step_") and entry[5:].isdigit():
+            found.append((int(entry[5:]), os.path.join(root, entry)))
+    return sorted(found, reverse=True)
+
+
+def verify(path: str, world_size: int | None = None) -> dict:
+    """The manifest of a complete, intact checkpoint folder; CheckpointError says what is wrong."""
+    manifest_path = os.path.join(path, MANIFEST)
+    if not os.path.exists(manifest_path):
+        raise CheckpointError("no manifest.json: it was not finished")
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        files = manifest["files"]
+        step = int(manifest["step"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"unreadable manifest.json ({exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint format {manifest.get('format')!r}, this code reads {FORMAT}")
+    if world_size is not None and manifest.get("world_size") != world_size:
+        raise CheckpointError(f"written by {manifest.get('world_size')} ranks, this run has {world_size}")
+    expected = {SHARED_FILE, *(rank_file(r) for r in range(int(manifest.get("world_size", 0))))}
+    if not expected <= set(files):
+        raise CheckpointError(f"manifest.json lists {sorted(files)}, expected {sorted(expected)}")
+    for name, meta in files.items():
+        file_path = os.path.join(path, name)
+        if not os.path.exists(file_path):
+            raise CheckpointError(f"{name} is missing")
+        size = os.path.getsize(file_path)
+        if size != meta["bytes"]:
+            raise CheckpointError(f"{name} is truncated or altered ({size} bytes, expected {meta['bytes']})")
+        digest = hashlib.sha256()
+        with open(file_path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 24), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != meta["sha256"]:
+            raise CheckpointError(f"{name} is corrupt (SHA-256 differs from manifest.json)")
+    manifest["step"] = step
+    return manifest
+
+
+def resolve_resume(cfg: dict, world_size: int, warn=None) -> dict | None:
+    """What `resume` (null | auto | <checkpoint folder> | <run folder>) continues from:
+    {"dir": folder, "step": step}, or None to start from scratch. Unusable checkpoints are
+    reported through `warn` and skipped in favour of the previous one; CheckpointError when an
+    explicitly named checkpoint, or every one there is, cannot be used."""
+    resume = cfg.get("resume")
+    if resume in (None, False, "", "none", "null"):
+        return None
+    if resume == "auto":
+        folder, explicit = cfg["out_dir"], False
+    else:
+        folder, explicit = str(resume), True
+        if not os.path.isdir(folder):
+            raise CheckpointError(f"resume={resume}: no such folder; give a checkpoint folder "
+                                  f"(<out_dir>/{CHECKPOINTS}/step_N), a run folder, or resume=auto")
+    if os.path.exists(os.path.join(folder, MANIFEST)) or os.path.basename(folder.rstrip("/")).startswith("step_"):
+        candidates = [(None, folder)]
+    else:
+        candidates = list_checkpoints(os.path.join(folder, CHECKPOINTS))
+    if not candidates:
+        if explicit:
+            raise CheckpointError(f"resume={resume}: no checkpoint there (expected {CHECKPOINTS}/step_N "
+                                  f"folders); use resume=auto to start over when there is none")
+        return None
+    problems = []
+    for _, path in candidates:
+        try:
+            manifest = verify(path, world_size)
+        except CheckpointError as exc:
+            problems.append(f"{path}: {exc}")
+            if warn is not None:
+                warn(f"checkpoint {path} is unusable ({exc}); trying the previous one")
+            continue
+        diff = _first_difference(manifest["identity"], identity(cfg))
+        if diff:
+            raise CheckpointError(f"checkpoint {path} belongs to a different run ({diff}); resume with "
+                                  f"the same settings, or start over with resume=null overwrite=true")
+        return {"dir": os.path.abspath(path), "step": manifest["step"]}
+    raise CheckpointError(f"no usable checkpoint in {folder} ({'; '.join(problems)}); start over with "
+                          f"resume=null overwrite=true")
+
+
+def load(path: str, rank: int) -> tuple[dict, dict]:
+    """(shared state, this rank's state) of a verified checkpoint folder."""
+    shared = torch.load(os.path.join(path, SHARED_FILE), map_location="cpu", weights_only=False)
+    own = torch.load(os.path.join(path, rank_file(rank)), map_location="cpu", weights_only=False)
+    return shared, own

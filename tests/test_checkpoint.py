@@ -1,0 +1,150 @@
+"""Checkpoints and resume: a run continued from a checkpoint (after a crash, or after a checkpoint
+signal) produces exactly the metrics and final parameters of the uninterrupted run, for every
+method in deterministic mode; a truncated or corrupt checkpoint is reported and the previous
+complete one used."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from .conftest import ROOT, SMALL_LM, TRAIN, run_train
+
+STEPS = 8
+BASE = [*SMALL_LM, "world_size=2", "train.deterministic=true", f"train.steps={STEPS}",
+        "train.save_final_params=true", "train.trace=false"]
+METHODS = {"ddp-torch": ["method=ddp", "method.impl=torch"], "ddp-flat": ["method=ddp", "method.impl=flat"],
+           "dpu": ["method=dpu", "method.warmup_steps=1"], "wp": ["method=wp"], "acco": ["method=acco"]}
+
+
+def metrics(out) -> list[dict]:
+    with open(os.path.join(out, "metrics.csv"), newline="") as f:
+        return [{k: v for k, v in row.items() if k != "wall_time_s"} for row in csv.DictReader(f)]
+
+
+def summary(out) -> dict:
+    with open(os.path.join(out, "summary.json")) as f:
+        return json.load(f)
+
+
+def final_params(out) -> torch.Tensor:
+    return torch.load(os.path.join(out, "final_params.pt"))
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """Uninterrupted runs, one per method (made on first use), checkpointing every 3 steps."""
+    made = {}
+
+    def get(name):
+        if name not in made:
+            out = tmp_path_factory.mktemp("ref") / name
+            run_train([*METHODS[name], *BASE, "train.checkpoint_every=3", f"out_dir={out}"])
+            made[name] = str(out)
+        return made[name]
+    return get
+
+
+def crashed_copy(ref: str, dest, keep_step: int):
+    """The reference's folder as a run that died after step 6 would leave it, minus the
+    checkpoints newer than `keep_step`: rows past the checkpoint exist and must be recomputed."""
+    shutil.copytree(ref, dest)
+    for name in ("summary.json", "final_params.pt"):
+        os.remove(os.path.join(dest, name))
+    for entry in os.listdir(os.path.join(dest, "checkpoints")):
+        if int(entry.split("_")[1]) > keep_step:
+            shutil.rmtree(os.path.join(dest, "checkpoints", entry))
+    return str(dest)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_resume_equals_uninterrupted_run(references, tmp_path, name):
+    """For acco the newest checkpoint (step 6) is also cut short, as by a crash while writing: it
+    is reported and the run resumes from step 3."""
+    ref = references(name)
+    assert sorted(os.listdir(os.path.join(ref, "checkpoints"))) == ["step_00000003", "step_00000006"]
+    corrupt = name == "acco"
+    out = crashed_copy(ref, tmp_path / "run", keep_step=6 if corrupt else 3)
+    if corrupt:
+        newest = os.path.join(out, "checkpoints", "step_00000006", "rank1.pt")
+        with open(newest, "r+b") as f:
+            f.truncate(os.path.getsize(newest) // 2)
+    proc = run_train([*METHODS[name], *BASE, "train.checkpoint_every=3", f"out_dir={out}", "resume=auto"])
+    if corrupt:
+        assert "step_00000006 is unusable (rank1.pt is truncated" in proc.stderr, proc.stderr[-2000:]
+    s = summary(out)
+    assert s["status"] == "completed" and s["resumed_from_step"] == 3 and s["steps_completed"] == STEPS
+    assert metrics(out) == metrics(ref)
+    assert torch.equal(final_params(out), final_params(ref))
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The launcher's worker processes (not multiprocessing's resource tracker)."""
+    with open(f"/proc/{parent}/task/{parent}/children") as f:
+        children = [int(p) for p in f.read().split()]
+    found = []
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_sigusr1_to_one_worker_mid_run(tmp_path):
+    """A real SIGUSR1 from outside reaches one worker only: the ranks agree at the next step
+    boundary, every rank writes its part of the checkpoint, the run stops as preempted (exit 3);
+    resume=auto finishes it."""
+    out = tmp_path / "run"
+    # a slow rank stretches the run to several seconds so the signal lands mid-run
+    args = ["method=acco", *BASE, "train.steps=30", "hetero.slow_rank=0", "hetero.factor=8", f"out_dir={out}"]
+    proc = subprocess.Popen([sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    metrics_csv = out / "metrics.csv"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if metrics_csv.exists() and len(metrics_csv.read_text().splitlines()) >= 3:  # 2 steps done
+            break
+        time.sleep(0.05)
+    workers = worker_pids(proc.pid)
+    assert workers, "no worker processes"
+    os.kill(workers[-1], signal.SIGUSR1)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 3, err[-3000:]
+    s = summary(out)
+    assert s["status"] == "preempted" and 2 <= s["steps_completed"] < 30
+    stopped = s["steps_completed"]
+    assert s["last_checkpoint"].endswith(f"step_{stopped:08d}")
+    assert sorted(os.listdir(s["last_checkpoint"])) == ["manifest.json", "model.pt", "rank0.pt", "rank1.pt"]
+    run_train([*args, "resume=auto"])
+    s = summary(out)
+    assert s["status"] == "completed" and s["resumed_from_step"] == stopped
+    assert [int(r["step"]) for r in metrics(out)] == list(range(1, 31))
+
+
+def test_unusable_checkpoints_are_bad_input(references, tmp_path):
+    ref = references("acco")
+    out = crashed_copy(ref, tmp_path / "run", keep_step=3)
+    ckpt = os.path.join(out, "checkpoints", "step_00000003", "model.pt")
+    with open(ckpt, "r+b") as f:  # same size, different bytes
+        f.seek(100)
+        f.write(b"\x00" * 16)
+    before = (tmp_path / "run" / "metrics.csv").read_bytes()
+    proc = run_train([*METHODS["acco"], *BASE, f"out_dir={out}", "resume=auto"], expect=2, timeout=120)
+    assert "model.pt is corrupt" in proc.stderr and "no usable checkpoint" in proc.stderr
+    # a different run's checkpoint is refused, naming the setting that differs
+    proc = run_train([*METHODS["acco"], *BASE, "optim.lr=0.001", f"out_dir={tmp_path / 'other'}",
+                      f"resume={ref}"], expect=2, timeout=120)
+    assert "belongs to a different run (optim.lr" in proc.stderr
+    assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
+    assert not (tmp_path / "other").exists()

@@ -1,0 +1,104 @@
+"""Every config value checked up front: a table of bad configs, each with the one-line message that
+names the problem and the fix. The table runs through the same compose + validate as the entry
+point (in process: fast); a few go through experiments/train.py to check exit code 2, one line,
+nothing written (tests/test_bad_input.py does the same for its cases)."""
+from __future__ import annotations
+
+import pytest
+
+from acco.config_check import ConfigError, check_overrides, validate
+from acco.experiment import CONF_DIR, compose
+
+from .conftest import run_train
+
+CASES = [
+    # types
+    (["train.steps=5.5"], "train.steps must be an integer"),
+    (["train.bf16=3"], "train.bf16 must be true or false"),
+    (["overwrite=yes"], "overwrite must be true or false"),
+    (["train.trace=maybe"], "train.trace must be true or false"),
+    (["optim.betas=[0.9]"], "optim.betas must be a pair"),
+    (["resume=3"], "resume must be auto or a checkpoint/run folder"),
+    # ranges
+    (["train.threads=0"], "train.threads must be >= 1"),
+    (["train.log_every=-1"], "train.log_every must be >= 0"),
+    (["train.checkpoint_every=-1"], "train.checkpoint_every must be >= 0"),
+    (["train.keep_checkpoints=0"], "train.keep_checkpoints must be >= 1"),
+    (["train.max_accum_factor=0"], "train.max_accum_factor must be >= 1"),
+    (["data.val_fraction=1.5"], "data.val_fraction must be below 1"),
+    (["data.micro_batch_size=0"], "data.micro_batch_size must be >= 1"),
+    (["data.source.num_stories=0"], "data.source.num_stories must be >= 1"),
+    (["optim.min_lr_ratio=2"], "optim.min_lr_ratio must be <= 1"),
+    (["optim.eps=0"], "optim.eps must be > 0"),
+    (["optim.betas=[0.9,1.5]"], "optim.betas[1] must be <= 0.999999"),
+    (["dist.timeout_s=0"], "dist.timeout_s must be > 0"),
+    (["dist.step_timeout_s=-5"], "dist.step_timeout_s must be > 0"),
+    (["model.config.num_layers=0"], "model.config.num_layers must be >= 1"),
+    # cross-field
+    (["layout=2x2", "world_size=3"], "layout=2x2 makes 4 workers but world_size=3"),
+    (["layout=2by2"], "layout must look like NODESxGPUS"),
+    (["world_size=2", "hetero.slow_rank=3", "hetero.factor=2"], "hetero.slow_rank=3 but there are only 2 ranks"),
+    (["model.config.hidden_size=65"], "hidden_size=65 is not divisible by model.config.num_heads=4"),
+    (["model=llama_tiny", "model.config.hidden_size=130"], "not divisible by model.config.num_attention_heads=4"),
+    (["data.seq_len=4096"], "exceeds the model's max_position_embeddings"),
+    (["world_size=2", "fault.kill_rank=2", "fault.at_step=1"], "fault.kill_rank=2 but there are only 2 ranks"),
+    (["fault.hang_rank=0"], "fault.hang_rank needs fault.at_step between 1 and train.steps=100"),
+    (["fault.kill_rank=0", "fault.at_step=101"], "fault.kill_rank needs fault.at_step between 1 and train.steps=100"),
+    (["fault.signal_rank=0", "fault.at_step=2", "fault.signal=SIGHUP"],
+     "fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM"),
+    (["fault.nan_at_step=200"], "fault.nan_at_step=200 is past train.steps=100"),
+    (["method=dpu", "method.warmup_steps=-1"], "method.warmup_steps must be >= 0"),
+    (["method=ddp", "method.impl=jax"], "method.impl must be torch or flat"),
+]
+
+KEY_CASES = [  # caught before Hydra composes anything
+    (["train.stepz=5"], "unknown key 'train.stepz'"),
+    (["+train.stepz=5"], "unknown key 'train.stepz'"),
+    (["+optim.momentum=0.9"], "unknown key 'optim.momentum'"),
+    (["+fault.kill=1"], "unknown key 'fault.kill'"),
+    (["+foo=1"], "unknown key 'foo'"),
+    (["method=foo"], "unknown method 'foo'"),
+]
+
+
+@pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_value(args, message, tmp_path):
+    cfg = compose(args)
+    cfg["out_dir"] = str(tmp_path / "run")
+    with pytest.raises(ConfigError) as err:
+        validate(cfg)
+    text = str(err.value)
+    assert message in text and "\n" not in text, text
+    assert ";" in text or "e.g." in text  # names the problem, then what to set instead
+
+
+@pytest.mark.parametrize("args,message", KEY_CASES, ids=[" ".join(a) for a, _ in KEY_CASES])
+def test_unknown_key(args, message):
+    with pytest.raises(ConfigError) as err:
+        check_overrides(args, CONF_DIR)
+    text = str(err.value)
+    assert message in text and ("check the spelling" in text or "choose one of" in text), text
+
+
+def test_good_config_passes(tmp_path):
+    cfg = compose(["world_size=2", "fault.kill_rank=1", "fault.at_step=3", "train.checkpoint_every=5",
+                   "model=llama_tiny", "+experiment=fig5", "scale=cpu"])
+    cfg["out_dir"] = str(tmp_path / "run")
+    assert validate(cfg) == 2
+    check_overrides(["+experiment=fig5", "train.steps=3", "hydra.job.chdir=false", "+model.pretrained_from.x=1"],
+                    CONF_DIR)
+    # a task of one's own may read a config section of its own
+    check_overrides(["task=tests.oracle:build_oracle_task", "+oracle.busy_ms=20"], CONF_DIR)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["+train.stepz=5"], "unknown key 'train.stepz'"),
+    (["world_size=2", "fault.hang_rank=2", "fault.at_step=1"], "fault.hang_rank=2 but there are only 2 ranks"),
+    (["resume=/nonexistent/run"], "resume=/nonexistent/run: no such folder"),
+])
+def test_entry_point_exits_2_with_one_line(tmp_path, args, message):
+    out = tmp_path / "run"
+    proc = run_train([*args, f"out_dir={out}"], expect=2, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], proc.stderr
+    assert not out.exists()
