@@ -12,12 +12,14 @@ import torch
 import yaml
 
 from .config_check import ConfigError, validate
-from .experiment import finalize, run_name
+from .experiment import experiment_dir, finalize, run_name
 from .launch import external_env, local_envs
-from .run_io import read_summary, write_json_atomic
+from .run_io import PREEMPTED_EXIT, read_summary
 
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
 TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
+
+
 
 
 def fail_config(message: str) -> None:
@@ -27,12 +29,15 @@ def fail_config(message: str) -> None:
 
 def prepare_out_dir(out_dir: str, cfg: dict) -> None:
     os.makedirs(out_dir, exist_ok=True)
-    for name in RUN_FILES:  # leftovers of an earlier, unfinished or overwritten run
+    # leftovers of an earlier, unfinished or overwritten run (a resumed run keeps its own: the
+    # worker cuts metrics.csv back to the checkpoint's step)
+    for name in RUN_FILES if not cfg.get("_resume") else ("config.yaml",):
         path = os.path.join(out_dir, name)
         if os.path.isfile(path):
             os.remove(path)
-    if os.path.isdir(os.path.join(out_dir, "model")):
-        shutil.rmtree(os.path.join(out_dir, "model"))
+    for name in ("model", "checkpoints", "failures") if not cfg.get("_resume") else ("failures",):
+        if os.path.isdir(os.path.join(out_dir, name)):
+            shutil.rmtree(os.path.join(out_dir, name))
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
@@ -40,7 +45,7 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
 def dependency_out_dir(spec: dict, results_root: str) -> str:
     overrides = list(spec.get("overrides") or [])
     method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-    return os.path.join(results_root, spec["experiment"], spec.get("scale", "cpu"),
+    return os.path.join(experiment_dir(results_root, spec.get("scale", "cpu"), spec["experiment"]),
                         run_name({"method": {"name": method}}, overrides))
 
 
@@ -76,8 +81,9 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
     from .slurm.submit import submit, wait_for
+    resume = cfg.pop("_resume", None)  # found again when the job starts (and when it is requeued)
     try:
-        jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], c))
+        jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume)))
     except ConfigError as exc:
         fail_config(str(exc))
     print(f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id} -> {cfg['out_dir']}",
@@ -92,7 +98,16 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
+    from .progress import check_logger
+    problem = check_logger(cfg)
+    if problem:
+        fail_config(problem)
     ensure_pretrained(cfg, external=external)
+    from .checkpoint import CheckpointError, resolve_resume
+    try:  # where resume=auto|<path> continues from (None: from scratch)
+        cfg["_resume"] = resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
+    except CheckpointError as exc:
+        fail_config(str(exc))
     if cfg["task"] == "acco.tasks:build_task":
         from .data.sources import DataNotFoundError
         from .tasks.preflight import preflight
@@ -103,12 +118,16 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     return cfg, world
 
 
-def run(cfg: dict, overrides: list[str]) -> int:
+def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     env = external_env()
+    auto_named = not cfg.get("out_dir")
     try:
         cfg = finalize(cfg, overrides)
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
+    if multirun and not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed":
+        print(f"acco: skip (completed): {cfg['out_dir']}", file=sys.stderr, flush=True)
+        return 0  # a sweep goes on with its other runs
     cfg, world = check_run(cfg, external=env is not None)
     out_dir = cfg["out_dir"]
     if cfg["launcher"].get("name") == "slurm" and env is None:
@@ -116,25 +135,64 @@ def run(cfg: dict, overrides: list[str]) -> int:
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
+        from .testbed.emulate import for_external_launcher, join
         from .worker import exit_now, run_rank
-        run_rank(cfg, env)
-        exit_now(0)
+        cfg = for_external_launcher(cfg)
+        join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
+        try:
+            status = run_rank(cfg, env)
+        except BaseException:  # reported by run_rank; leave without interpreter teardown
+            exit_now(1)
+        # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
+        exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
+    from .run_lock import RunInUse, claim
+    try:  # this launcher is the only writer of the run folder until it returns
+        lock = claim(out_dir)
+    except RunInUse as exc:
+        if multirun:
+            print(f"acco: skip (running elsewhere): {exc}", file=sys.stderr, flush=True)
+            return 0
+        if not auto_named:
+            fail_config(str(exc))
+        lock = claim(out_dir := next_free_name(out_dir))  # runs/<time>_<name> taken this same second
+        cfg["out_dir"] = out_dir
+    with lock:
+        return run_local(cfg, world, out_dir)
+
+
+def next_free_name(out_dir: str) -> str:
+    n = 2
+    while os.path.exists(f"{out_dir}-{n}"):
+        n += 1
+    return f"{out_dir}-{n}"
+
+
+def run_local(cfg: dict, world: int, out_dir: str) -> int:
+    """Spawn the workers on this machine, watch them, and report how the run ended."""
     prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr,
           flush=True)
     import torch.multiprocessing as mp
+    from .testbed import emulate
     from .worker import spawned_worker
+    topology = None
+    from .supervise import forward_signals, record_failure, supervise
     try:
-        mp.start_processes(spawned_worker, args=(cfg, local_envs(world)), nprocs=world, join=True,
-                           start_method="spawn")
-    except (mp.ProcessRaisedException, mp.ProcessExitedException) as exc:
-        first = str(exc).strip().splitlines()
-        summary = read_summary(out_dir)
-        if not summary or summary.get("status") != "failed":
-            write_json_atomic(os.path.join(out_dir, "summary.json"),
-                              {"method": cfg["method"]["name"], "world_size": world, "status": "failed",
-                               "error": first[0] if first else repr(exc)})
-        print(f"error: training failed ({first[0] if first else exc}); see {out_dir}/summary.json",
-              file=sys.stderr, flush=True)
+        cfg, topology = emulate.prepare(cfg, world)  # link.*: namespaces + tc, or in-process delays
+        workers = mp.start_processes(spawned_worker, args=(cfg, local_envs(world)), nprocs=world,
+                                     join=False, start_method="spawn")
+        with forward_signals(workers.processes):  # SIGUSR1/USR2/TERM: checkpoint, then stop
+            outcome = supervise(workers.processes)
+    finally:
+        if topology is not None:
+            topology.destroy()
+    if not outcome.ok:
+        why = record_failure(out_dir, cfg, world, outcome)
+        print(f"error: training failed ({why}); see {out_dir}/summary.json", file=sys.stderr, flush=True)
         return 1
+    summary = read_summary(out_dir) or {}
+    if summary.get("status") == "preempted":
+        print(f"acco: stopped at step {summary.get('steps_completed')} with checkpoint "
+              f"{summary.get('last_checkpoint')}; continue with resume=auto", file=sys.stderr, flush=True)
+        return PREEMPTED_EXIT
     return 0

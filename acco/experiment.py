@@ -87,14 +87,14 @@ def resolve_experiment(cfg: dict, overrides: list[str]) -> dict:
 
 def run_name(cfg: dict, overrides: list[str]) -> str:
     """A folder name from what varies: the method, then the user's other overrides, sorted."""
-    parts = []
+    parts = {}  # a key given twice (the user's and a run list's) names the folder once: last wins
     for key, value, is_group in parse_overrides(overrides):
         key = key.lstrip("+")
         if key in NOT_IN_NAME or key.startswith("launcher"):
             continue
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-        parts.append(f"{key}={text}")
-    name = "_".join([cfg["method"]["name"], *sorted(parts)])
+        parts[key] = f"{key}={text}"
+    name = "_".join([cfg["method"]["name"], *sorted(parts.values())])
     return re.sub(r"[^A-Za-z0-9=.,_+-]", "-", name)
 
 

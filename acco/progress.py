@@ -22,6 +22,12 @@ class Progress:
             self.bar = tqdm(total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True,
                             smoothing=0.1)
 
+    def resume_at(self, step: int) -> None:
+        """A resumed run: the bar starts at the checkpoint's step (its rate counts new steps only)."""
+        if self.bar is not None:
+            self.bar.n = self.bar.last_print_n = self.bar.initial = step
+            self.bar.refresh()
+
     def update(self, step: int, loss: float, samples: int, wall_s: float, lr: float,
                micro_batches: int, eval_loss: float | None) -> None:
         rate = samples / max(wall_s, 1e-9)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from . import checkpoint
 from .engine.comm_worker import CommWorker
 from .engine.compute import MicroBatchRunner
 from .engine.flat import FlatModel
@@ -19,10 +22,54 @@ from .engine.sharded_adamw import ShardedAdamW
 from .engine.sync import SyncResult, Syncer
 from .engine.torch_ddp import TorchDDPZero1
 from .engine.trace import TraceRecorder
+from .progress import Progress, make_logger
 from .run_io import MetricsWriter
 from .tasks import Task
+from .watchdog import Watchdog, exit_on_stall
 
 METHODS = ("ddp", "dpu", "wp", "acco")
+# the signals that ask for a checkpoint and a clean exit: sbatch --signal=USR1, submitit's USR2,
+# SIGTERM (scancel, preemption, the local launcher forwarding its own)
+CHECKPOINT_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
+
+
+class Preempted(Exception):
+    """Raised on every rank after the checkpoint a signal asked for has been written."""
+
+    def __init__(self, step: int, signum: int, path: str):
+        super().__init__(f"{signal.Signals(signum).name} at step {step}; checkpoint {path}")
+        self.step, self.signum, self.path = step, signum, path
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+class SignalLatch:
+    """Remembers a checkpoint signal from the moment the worker starts (a signal during start-up
+    must not kill it); the trainer acts on it at the next step boundary, on every rank."""
+    signum = 0
+    previous: dict = {}
+
+    @classmethod
+    def install(cls) -> None:
+        if threading.current_thread() is not threading.main_thread() or cls.previous:
+            return
+
+        def note(signum, frame):
+            cls.signum = cls.signum or signum
+        for sig in CHECKPOINT_SIGNALS:
+            cls.previous[sig] = signal.signal(sig, note)
+
+    @classmethod
+    def uninstall(cls) -> None:
+        for sig, handler in cls.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    @classmethod
+    def previous_handler(cls, signum: int):
+        """What the signal did before (submitit's handler requeues the job on USR2)."""
+        return cls.previous.get(signum)
 
 
 class Trainer:
@@ -45,14 +92,33 @@ class Trainer:
         self.samples = 0
         self.eval_s = 0.0
         self.last_eval: float | None = None
+        self.progress = self.logger = None
+        if metrics is not None:  # rank 0 shows progress and feeds the optional experiment tracker
+            self.progress = Progress(method["name"], self.steps, int(train.get("log_every") or 0))
+            self.logger = make_logger(cfg, cfg["out_dir"])
         self.torch_ddp: TorchDDPZero1 | None = None
         self.engine: RoundEngine | None = None
+        # training collectives wait at most dist.step_timeout_s for a peer: past that it crashed
+        # or hung, and this rank fails instead of waiting for ever (the default group keeps
+        # dist.timeout_s, for start-up and the end of the run)
+        self.step_timeout_s = float((cfg.get("dist") or {}).get("step_timeout_s") or 30)
+        step_timeout = timedelta(seconds=self.step_timeout_s)
+        # step-boundary agreement (signals, non-finite values) and evaluation, from this thread:
+        # a few host scalars, so gloo on GPU as well
+        self.control_group = dist.new_group(list(range(world_size)), timeout=step_timeout, backend="gloo")
+        self.checkpoint_every = int(train.get("checkpoint_every") or 0)
+        self.start_step = self.steps_done = 0
+        self.wall_offset = 0.0      # wall time of the steps before a resume
+        self.last_checkpoint: str | None = None
+        if (cfg.get("fault") or {}).get("nan_at_step"):
+            task.loss_fn = self._nan_injecting(task.loss_fn, int(cfg["fault"]["nan_at_step"]))
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
             self.torch_ddp = TorchDDPZero1(
                 task.model, task.loss_fn, task.train_stream, tracer, self.accum, self.lr_at,
                 optim["betas"], optim["eps"], optim["weight_decay"], optim["decay_bias_and_norm"],
                 optim["clip_norm"], slowdown, device,
-                bf16=device.type == "cuda" and train.get("bf16", True))
+                bf16=device.type == "cuda" and train.get("bf16", True),
+                group=dist.new_group(list(range(world_size)), timeout=step_timeout))
             self.runner = self.torch_ddp.runner
             return
         dtype = torch.bfloat16 if device.type == "cuda" and train.get("bf16", True) else torch.float32
@@ -64,7 +130,7 @@ class Trainer:
         self.buffer = torch.zeros_like(self.flat.params)  # the one communication buffer
         # the communication thread gets a process group of its own, so its collectives never
         # interleave with the main thread's (evaluation, metrics) on the default group
-        self.comm_group = dist.new_group(list(range(world_size)))
+        self.comm_group = dist.new_group(list(range(world_size)), timeout=step_timeout)
         self.comm = CommWorker(device)
         self.syncer = Syncer(self.buffer, self.opt, rank, world_size, self.comm_group, tracer,
                              optim["clip_norm"])
@@ -77,27 +143,34 @@ class Trainer:
     def train(self) -> None:
         dist.barrier()
         self.start = time.perf_counter()
-        if self.torch_ddp is not None:
-            for t in range(self.steps):
-                self.on_step(t, self.torch_ddp.step())
-        elif self.method == "ddp":
-            run_sequential(self.engine, self.steps, self.on_step)
-        elif self.method in ("dpu", "wp"):
-            run_delayed(self.engine, self.steps, self.on_step,
-                        warmup_steps=int(self.cfg["method"].get("warmup_steps", 0)),
-                        predict=self.method == "wp")
-        elif self.method == "acco":
-            run_acco(self.engine, self.steps, self.on_step)
-        else:
-            raise ValueError(f"unknown method {self.method!r}")
-        self.wall_time_s = time.perf_counter() - self.start - self.eval_s
+        start = self.start_step
+        SignalLatch.install()
+        # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
+        self.watchdog = Watchdog(lambda: (self.runner.next_index, self.steps_done), 2 * self.step_timeout_s,
+                                 exit_on_stall(self.rank, self.cfg["out_dir"])).start()
+        try:
+            if self.torch_ddp is not None:
+                for t in range(start, self.steps):
+                    self.on_step(t, self.torch_ddp.step())
+            elif self.method == "ddp":
+                run_sequential(self.engine, self.steps, self.on_step, start)
+            elif self.method in ("dpu", "wp"):
+                run_delayed(self.engine, self.steps, self.on_step,
+                            warmup_steps=int(self.cfg["method"].get("warmup_steps", 0)),
+                            predict=self.method == "wp", start=start)
+            elif self.method == "acco":
+                run_acco(self.engine, self.steps, self.on_step, start)
+            else:
+                raise ValueError(f"unknown method {self.method!r}")
+        finally:
+            self.watchdog.stop()
+            self.wall_time_s = time.perf_counter() - self.start - self.eval_s + self.wall_offset
 
     def on_step(self, t: int, res: SyncResult) -> None:
-        fault = self.cfg.get("fault") or {}
-        if fault.get("kill_rank") == self.rank and fault.get("at_step") == t + 1:
-            os.kill(os.getpid(), signal.SIGKILL)  # a worker dying mid-run (failure tests)
+        self.steps_done = t + 1
+        self._inject_fault(t + 1)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
-        wall = time.perf_counter() - self.start - self.eval_s
+        wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
         every = int(self.cfg["train"].get("eval_every") or 0)
         eval_loss = None
         if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or t + 1 == self.steps):
@@ -109,14 +182,106 @@ class Trainer:
                    "micro_batches": res.micro_batches, "eval_loss": eval_loss,
                    "grad_norm": res.grad_norm}
             self.metrics.write(row)
-            log_every = int(self.cfg["train"].get("log_every") or 0)
-            if log_every and ((t + 1) % log_every == 0 or t + 1 == self.steps):
-                rate = self.samples / max(wall, 1e-9)
-                eta = wall / (t + 1) * (self.steps - t - 1)
-                extra = f" eval {eval_loss:.4f}" if eval_loss is not None else ""
-                print(f"[{self.method}] step {t + 1}/{self.steps} loss {res.loss_mean:.4f}{extra} "
-                      f"lr {res.lr:.2e} mb {res.micro_batches} {rate:.1f} samples/s "
-                      f"eta {eta:.0f}s", file=sys.stderr, flush=True)
+            self.progress.update(t + 1, res.loss_mean, self.samples, wall, res.lr, res.micro_batches,
+                                 eval_loss)
+            if self.logger is not None:
+                self.logger.log(row)
+        self.at_step_boundary(t + 1, res)
+
+    # -- the step boundary: agreement on signals and non-finite values, checkpoints -------------
+    def at_step_boundary(self, step: int, res: SyncResult) -> None:
+        """Every rank, after committed step `step`, nothing in flight: one small all-reduce tells
+        all ranks whether any got a checkpoint signal or saw a non-finite gradient shard."""
+        if self.torch_ddp is not None:
+            bad_grad = not self.torch_ddp.grads_finite()
+        else:
+            bad_grad, self.syncer.nonfinite_grad = self.syncer.nonfinite_grad, False
+        # dpu/wp/acco carry gradients into the next step: a checkpoint holding non-finite ones
+        # would not be a good one to go back to
+        bad_pending = self.engine is not None and self.method != "ddp" \
+            and not bool(torch.isfinite(self.flat.grads).all())
+        flags = torch.tensor([float(SignalLatch.signum), float(bad_grad), float(bad_pending)],
+                             dtype=torch.float64)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control_group)
+        signum, bad_grad, bad_pending = int(flags[0]), bool(flags[1]), bool(flags[2])
+        if bad_grad or not torch.isfinite(torch.tensor(res.loss_mean)):
+            what = "gradient" if bad_grad else "training loss"
+            kept = f"; the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint else ""
+            raise NonFiniteError(f"non-finite {what} at step {step} (loss {res.loss_mean}){kept}")
+        if step == self.steps:
+            return  # the run is complete: nothing to resume
+        due = signum or (self.checkpoint_every and step % self.checkpoint_every == 0)
+        if due and bad_pending:
+            print(f"acco: rank {self.rank}: no checkpoint at step {step}: the gradients carried into "
+                  f"the next step are not finite", file=sys.stderr, flush=True)
+        elif due:
+            self.save_checkpoint(step)
+        if signum:
+            raise Preempted(step, signum, self.last_checkpoint)
+
+    def save_checkpoint(self, step: int) -> str:
+        shared, own = self.state_dicts(step)
+        start = time.perf_counter()
+        with self.watchdog.paused():
+            self.last_checkpoint = checkpoint.save(
+                self.cfg["out_dir"], step, self.rank, self.world_size, shared if self.rank == 0 else None,
+                own, self.cfg, keep=int(self.cfg["train"].get("keep_checkpoints") or 2))
+        self.eval_s += time.perf_counter() - start  # like evaluation: not training time
+        return self.last_checkpoint
+
+    def state_dicts(self, step: int) -> tuple[dict, dict]:
+        """(the state every rank shares: the parameters; this rank's own state) after `step`."""
+        wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
+        own = {"step": step, "samples": self.samples, "wall_s": wall, "last_eval": self.last_eval,
+               "rng": checkpoint.rng_state()}
+        if self.torch_ddp is not None:
+            shared = {"model": {k: v.detach().cpu().clone() for k, v in self.task.model.state_dict().items()}}
+            own["torch_ddp"] = self.torch_ddp.state_dict()
+        else:
+            shared = {"params": self.flat.params}
+            # dpu/wp past warmup and acco hold the gradients of a round not yet sent
+            own["engine"] = self.engine.state_dict(pending=self.method != "ddp")
+        return shared, own
+
+    def load_checkpoint(self, path: str) -> int:
+        """Continue from a verified checkpoint folder; returns its step."""
+        shared, own = checkpoint.load(path, self.rank)
+        if self.torch_ddp is not None:
+            self.torch_ddp.load_state_dict(own["torch_ddp"], shared["model"])
+        else:
+            self.engine.load_state_dict(own["engine"], shared["params"].to(self.device))
+        self.start_step = self.steps_done = int(own["step"])
+        self.samples = int(own["samples"])
+        self.wall_offset = float(own["wall_s"])
+        self.last_eval = own["last_eval"]
+        checkpoint.set_rng_state(own["rng"])
+        self.last_checkpoint = path
+        if self.progress is not None:
+            self.progress.resume_at(self.start_step)
+        return self.start_step
+
+    # -- fault injection (failure tests) --------------------------------------------------------
+    def _inject_fault(self, step: int) -> None:
+        fault = self.cfg.get("fault") or {}
+        if fault.get("at_step") != step:
+            return
+        if fault.get("kill_rank") == self.rank:
+            os.kill(os.getpid(), signal.SIGKILL)  # a worker dying mid-run
+        if fault.get("hang_rank") == self.rank:
+            while True:  # a worker stuck outside any collective (a deadlock, a stuck device)
+                time.sleep(3600)
+        if fault.get("signal_rank") == self.rank:
+            os.kill(os.getpid(), getattr(signal, str(fault.get("signal") or "SIGUSR1")))
+
+    def _nan_injecting(self, loss_fn, at_step: int):
+        """The loss turns NaN from the micro-batches computed after step at_step-1 was committed
+        (ddp and acco commit them at step at_step, dpu and wp one step later)."""
+        def wrapped(model, batch):
+            loss = loss_fn(model, batch)
+            # steps_done moves on the main thread only, so which micro-batches turn NaN does not
+            # depend on the communication thread's timing
+            return loss * float("nan") if self.steps_done >= at_step - 1 else loss
+        return wrapped
 
     # -- committed parameters, evaluation -------------------------------------------------------
     def committed_vector(self) -> torch.Tensor:
@@ -134,6 +299,13 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> float:
         """Mean validation loss at the committed parameters, over all ranks' validation batches."""
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is None:
+            return self._evaluate()
+        with watchdog.paused():  # not training progress, and may take a while
+            return self._evaluate()
+
+    def _evaluate(self) -> float:
         start = time.perf_counter()
         saved = None
         if self.torch_ddp is None:
@@ -149,7 +321,8 @@ class Trainer:
         model.train(was_training)
         if saved is not None:
             self.flat.params.copy_(saved)
-        dist.all_reduce(total)
+        total = total.cpu()
+        dist.all_reduce(total, group=self.control_group)
         self.last_eval = float(total[0] / total[1])
         self.eval_s += time.perf_counter() - start
         return self.last_eval
@@ -170,9 +343,16 @@ class Trainer:
             return list(self.engine.rounds_micro_batches)
         return [self.accum] * self.torch_ddp.step_count
 
-    def close(self) -> None:
+    def finish_logging(self, summary: dict | None) -> None:
+        if self.progress is not None:
+            self.progress.close()
+        if self.logger is not None:
+            self.logger.finish(summary)
+            self.logger = None
+
+    def close(self, wait: bool = True) -> None:
         if self.engine is not None:
-            self.comm.close()
+            self.comm.close(timeout=30 if wait else 1)
 
     def release(self) -> None:
         """Drop the references to process-group users (PyTorch DDP, ZeRO, the sync)."""

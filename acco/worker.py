@@ -16,9 +16,11 @@ import torch.distributed as dist
 
 from .engine.trace import TraceRecorder, merge_trace_parts
 from .launch import DistEnv, cpu_threads, init_process_group, pick_device
-from .run_io import MetricsWriter, peak_memory_bytes, write_json_atomic
+from .run_io import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
+from .testbed.link import summary as link_summary
 from .tasks import load_task_factory
-from .trainer import Trainer
+from .supervise import is_peer_error
+from .trainer import Preempted, SignalLatch, Trainer
 
 
 def _read_json(path: str):
@@ -31,8 +33,13 @@ def _read_json(path: str):
 def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
     """Entry of a process spawned by the local launcher."""
     env = envs[local_rank]
+    from .testbed.emulate import join
+    join(cfg, env)  # the emulated link: this rank's network namespace, in-process delays
     env.export()
-    run_rank(cfg, env)
+    try:
+        run_rank(cfg, env)
+    except BaseException:  # already reported (traceback, summary/failure note): leave at once
+        exit_now(1)
     exit_now(0)
 
 
@@ -45,7 +52,8 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def run_rank(cfg: dict, env: DistEnv) -> None:
+def run_rank(cfg: dict, env: DistEnv) -> str:
+    SignalLatch.install()  # SIGUSR1/USR2/TERM from now on: checkpoint at the next step boundary
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     device = pick_device(cfg.get("device", "auto"), env.local_rank)
@@ -61,11 +69,19 @@ def run_rank(cfg: dict, env: DistEnv) -> None:
     status, error = "running", None
     metrics = None
     t0 = time.time()
+    preempted = None
     try:
+        resume = resume_point(cfg, world)
         task = load_task_factory(cfg["task"])(cfg, rank, world, device)
         dist.barrier()  # rank 0 has created out_dir
-        metrics = MetricsWriter(out_dir) if rank == 0 else None
+        metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) \
+            if rank == 0 else None
         trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
+        if resume:
+            trainer.load_checkpoint(resume["dir"])
+        if trainer.torch_ddp is not None:  # the emulated link's delays for PyTorch's DDP too
+            from .testbed.delay import install_on_torch_ddp
+            install_on_torch_ddp(trainer.torch_ddp, world)
         trainer.train()
         final = trainer.committed_vector()  # θ_T, gathered on every rank
         if cfg["train"].get("save_model") or task.final_eval is not None:
@@ -75,12 +91,31 @@ def run_rank(cfg: dict, env: DistEnv) -> None:
         if task.on_finish is not None:
             task.on_finish(out_dir)
         status = "completed"
+    except Preempted as exc:  # every rank: the checkpoint is written, the run stops to be resumed
+        status, error, preempted = "preempted", None, exc
+        print(f"acco: rank {rank} stopped by {exc}; continue with resume=auto", file=sys.stderr, flush=True)
     except BaseException as exc:
         status, error = "failed", f"rank {rank}: {type(exc).__name__}: {exc}"
         traceback.print_exc()
+        write_failure(out_dir, rank, error)
         raise
     finally:
         _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0)
+    SignalLatch.uninstall()
+    if preempted is not None:
+        handler = SignalLatch.previous_handler(preempted.signum)
+        if callable(handler):  # submitit's own: rank 0 requeues the job
+            handler(preempted.signum, None)
+    return status
+
+
+def resume_point(cfg: dict, world: int) -> dict | None:
+    """Where this run continues from: resolved (and checked) by the entry point before any worker
+    started, or here for a run requeued by submitit with resume=auto."""
+    if "_resume" in cfg:
+        return cfg["_resume"]
+    from .checkpoint import resolve_resume
+    return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 
 def save_outputs(cfg: dict, task, final: torch.Tensor, out_dir: str) -> None:
@@ -114,17 +149,19 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         # this rank's micro-batches in each round (adaptive mode: they vary per round and rank)
         mem["round_micro_batches"] = trainer.round_micro_batches()
     per_rank = [mem]
-    if status == "completed":  # peers are alive: collect every rank's figures
+    if status in ("completed", "preempted"):  # peers are alive: collect every rank's figures
         per_rank = [None] * env.world_size
         dist.all_gather_object(per_rank, mem)
     if rank == 0:
-        if status == "completed":
+        if status in ("completed", "preempted"):
             merge_trace_parts(out_dir, env.world_size)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
             "method": cfg["method"]["name"], "world_size": env.world_size, "status": status,
-            "error": error, "launcher": env.source, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            # a lost connection or a timed-out collective means a peer failed, not this rank
+            "error": error, "failed_rank": rank if status == "failed" and not is_peer_error(error) else None,
+            "launcher": env.source, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "backend": backend, "device": str(device),
             "deterministic": bool(cfg["train"]["deterministic"]), "accum": cfg["train"]["accum"],
             "steps_completed": len(rows), "steps": cfg["train"]["steps"],
@@ -133,13 +170,21 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             "final_eval_loss": last_eval,
             "samples": rows[-1]["samples"] if rows else 0,
             "hetero": cfg.get("hetero"),
+            "link": link_summary(cfg),
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             "per_rank": per_rank,
+            "resumed_from_step": (cfg.get("_resume") or {}).get("step") if trainer is None
+            else (trainer.start_step or None),
+            "last_checkpoint": getattr(trainer, "last_checkpoint", None),
         }
         write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
+        if trainer is not None:
+            trainer.finish_logging(summary)
     if trainer is not None:
-        trainer.close()
-    if status == "completed":
+        trainer.close(wait=status != "failed")  # after a failure the thread may be stuck in gloo
+    if status == "failed":
+        return  # peers may be dead or stuck in a collective: tearing the group down could hang
+    if status in ("completed", "preempted"):
         dist.barrier()
     if trainer is not None:
         trainer.release()  # DDP's reducer and the optimizer go while their groups still exist

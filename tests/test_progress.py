@@ -41,6 +41,19 @@ def test_progress_bar_shows_step_loss_rate_and_eta():
     assert "[ddp] step" not in text  # the bar replaces the log lines
 
 
+def test_a_resumed_run_continues_the_bar_from_its_checkpoint_step():
+    out = io.StringIO()
+    progress = Progress("acco", 10, log_every=1, stream=out, bar=True)
+    progress.resume_at(6)
+    for step in range(7, 11):
+        progress.update(step, loss=3.0, samples=16 * step, wall_s=step, lr=1e-3, micro_batches=4, eval_loss=None)
+    progress.close()
+    shown = [line for line in out.getvalue().replace("\r", "\n").splitlines() if "/10" in line]
+    first = next(i for i, line in enumerate(shown) if "6/10" in line)  # drawn at the resume
+    assert "10/10" in shown[-1] and not any(" 0/10" in line for line in shown[first:])
+    assert [n for n in range(1, 6) if any(f" {n}/10" in line for line in shown)] == []
+
+
 def test_logger_choices_are_checked_before_anything_starts():
     assert check_logger({"logger": {"name": "none"}}) is None
     assert check_logger({"logger": {"name": "wandb", "mode": "offline"}}) is None

@@ -47,7 +47,9 @@ def directives(text: str) -> dict[str, str | None]:
 def srun_argv(text: str) -> list[str]:
     joined = text.replace("\\\n", " ")
     (line,) = [ln for ln in joined.splitlines() if ln.startswith("srun ")]
-    return shlex.split(line)
+    argv = shlex.split(line)
+    assert argv[-2:] == ["||", "code=$?"]  # the script keeps srun's exit code (3: requeue)
+    return argv[:-2]
 
 
 def make_sbatch(*args, env=None) -> subprocess.CompletedProcess:
@@ -79,6 +81,8 @@ def test_fig8_paper_two_nodes_of_four_gpus():
     assert d["--job-name"] == "acco-fig8-acco_layout=2x4"
     assert d["--cpus-per-task"] == "1"
     assert d["--signal"] == "USR1@90" and "--requeue" in d
+    # USR1 makes the ranks checkpoint and exit 3; the script then requeues itself (resume=auto)
+    assert 'if [ "$code" -eq 3 ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi' in text
     logs = os.path.join(ROOT, "results", ".slurm")
     assert d["--output"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.out"
     assert d["--error"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.err"
@@ -184,14 +188,14 @@ def test_make_sbatch_writes_one_script_per_run(tmp_path):
     folder = tmp_path / "gen" / "fig5" / "cpu"
     printed = proc.stdout.split()
     scripts = sorted(p for p in folder.iterdir() if p.suffix == ".sbatch")
-    assert len(scripts) == 13  # ddp, acco, dpu 3 warmups x 3 seeds, ddp and acco at 2x the budget
+    assert len(scripts) == 21  # ddp, acco, dpu 3 warmups: 3 seeds each; ddp and acco at 2x the budget, 3 seeds
     assert sorted(map(str, scripts)) == sorted(printed[:-1]) and printed[-1] == str(folder / "submit_all.sh")
-    assert {"ddp.sbatch", "acco.sbatch", "dpu_method.warmup_steps=30_seed=2.sbatch",
-            "acco_train.steps=120.sbatch"} <= {p.name for p in scripts}
+    assert {"ddp_seed=0.sbatch", "acco_seed=2.sbatch", "dpu_method.warmup_steps=30_seed=2.sbatch",
+            "acco_seed=1_train.steps=200.sbatch"} <= {p.name for p in scripts}
     for path in [*scripts, folder / "submit_all.sh"]:
         assert os.access(path, os.X_OK), path
     submit = (folder / "submit_all.sh").read_text()
-    assert submit.count("\nsbatch ") == 13 and f"mkdir -p {tmp_path / 'res' / '.slurm'}" in submit
+    assert submit.count("\nsbatch ") == 21 and f"mkdir -p {tmp_path / 'res' / '.slurm'}" in submit
     assert (tmp_path / "res" / ".slurm").is_dir()  # Slurm does not create --output's folder
 
 
@@ -231,7 +235,7 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
         proc = make_sbatch(exp, "scale=cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
         assert proc.returncode == 0, output(proc)
     scripts = sorted((tmp_path / "gen").glob("*/cpu/*.sbatch"))
-    assert len(scripts) == 13 + 6
+    assert len(scripts) == 21 + 6
     for path in scripts:
         proc = run(["sbatch", "--test-only", str(path)], timeout=30)
         assert proc.returncode == 0 and "to start at" in proc.stderr, f"{path.name}: {output(proc)}"
@@ -240,10 +244,10 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
 def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache):  # noqa: F811
     results = tmp_path / "results"
     # the job exports the session's ACCO_CACHE (conftest): data an earlier test prepared is reused
-    proc = make_sbatch("fig5", "scale=cpu", "method=acco", "train.steps=3", f"results_root={results}",
+    proc = make_sbatch("fig5", "scale=cpu", "method=acco", "seed=0", "train.steps=3", f"results_root={results}",
                        "layout=2x1", "--out", tmp_path / "gen")
     assert proc.returncode == 0, output(proc)
-    script = tmp_path / "gen" / "fig5" / "cpu" / "acco_layout=2x1_train.steps=3.sbatch"
+    script = tmp_path / "gen" / "fig5" / "cpu" / "acco_layout=2x1_seed=0_train.steps=3.sbatch"
     text = script.read_text()
     assert f"export ACCO_CACHE={shell_quote(acco_cache)}\n" in text  # the job reuses the session's data
     d = directives(text)
@@ -255,13 +259,13 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
                    for p in sorted((results / ".slurm").glob("*")) if p.is_file())
     assert proc.returncode == 0 and job, output(proc) + logs
 
-    out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_train.steps=3"
+    out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     assert summary["world_size"] == 2 and summary["launcher"] == "slurm"
     with open(out_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
-    assert (results / ".slurm" / f"acco-fig5-acco_layout=2x1_train.steps=3-{job.group(1)}.out").is_file()
+    assert (results / ".slurm" / f"acco-fig5-acco_layout=2x1_seed=0_train.steps=3-{job.group(1)}.out").is_file()
     name, state = sacct_fields(job.group(1), "JobName,State")
-    assert (name, state) == ("acco-fig5-acco_layout=2x1_train.steps=3", "COMPLETED")
+    assert (name, state) == ("acco-fig5-acco_layout=2x1_seed=0_train.steps=3", "COMPLETED")

@@ -37,18 +37,18 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
     proc = script("submit.py", [*args, "--wait"], timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ids = [line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("submitted")]
-    assert len(ids) == 3 and len({i.split("_")[0] for i in ids}) == 1, ids  # one array, 3 tasks
+    assert len(ids) == 9 and len({i.split("_")[0] for i in ids}) == 1, ids  # one array, 3 methods x 3 seeds
     runs = list((tmp_path / "cpu" / "fig6").iterdir())
-    assert sorted(load_run(str(r))["summary"]["method"] for r in runs) == ["acco", "ddp", "wp"]
+    assert sorted(load_run(str(r))["summary"]["method"] for r in runs) == ["acco"] * 3 + ["ddp"] * 3 + ["wp"] * 3
     assert all(load_run(str(r))["summary"]["status"] == "completed" for r in runs)
     again = script("submit.py", args, timeout=120)
     assert again.returncode == 0 and "are complete" in again.stdout
     status = script("status.py", args, timeout=120)
-    assert status.stdout.count("COMPLETED") == 3 and status.stdout.count("completed") == 3, status.stdout
+    assert status.stdout.count("COMPLETED") == 9 and status.stdout.count("completed") == 9, status.stdout
 
 
 def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
-    args = ["+experiment=fig5", "scale=cpu", "method=acco", "layout=2x1", "train.steps=2000", *QUICK,
+    args = ["+experiment=fig5", "scale=cpu", "method=acco", "seed=0", "layout=2x1", "train.steps=2000", *QUICK,
             f"results_root={tmp_path}", "fault.kill_rank=1", "fault.at_step=3"]
     t0 = time.monotonic()
     proc = run_train(args, expect=1, timeout=300)

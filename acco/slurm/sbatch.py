@@ -16,6 +16,8 @@ import os
 import re
 import shlex
 
+from ..run_io import PREEMPTED_EXIT
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
 
@@ -202,7 +204,11 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
             value = _abs(environ[var], repo_root) if var == "ACCO_CACHE" else environ[var]
             lines.append(f"export {var}={shell_quote(value)}")
     args = [f"{shell_quote(python)} experiments/train.py", *map(shell_quote, train_args(overrides, cfg, repo_root))]
-    lines += ["", "srun " + " \\\n    ".join(_wrap(args))]
+    lines += ["", "code=0", "srun " + " \\\n    ".join(_wrap(args)) + " || code=$?",
+              f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
+              "# the restarted job continues from the checkpoint (resume=auto)",
+              f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
+              'exit "$code"']
     return "\n".join(lines) + "\n"
 
 

@@ -86,11 +86,14 @@ class SlurmRun:
         import submitit
 
         from ..launch import external_env
+        from ..testbed.emulate import for_external_launcher, join
         from ..worker import run_rank
         submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         env = external_env()
         env.source = "slurm"
-        run_rank(self.cfg, env)
+        cfg = for_external_launcher(self.cfg)
+        join(cfg, env)  # a link setting: in-process delays on the ranks
+        run_rank(cfg, env)
         return self.cfg["out_dir"]
 
     def checkpoint(self, *args, **kwargs):
