@@ -2,6 +2,7 @@
 rounds, and records one metrics row per committed step."""
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -196,28 +197,33 @@ class Trainer:
             bad_grad = not self.torch_ddp.grads_finite()
         else:
             bad_grad, self.syncer.nonfinite_grad = self.syncer.nonfinite_grad, False
-        # dpu/wp/acco carry gradients into the next step: a checkpoint holding non-finite ones
-        # would not be a good one to go back to
-        bad_pending = self.engine is not None and self.method != "ddp" \
-            and not bool(torch.isfinite(self.flat.grads).all())
-        flags = torch.tensor([float(SignalLatch.signum), float(bad_grad), float(bad_pending)],
-                             dtype=torch.float64)
+        flags = torch.tensor([float(SignalLatch.signum), float(bad_grad)], dtype=torch.float64)
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control_group)
-        signum, bad_grad, bad_pending = int(flags[0]), bool(flags[1]), bool(flags[2])
-        if bad_grad or not torch.isfinite(torch.tensor(res.loss_mean)):
+        signum, bad_grad = int(flags[0]), bool(flags[1])
+        if bad_grad or not math.isfinite(res.loss_mean):
             what = "gradient" if bad_grad else "training loss"
             kept = f"; the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint else ""
             raise NonFiniteError(f"non-finite {what} at step {step} (loss {res.loss_mean}){kept}")
         if step == self.steps:
             return  # the run is complete: nothing to resume
         due = signum or (self.checkpoint_every and step % self.checkpoint_every == 0)
-        if due and bad_pending:
+        if due and self.pending_grads_nonfinite():
             print(f"acco: rank {self.rank}: no checkpoint at step {step}: the gradients carried into "
                   f"the next step are not finite", file=sys.stderr, flush=True)
         elif due:
             self.save_checkpoint(step)
         if signum:
             raise Preempted(step, signum, self.last_checkpoint)
+
+    def pending_grads_nonfinite(self) -> bool:
+        """dpu/wp/acco carry gradients into the next step: a checkpoint holding non-finite ones
+        would not be a good one to go back to. Checked (a scan of the model-sized buffer and one
+        more small all-reduce, so every rank decides alike) only when a checkpoint is due."""
+        if self.engine is None or self.method == "ddp":
+            return False
+        flag = torch.tensor([float(not bool(torch.isfinite(self.flat.grads).all()))], dtype=torch.float64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group)
+        return bool(flag[0])
 
     def save_checkpoint(self, step: int) -> str:
         shared, own = self.state_dicts(step)

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from acco.experiment import experiment_dir  # noqa: E402
 from analysis.figures import MissingRuns, fig4_data, figures_dir  # noqa: E402
 from analysis.load import Run, discover_runs  # noqa: E402
-from analysis.tables import table1, table2, table3, tables_dir, time_to_loss  # noqa: E402
+from analysis.tables import reduction_pct, table1, table2, table3, tables_dir, time_to_loss  # noqa: E402
 
 TAIL = 0.1            # "final loss" = mean training loss over the last 10% of steps (less noise)
 SAME_TOL_PCT = 2.0    # two methods "match" if their mean final losses differ by at most this ...
@@ -313,7 +313,7 @@ def sec_fig8(root, scale):
         rows.append({"layout": layout, "final val loss DDP/DPU/ACCO": f"{fin['ddp']:.3f} / {fin['dpu']:.3f} / "
                      f"{fin['acco']:.3f}", "target": f"{target:.3f}",
                      "time to target DDP s": f"{ttt['ddp']:.1f}", "time to target ACCO s": f"{ttt['acco']:.1f}",
-                     "reduction": f"{-pct(ttt['acco'], ttt['ddp']):+.1f}%",
+                     "reduction": f"{reduction_pct(ttt['ddp'], ttt['acco']):+.1f}%",
                      "total s DDP/ACCO": f"{tot['ddp']:.1f} / {tot['acco']:.1f}", "network": link_of(at)})
     lines += table(rows)
     if rows:
