@@ -246,9 +246,9 @@ def test_rank_stream_errors():
 SMALL = dict(num_stories=400, seed=5, vocab_size=300, seq_len=32)
 
 
-def _docs_in(blocks: torch.Tensor, eos_id: int) -> list[list[int]]:
+def _docs_in(blocks, eos_id: int) -> list[list[int]]:
     """The complete documents of a packed stream (the first one starts at 0; the cut-off tail is dropped)."""
-    flat = blocks.flatten().tolist()
+    flat = blocks[:].flatten().tolist()
     docs, cur = [], []
     for t in flat:
         if t == eos_id:
@@ -306,7 +306,7 @@ def test_prepare_story_data_uses_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare_mod, "generate_stories", boom)
     monkeypatch.setattr(prepare_mod, "_build", boom)
     d2 = prepare_story_data(tmp_path, **SMALL)
-    assert torch.equal(d1.train_blocks, d2.train_blocks) and torch.equal(d1.val_blocks, d2.val_blocks)
+    assert torch.equal(d1.train_blocks[:], d2.train_blocks[:]) and torch.equal(d1.val_blocks[:], d2.val_blocks[:])
     assert (d1.vocab_size, d1.eos_id, d1.tokenizer_path) == (d2.vocab_size, d2.eos_id, d2.tokenizer_path)
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == mtimes
     # other parameters are another cache entry (and would need a build)
@@ -339,8 +339,8 @@ def test_prepare_story_data_concurrent_processes(tmp_path, monkeypatch):
     assert len(results) == 3
     ref = prepare_story_data(cache, **SMALL)
     for r in results:
-        assert _sha(r.train_blocks) == _sha(ref.train_blocks)
-        assert _sha(r.val_blocks) == _sha(ref.val_blocks)
+        assert _sha(r.train_blocks[:]) == _sha(ref.train_blocks[:])
+        assert _sha(r.val_blocks[:]) == _sha(ref.val_blocks[:])
         assert (r.vocab_size, r.eos_id, r.tokenizer_path) == (ref.vocab_size, ref.eos_id, ref.tokenizer_path)
     entries = sorted(p.name for p in cache.iterdir())
     folder = story_cache_path(cache, **SMALL).name

@@ -1,7 +1,7 @@
 """Data for the experiments: the embedded story corpus (CPU-scale TinyStories), raw datasets from
 local files through Hugging Face ``datasets`` (TinyStories, OpenWebText, Alpaca, LAMBADA), BPE or
-pretrained tokenizers, packing into constant-length blocks, instruction fine-tuning examples, and
-the deterministic per-rank micro-batch streams."""
+pretrained tokenizers, packing into constant-length blocks (memory-mapped token files), instruction
+fine-tuning examples, and the deterministic per-rank micro-batch streams."""
 from .instruct import (ALPACA_PROMPT_INPUT, ALPACA_PROMPT_NO_INPUT, IGNORE_INDEX, InstructBatchStream,
                        InstructData, TokenizedExamples, format_alpaca, label_tokens,
                        prepare_instruction_data)
@@ -11,6 +11,7 @@ from .prepare import prepare_story_data, story_cache_path
 from .pretrain import prepare_pretraining_data, pretraining_cache_path
 from .sources import KNOWN_DATASETS, DataNotFoundError, load_raw_dataset
 from .stories import generate_stories, write_story_jsonl
+from .token_file import TokenBlocks
 from .tokenizer import (EOS_TOKEN, load_pretrained_tokenizer, load_tokenizer, tokenizer_fingerprint,
                         train_bpe_tokenizer)
 
@@ -25,6 +26,7 @@ __all__ = [
     "KNOWN_DATASETS",
     "PackedData",
     "RankBatchStream",
+    "TokenBlocks",
     "TokenizedExamples",
     "check_answer",
     "format_alpaca",

@@ -7,7 +7,8 @@ atomically, safe under concurrent callers.
 * otherwise takes an exclusive ``fcntl.flock`` on ``<cache_dir>/<name>.lock``, checks again (another
   process may have built it while we waited), removes leftovers ``.tmp-<name>-*`` of a crashed build,
   calls ``build(tmp)`` on a fresh temporary folder and publishes it with one ``os.rename``. A failed
-  build leaves nothing behind.
+  build leaves nothing behind. The build runs with ``datasets``' progress bars off and tqdm set up
+  for the processes it forks (``fork_safe_tqdm``).
 
 ``cache_key(obj)`` is the 16-hex-digit SHA-256 prefix of the canonical JSON of ``obj``;
 ``path_fingerprint(path)`` describes local files by name, size and modification time, so that
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, TypeVar
 
-__all__ = ["build_once", "cache_key", "exclusive_lock", "path_fingerprint", "quiet_datasets"]
+__all__ = ["build_once", "cache_key", "exclusive_lock", "fork_safe_tqdm", "path_fingerprint", "quiet_datasets"]
 
 T = TypeVar("T")
 
@@ -71,6 +72,36 @@ def exclusive_lock(path: Path):
 
 
 @contextmanager
+def fork_safe_tqdm():
+    """tqdm as the forked tokenizer processes of a build need it (``datasets`` makes tqdm bars,
+    disabled ones too, in the process that forks):
+
+    * no monitor thread: it takes tqdm's lock every 10 s, and a fork at that moment would leave the
+      lock held forever in the child;
+    * a fork-context lock: tqdm's first bar creates a process-wide ``multiprocessing.RLock``, which
+      in a process started with "spawn" (our local workers) is a named semaphore registered with the
+      resource tracker; the workers' ``os._exit`` leaves it there (a "leaked semaphore" warning when
+      the run ends).
+
+    The monitor interval is restored afterwards."""
+    import multiprocessing
+
+    import tqdm
+
+    if not hasattr(tqdm.tqdm, "_lock") and multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
+        tqdm.tqdm.set_lock(multiprocessing.get_context("fork").RLock())
+    interval = tqdm.tqdm.monitor_interval
+    tqdm.tqdm.monitor_interval = 0
+    if tqdm.tqdm.monitor is not None:
+        tqdm.tqdm.monitor.exit()
+        tqdm.tqdm.monitor = None
+    try:
+        yield
+    finally:
+        tqdm.tqdm.monitor_interval = interval
+
+
+@contextmanager
 def quiet_datasets():
     """Silence ``datasets`` progress bars for a build, restoring the caller's setting."""
     import datasets
@@ -101,7 +132,7 @@ def build_once(cache_dir: str | os.PathLike, name: str, build: Callable[[Path], 
         tmp = cache_dir / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            with quiet_datasets():
+            with quiet_datasets(), fork_safe_tqdm():
                 build(tmp)
             os.rename(tmp, final)
         except BaseException:

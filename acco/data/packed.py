@@ -1,6 +1,10 @@
 """Packing of tokenized documents into constant-length blocks (``PackedData`` is what the
 pretraining pipelines return), and the per-rank micro-batch stream.
 
+``pack_documents`` is the in-memory definition of the packing (for small inputs and as the
+reference of tests); the pipelines write the same stream to a token file chunk by chunk
+(``token_file``) and read its blocks through a memory map (``TokenBlocks``).
+
 ``RankBatchStream.batch(k)`` is a pure function of ``(blocks, rank, world_size, micro_batch_size,
 seed, k)``: a real distributed worker and the single-process reference simulator that replays
 several ranks get bit-identical micro-batches. The per-epoch shuffle uses ``random.Random`` seeded
@@ -14,17 +18,21 @@ import dataclasses
 import hashlib
 import random
 from array import array
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Union
 
 import torch
+
+from .token_file import TokenBlocks
+
+Blocks = Union[torch.Tensor, TokenBlocks]  # [n_blocks, seq_len]: a LongTensor or a token file's blocks
 
 __all__ = ["PackedData", "RankBatchStream", "epoch_order", "pack_documents"]
 
 
 @dataclasses.dataclass
 class PackedData:
-    train_blocks: torch.Tensor  # LongTensor [n_train_blocks, seq_len]
-    val_blocks: torch.Tensor  # LongTensor [n_val_blocks, seq_len]
+    train_blocks: Blocks  # [n_train_blocks, seq_len]; indexing gives LongTensors
+    val_blocks: Blocks  # [n_val_blocks, seq_len]
     vocab_size: int  # the tokenizer's real vocabulary size
     eos_id: int
     tokenizer_path: str  # a tokenizer.json (our BPE) or a saved tokenizer folder: load_tokenizer() reads both
@@ -91,7 +99,7 @@ class RankBatchStream(MicroBatchStream):
     ``batch(0), batch(1), ...`` forever.
     """
 
-    def __init__(self, blocks: torch.Tensor, rank: int, world_size: int, micro_batch_size: int, seed: int):
+    def __init__(self, blocks: Blocks, rank: int, world_size: int, micro_batch_size: int, seed: int):
         if blocks.dim() != 2:
             raise ValueError(f"blocks must be a 2-D [n_blocks, seq_len] tensor, got shape {tuple(blocks.shape)}")
         if world_size < 1:
@@ -134,7 +142,7 @@ class RankBatchStream(MicroBatchStream):
             raise ValueError(f"batch index must be >= 0, got {k}")
         epoch, j = divmod(k, self.batches_per_epoch)
         idx = self._order(epoch)[j * self.micro_batch_size:(j + 1) * self.micro_batch_size]
-        return self._blocks.index_select(0, idx)
+        return self._blocks.index_select(0, idx).to(torch.long)
 
     def __repr__(self) -> str:
         return (f"RankBatchStream(rank={self.rank}, world_size={self.world_size}, "

@@ -5,13 +5,14 @@
 * ``raw/stories-XXXXX.jsonl``: the generated corpus, read back through ``load_raw_dataset`` (i.e.
   ``datasets.load_dataset("json", ...)``) so the real Hugging Face loading path is exercised;
 * ``tokenizer.json``: the byte-level BPE trained on the training documents only;
-* ``blocks.pt``: ``{"train": LongTensor[n, seq_len], "val": LongTensor[m, seq_len]}``;
+* ``train.bin`` / ``val.bin``: the packed token streams (``uint16``), read as ``TokenBlocks``;
 * ``meta.json``: the parameters and sizes.
 
 It is the special case of the general pipeline (``pretrain.py``) where the source is the generated
 corpus and the tokenizer ``{"kind": "bpe", "vocab_size": vocab_size}``: the same document-level
-split, tokenizer training, tokenization and packing (``build_packed``), with its own cache key (the
-generator's parameters, see ``story_cache_path``).
+split, tokenizer training, tokenization and packing (``build_blocks.build_packed``), with its own
+cache key (the generator's parameters, see ``story_cache_path``). The blocks' token values are
+those of the in-memory packing of format 1 (same split, tokenizer and order).
 
 Concurrency: any number of processes (the workers of one job, or several jobs) may call it at
 once. The build runs under an exclusive ``fcntl.flock`` on ``<cache_dir>/stories-<hash>.lock``,
@@ -28,10 +29,11 @@ import shutil
 import time
 from pathlib import Path
 
+from .build_blocks import build_packed, load_packed, nonempty_mask, stage_timer
 from .cache import build_once
 from .packed import PackedData
-from .pretrain import build_packed, load_packed, split_indices, stage_timer
 from .sources import load_raw_dataset
+from .split import split_roles
 from .stories import generate_stories
 from .tokenizer import train_bpe_tokenizer
 from .tokenizer_spec import resolve_tokenizer_spec
@@ -39,7 +41,8 @@ from .tokenizer_spec import resolve_tokenizer_spec
 __all__ = ["PackedData", "prepare_story_data", "story_cache_path"]
 
 # Bump when the generator, tokenizer recipe or packing changes, so old caches are not reused.
-CACHE_FORMAT_VERSION = 1
+# 2: token files (train.bin/val.bin) instead of blocks.pt.
+CACHE_FORMAT_VERSION = 2
 _STORIES_PER_FILE = 5000
 
 
@@ -65,7 +68,7 @@ def _load(final: Path) -> PackedData:
     return load_packed(final)
 
 
-def _build(tmp: Path, params: dict) -> None:
+def _build(tmp: Path, params: dict, num_proc: int | None = None) -> None:
     lap, timings, t0 = stage_timer()
     num_stories, seed = params["num_stories"], params["seed"]
 
@@ -88,16 +91,15 @@ def _build(tmp: Path, params: dict) -> None:
         raise RuntimeError(f"datasets read {len(ds)} stories back, expected {num_stories}")
     lap("load_dataset")
 
-    # 3. document-level train/validation split with a fixed seed
-    train_idx, val_idx = split_indices(num_stories, params["val_fraction"], seed)
-    train_ds, val_ds = ds.select(train_idx), ds.select(val_idx)
+    # 3. document-level train/validation split with a fixed seed (the stories are never empty)
+    roles = split_roles(nonempty_mask(ds, "text"), params["val_fraction"], seed)
     lap("split")
 
     # 4-5. tokenizer trained on the training documents only; tokenize and pack each split
     tok = resolve_tokenizer_spec({"kind": "bpe", "vocab_size": params["vocab_size"]})
-    built = build_packed(tmp, train_ds, val_ds, "text", tok, params["seq_len"], lap, tag=tmp.name,
-                         train_fn=train_bpe_tokenizer)
-    del ds, train_ds, val_ds
+    built = build_packed(tmp, [(ds, roles)], "text", tok, params["seq_len"], lap,
+                         train_fn=train_bpe_tokenizer, num_proc=num_proc)
+    del ds
     shutil.rmtree(hf_cache, ignore_errors=True)
 
     # 6. save
@@ -108,10 +110,12 @@ def _build(tmp: Path, params: dict) -> None:
 
 
 def prepare_story_data(cache_dir, num_stories: int, seed: int, vocab_size: int, seq_len: int,
-                       val_fraction: float = 0.05) -> PackedData:
+                       val_fraction: float = 0.05, num_proc: int | None = None) -> PackedData:
     """Generate, tokenize and pack the embedded story corpus, or load it from ``cache_dir``.
 
-    Idempotent and safe to call from several processes at once (see the module docstring).
+    ``num_proc``: tokenizer processes (None: ``build_blocks.default_num_proc``; the result does
+    not depend on it). Idempotent and safe to call from several processes at once (see the module
+    docstring).
     """
     if num_stories < 1:
         raise ValueError(f"num_stories must be >= 1, got {num_stories}")
@@ -122,4 +126,4 @@ def prepare_story_data(cache_dir, num_stories: int, seed: int, vocab_size: int, 
     params = _params(num_stories, seed, vocab_size, seq_len, val_fraction)
     final = story_cache_path(cache_dir, num_stories, seed, vocab_size, seq_len, val_fraction)
     # _build and _load are looked up at call time (tests replace them)
-    return build_once(cache_dir, final.name, lambda tmp: _build(tmp, params), lambda f: _load(f))
+    return build_once(cache_dir, final.name, lambda tmp: _build(tmp, params, num_proc), lambda f: _load(f))

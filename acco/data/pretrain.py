@@ -1,51 +1,59 @@
 """The general pretraining pipeline: a raw text dataset -> tokenizer -> constant-length blocks.
 
-``prepare_pretraining_data(source, tokenizer, seq_len, val_fraction, seed, cache_dir)`` builds once
-and caches, in ``<cache_dir>/pretrain-<key>/``:
+``prepare_pretraining_data(source, tokenizer, seq_len, val_fraction, seed, cache_dir, num_proc)``
+builds once and caches, in ``<cache_dir>/pretrain-<key>/``:
 
 * ``tokenizer.json`` (a BPE trained on the training documents) or ``tokenizer/`` (a copy of the
   pretrained tokenizer);
-* ``blocks.pt``: ``{"train": LongTensor[n, seq_len], "val": LongTensor[m, seq_len]}``;
-* ``meta.json``: the key's ingredients and the sizes.
+* ``train.bin`` / ``val.bin``: the packed token streams (``token_file``: ``uint16`` ids when the
+  vocabulary fits, else ``uint32``), read back as ``TokenBlocks`` ``[n, seq_len]`` through a
+  memory map, so the workers of one machine share the pages;
+* ``meta.json``: the key's ingredients, the token dtype and the sizes.
 
 ``source``: ``{"hub_id", "path", "split", "text_field", "config_name", "max_documents",
 "val_split"}`` (all optional but one of hub_id/path; defaults come from ``KNOWN_DATASETS`` for a
 known hub id, else split ``train`` and field ``text``). The documents are read with
 ``load_raw_dataset``; with ``max_documents`` the first that many are kept; empty documents are
-dropped; the validation documents are a ``val_fraction`` of them drawn with ``seed`` — or, with
-``val_split``, the source's own split of that name (``val_fraction`` is then unused). Each split's
-documents are joined with EOS after each one and cut into ``seq_len`` blocks (``pack_documents``).
+dropped; the validation documents are a ``val_fraction`` of them drawn with ``seed``
+(``split.split_roles``) — or, with ``val_split``, the source's own split of that name
+(``val_fraction`` is then unused). Each split's documents are joined with EOS after each one and
+cut into ``seq_len`` blocks.
+
+Scale: the build streams (``build_blocks``): the documents are tokenized by ``num_proc`` processes
+(default: the CPUs this process may use) into Arrow files on disk and packed batch by batch into
+the token files, so its memory does not grow with the number of tokens (a full OpenWebText, ~9 B
+GPT-2 tokens, needs ~18 GB of disk for the token files, as much again for the Arrow token ids while
+building, and datasets' Arrow copy of the text when the source is not a saved dataset). What does
+grow with the corpus is O(documents): ~14 bytes a document while splitting, 1 byte a document
+after (``split.py``).
 
 Cache key: SHA-256 of the canonical JSON of {format version, the normalized source — with a local
 ``path`` replaced by its absolute path and every file's relative name, size and mtime —, the
 tokenizer's identity (BPE: its vocabulary size; pretrained: its content fingerprint), seq_len,
-val_fraction (None with val_split), seed}. Locking and atomic publication: ``cache.build_once``.
-Blocks are loaded memory-mapped, so the workers of one machine share the pages.
-
-Scale: the packed stream is built in memory as int64 (8 bytes a token); a full OpenWebText
-(~9 B GPT-2 tokens) does not fit — use ``max_documents`` or a machine with that much memory.
+val_fraction (None with val_split), seed}; ``num_proc`` does not change the result and is not part
+of it. Locking and atomic publication: ``cache.build_once``.
 """
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
 
-import torch
+import numpy as np
 
+from .build_blocks import build_packed, load_packed, nonempty_mask, stage_timer
 from .cache import build_once, cache_key, path_fingerprint
-from .packed import PackedData, pack_documents
+from .packed import PackedData
 from .sources import KNOWN_DATASETS, DataNotFoundError, available_splits, data_hint, load_raw_dataset
-from .tokenizer import train_bpe_tokenizer
-from .tokenizer_spec import ResolvedTokenizer, eos_id_of, materialize_tokenizer, resolve_tokenizer_spec
+from .split import TRAIN, VAL, split_indices, split_roles
+from .tokenizer_spec import ResolvedTokenizer, resolve_tokenizer_spec
 
 __all__ = ["PackedData", "normalize_source", "prepare_pretraining_data", "pretraining_cache_path",
            "source_identity", "split_indices"]
 
-PRETRAIN_FORMAT_VERSION = 1
+# 2: token files (train.bin/val.bin, uint16/uint32) instead of blocks.pt
+PRETRAIN_FORMAT_VERSION = 2
 SOURCE_KEYS = ("hub_id", "path", "split", "text_field", "config_name", "max_documents", "val_split")
 
 
@@ -109,90 +117,6 @@ def load_source_splits(src: dict, hf_cache: Path):
     return train, val
 
 
-def split_indices(n: int, val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """Document-level split: ``round(val_fraction * n)`` validation documents drawn with ``seed``;
-    both index lists sorted (the story pipeline's split, unchanged)."""
-    order = list(range(n))
-    random.Random(f"acco-val-split:{seed}").shuffle(order)
-    n_val = int(round(val_fraction * n))
-    return sorted(order[n_val:]), sorted(order[:n_val])
-
-
-# ----------------------------------------------------------------------------------------------
-# shared build core (also used by prepare_story_data)
-# ----------------------------------------------------------------------------------------------
-def _texts(ds, field: str):
-    def gen():
-        for batch in ds.iter(batch_size=1000):
-            yield from batch[field]
-    return gen
-
-
-def tokenize_column(ds, tokenizer, field: str, tag: str):
-    """The token ids of every document of ``ds[field]`` (no special tokens), in order."""
-    if len(ds) == 0:  # .map would not even create the column
-        return []
-
-    def encode(batch):
-        return {"input_ids": tokenizer(batch[field], add_special_tokens=False, verbose=False)["input_ids"]}
-
-    return ds.map(encode, batched=True, batch_size=1000, remove_columns=ds.column_names,
-                  keep_in_memory=True, new_fingerprint=f"acco-tok-{tag}")["input_ids"]
-
-
-def build_packed(out: Path, train_ds, val_ds, field: str, tok: ResolvedTokenizer, seq_len: int,
-                 lap: Callable[[str], None], tag: str, train_fn=train_bpe_tokenizer) -> dict:
-    """Tokenizer (trained on ``train_ds`` for a BPE), tokenize, pack, save ``blocks.pt`` in ``out``.
-
-    Returns the meta entries describing the result (``lap`` is called after each stage).
-    """
-    tokenizer, tok_file = materialize_tokenizer(tok, _texts(train_ds, field), out, train_fn=train_fn)
-    eos_id = eos_id_of(tokenizer)
-    lap("train_tokenizer")
-    train_ids = tokenize_column(train_ds, tokenizer, field, f"train-{tag}")
-    val_ids = tokenize_column(val_ds, tokenizer, field, f"val-{tag}")
-    n_tokens = {"train": sum(len(d) for d in train_ids), "val": sum(len(d) for d in val_ids)}
-    train_blocks = pack_documents(train_ids, eos_id, seq_len)
-    val_blocks = pack_documents(val_ids, eos_id, seq_len)
-    lap("tokenize_and_pack")
-    torch.save({"train": train_blocks, "val": val_blocks}, out / "blocks.pt")
-    return {
-        "tokenizer_file": tok_file,
-        "tokenizer_vocab_size": len(tokenizer),
-        "eos_id": int(eos_id),
-        "eos_token": tokenizer.convert_ids_to_tokens(eos_id),
-        "num_train_docs": len(train_ds),
-        "num_val_docs": len(val_ds),
-        "num_train_tokens": n_tokens["train"],  # without the EOS separators
-        "num_val_tokens": n_tokens["val"],
-        "num_train_blocks": int(train_blocks.shape[0]),
-        "num_val_blocks": int(val_blocks.shape[0]),
-    }
-
-
-def stage_timer():
-    """``(lap, timings, t0)``: ``lap(stage)`` records the seconds since the previous lap."""
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
-
-    def lap(stage: str) -> None:
-        timings[stage] = round(time.perf_counter() - t0 - sum(timings.values()), 3)
-
-    return lap, timings, t0
-
-
-def load_packed(final: Path) -> PackedData:
-    meta = json.loads((final / "meta.json").read_text())
-    blocks = torch.load(final / "blocks.pt", map_location="cpu", weights_only=True, mmap=True)
-    return PackedData(
-        train_blocks=blocks["train"],
-        val_blocks=blocks["val"],
-        vocab_size=int(meta["tokenizer_vocab_size"]),
-        eos_id=int(meta["eos_id"]),
-        tokenizer_path=str(final / meta.get("tokenizer_file", "tokenizer.json")),
-    )
-
-
 # ----------------------------------------------------------------------------------------------
 # the general pipeline
 # ----------------------------------------------------------------------------------------------
@@ -222,45 +146,46 @@ def pretraining_cache_path(source: dict, tokenizer: dict, seq_len: int, val_frac
     return Path(cache_dir) / f"pretrain-{cache_key(key)}"
 
 
-def _not_empty(field: str):
-    def keep(batch):
-        return [t is not None and bool(t.strip()) for t in batch[field]]
-    return keep
-
-
-def _build(tmp: Path, name: str, src: dict, tok: ResolvedTokenizer, key: dict, seq_len: int,
-           val_fraction: float, seed: int) -> None:
-    lap, timings, t0 = stage_timer()
-    hf_cache = tmp / "hf_cache"
+def source_segments(src: dict, hf_cache: Path, val_fraction: float, seed: int) -> list:
+    """``[(dataset, roles), ...]`` of a normalized source: its training split with every document's
+    role (``split_roles``), or with ``val_split`` the training split (TRAIN) then the validation
+    split (VAL); empty documents are DROPPED."""
     field = src["text_field"]
     train_ds, val_ds = load_source_splits(src, hf_cache)
     for ds in (train_ds, val_ds):
         if ds is not None and field not in ds.column_names:
             raise ValueError(f"the data has no field {field!r} (columns: {', '.join(ds.column_names)}): "
                              f"set the source's text_field")
-    n_raw = len(train_ds)
-    train_ds = train_ds.filter(_not_empty(field), batched=True, keep_in_memory=True)
     if val_ds is None:
-        train_idx, val_idx = split_indices(len(train_ds), val_fraction, seed)
-        train_ds, val_ds = train_ds.select(train_idx), train_ds.select(val_idx)
+        segments = [(train_ds, split_roles(nonempty_mask(train_ds, field), val_fraction, seed))]
     else:
-        val_ds = val_ds.filter(_not_empty(field), batched=True, keep_in_memory=True)
-    if len(train_ds) == 0:
+        segments = [(train_ds, nonempty_mask(train_ds, field).astype(np.uint8) * np.uint8(TRAIN)),
+                    (val_ds, nonempty_mask(val_ds, field).astype(np.uint8) * np.uint8(VAL))]
+    if not any((roles == TRAIN).any() for _, roles in segments):
         raise ValueError(f"no training documents in {src['path'] or src['hub_id']}")
+    return segments
+
+
+def _build(tmp: Path, name: str, src: dict, tok: ResolvedTokenizer, key: dict, seq_len: int,
+           val_fraction: float, seed: int, num_proc: int | None) -> None:
+    lap, timings, t0 = stage_timer()
+    hf_cache = tmp / "hf_cache"
+    segments = source_segments(src, hf_cache, val_fraction, seed)
     lap("load_and_split")
-    meta = {"key": key, "cache_name": name, "num_raw_docs": n_raw}
-    meta.update(build_packed(tmp, train_ds, val_ds, field, tok, seq_len, lap, tag=tmp.name))
-    del train_ds, val_ds
+    meta = {"key": key, "cache_name": name, "num_raw_docs": len(segments[0][0])}
+    meta.update(build_packed(tmp, segments, src["text_field"], tok, seq_len, lap, num_proc=num_proc))
+    del segments
     shutil.rmtree(hf_cache, ignore_errors=True)
     meta.update({"build_seconds": round(time.perf_counter() - t0, 3), "build_stage_seconds": timings})
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
 def prepare_pretraining_data(source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int,
-                             cache_dir) -> PackedData:
+                             cache_dir, num_proc: int | None = None) -> PackedData:
     """Load, tokenize and pack a text dataset, or load the result from ``cache_dir``.
 
-    Idempotent and safe to call from several processes at once (see the module docstring).
+    ``num_proc``: tokenizer processes (None: ``build_blocks.default_num_proc``). Idempotent and
+    safe to call from several processes at once (see the module docstring).
     """
     _check(seq_len, val_fraction)
     src = normalize_source(source)
@@ -268,4 +193,5 @@ def prepare_pretraining_data(source: dict, tokenizer: dict, seq_len: int, val_fr
     key = _key(src, tok, seq_len, val_fraction, seed)
     name = f"pretrain-{cache_key(key)}"
     return build_once(cache_dir, name,
-                      lambda tmp: _build(tmp, name, src, tok, key, seq_len, val_fraction, seed), load_packed)
+                      lambda tmp: _build(tmp, name, src, tok, key, seq_len, val_fraction, seed, num_proc),
+                      load_packed)
