@@ -9,39 +9,67 @@ import sys
 
 class Progress:
     """One committed step at a time. A bar only where someone watches a terminal: in a log file a
-    bar's carriage returns turn into one unreadable line."""
+    bar's carriage returns turn into one unreadable line. A run with a budget (`budget` samples or
+    tokens, `per_sample` of them per sample) shows its progress as the budget's fraction."""
 
-    def __init__(self, method: str, steps: int, log_every: int, stream=None, bar: bool | None = None):
+    def __init__(self, method: str, steps: int | None, log_every: int, stream=None, bar: bool | None = None,
+                 budget: int | None = None, unit: str = "samples", per_sample: int = 1):
         self.method, self.steps, self.log_every = method, steps, log_every
+        self.budget, self.unit, self.per_sample = budget, unit, per_sample
         self.stream = stream if stream is not None else sys.stderr
         if bar is None:
             bar = self.stream.isatty() and os.environ.get("ACCO_PROGRESS", "auto") != "off"
         self.bar = None
         if bar:
             from tqdm import tqdm
-            self.bar = tqdm(total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True,
-                            smoothing=0.1)
+            if budget is not None:
+                self.bar = tqdm(total=budget, desc=method, unit=unit[:-1] if unit.endswith("s") else unit,
+                                unit_scale=True, file=self.stream, dynamic_ncols=True, smoothing=0.1)
+            else:
+                self.bar = tqdm(total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True,
+                                smoothing=0.1)
 
-    def resume_at(self, step: int) -> None:
-        """A resumed run: the bar starts at the checkpoint's step (its rate counts new steps only)."""
+    def resume_at(self, step: int, samples: int = 0) -> None:
+        """A resumed run: the bar starts at the checkpoint's step or, with a budget, its samples
+        (the rate counts new progress only)."""
         if self.bar is not None:
-            self.bar.n = self.bar.last_print_n = self.bar.initial = step
+            start = step if self.budget is None else min(samples * self.per_sample, self.budget)
+            self.bar.n = self.bar.last_print_n = self.bar.initial = start
             self.bar.refresh()
+
+    def fraction(self, step: int, samples: int) -> float:
+        """How much of the run is done: the larger of the step and budget fractions (the run ends
+        at whichever limit comes first)."""
+        parts = [step / self.steps] if self.steps else []
+        if self.budget:
+            parts.append(samples * self.per_sample / self.budget)
+        return min(1.0, max(parts)) if parts else 0.0
 
     def update(self, step: int, loss: float, samples: int, wall_s: float, lr: float,
                micro_batches: int, eval_loss: float | None) -> None:
         rate = samples / max(wall_s, 1e-9)
-        if self.bar is not None:  # tqdm computes the ETA from its own step rate
+        if self.bar is not None:  # tqdm computes the ETA from its own step (or budget) rate
             post = {"loss": f"{loss:.4f}", "samples/s": f"{rate:.1f}"}
             if eval_loss is not None:
                 post["eval"] = f"{eval_loss:.4f}"
             self.bar.set_postfix(post, refresh=False)
-            self.bar.update(1)
+            if self.budget is None:
+                self.bar.update(1)
+            else:
+                self.bar.update(min(samples * self.per_sample, self.budget) - self.bar.n)
             return
-        if self.log_every and (step % self.log_every == 0 or step == self.steps):
+        if self.budget is None:
+            last = step == self.steps
             eta = wall_s / step * (self.steps - step)
+            where = f"step {step}/{self.steps}"
+        else:
+            done = self.fraction(step, samples)
+            last = done >= 1.0
+            eta = wall_s * (1.0 - done) / max(done, 1e-12)
+            where = f"step {step} {samples * self.per_sample}/{self.budget} {self.unit}"
+        if self.log_every and (step % self.log_every == 0 or last):
             extra = f" eval {eval_loss:.4f}" if eval_loss is not None else ""
-            print(f"[{self.method}] step {step}/{self.steps} loss {loss:.4f}{extra} lr {lr:.2e} "
+            print(f"[{self.method}] {where} loss {loss:.4f}{extra} lr {lr:.2e} "
                   f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 process group, any number of simulated workers, PyTorch's own torch.optim.AdamW on the whole model.
 
 It shares nothing with the engine's rounds, buffers or sharded optimizer, so agreement between the
-two is evidence for both. Deterministic mode only: every worker does exactly `accum` micro-batches
+two is evidence for both. A run sized by a budget (train.samples / train.tokens) stops at the first
+committed step whose global micro-batch count reaches it, and its schedule reads that count
+(acco.budget, shared with the trainer: it is the definition, not the mechanism). Deterministic mode only: every worker does exactly `accum` micro-batches
 per round. Worker w's k-th micro-batch is streams[w].batch(k), as in the distributed run.
 
     python -m acco.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
@@ -14,14 +16,14 @@ from typing import Callable
 
 import torch
 
+from .budget import lr_schedule, run_length
 from .engine.flat import trainable_parameters
-from .engine.schedule import make_lr_schedule
 from .engine.torch_ddp import adamw_param_groups
 
 
 class Reference:
     def __init__(self, model: torch.nn.Module, loss_fn: Callable, streams: list, accum: int,
-                 lr_at: Callable[[int], float], betas=(0.9, 0.999), eps: float = 1e-8,
+                 lr_at: Callable[[int, int], float], betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, decay_bias_and_norm: bool = True, clip_norm: float = 0.0,
                  record_points: bool = False):
         self.model = model
@@ -32,12 +34,14 @@ class Reference:
         self.clip_norm = clip_norm
         self.params = [p for _, p in trainable_parameters(model)]
         self.opt = torch.optim.AdamW(adamw_param_groups(model, weight_decay, decay_bias_and_norm),
-                                     lr=lr_at(0), betas=tuple(betas), eps=eps, foreach=False)
+                                     lr=lr_at(0, 0), betas=tuple(betas), eps=eps, foreach=False)
         self.step_count = 0
+        self.micro_batches = 0  # global micro-batches of the committed steps
         self.next_k = [0] * len(streams)
         self.record_points = record_points
         self.points: dict[tuple[int, int], torch.Tensor] = {}  # (worker, k) -> parameters seen
         self.history: list[torch.Tensor] = []                 # θ_0, θ_1, ... committed
+        self.samples_per_micro_batch, self.tokens_per_sample = 1, 0
         self.losses: list[float] = []                         # mean loss of each committed step
 
     # -- vectors ---------------------------------------------------------------------------------
@@ -83,7 +87,7 @@ class Reference:
         if self.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
         for group in self.opt.param_groups:
-            group["lr"] = self.lr_at(self.step_count)
+            group["lr"] = self.lr_at(self.step_count, self.micro_batches)
         if tentative:
             saved_params = self.vector()
             saved_state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
@@ -100,42 +104,59 @@ class Reference:
 
     def _commit(self, grad: torch.Tensor, count: int, loss_sum: float) -> torch.Tensor:
         theta = self.update(grad / count)
+        self.micro_batches += count
         self.history.append(theta)
         self.losses.append(loss_sum / count)
         return theta
 
     # -- the methods ----------------------------------------------------------------------------
-    def run(self, method: str, steps: int, warmup_steps: int = 0) -> torch.Tensor:
-        """Train for `steps` committed steps; returns θ_steps."""
+    def run(self, method: str, steps: int | None, warmup_steps: int = 0,
+            budget_micro_batches: int | None = None) -> torch.Tensor:
+        """Train for `steps` committed steps, or until the committed steps hold
+        `budget_micro_batches` global micro-batches (whichever comes first); returns θ_T."""
+        if steps is None and budget_micro_batches is None:
+            raise ValueError("give steps or budget_micro_batches")
+
+        def done(t: int) -> bool:
+            return (steps is not None and t >= steps) or \
+                (budget_micro_batches is not None and self.micro_batches >= budget_micro_batches)
+
+        def known_last(t: int) -> bool:  # with a budget alone the last step is known only after it
+            return steps is not None and t == steps - 1
+
         theta = self.vector()
         self.history = [theta]
+        t = 0
         if method == "ddp":
-            for _ in range(steps):
+            while not done(t):
                 theta = self._commit(*self.gradients_at(theta))
+                t += 1
         elif method in ("dpu", "wp"):
-            warm = min(warmup_steps, steps)
-            for _ in range(warm):
+            while t < warmup_steps and not done(t):
                 theta = self._commit(*self.gradients_at(theta))
-            if warm < steps:
+                t += 1
+            if not done(t):
                 pending = self.gradients_at(theta)  # gradients at θ_W, with nothing to sync yet
                 point = theta
-                for t in range(warm, steps):
+                while not done(t):
                     # while round t syncs `pending`, the compute side computes at `point`
-                    fresh = self.gradients_at(point) if t < steps - 1 else None
+                    fresh = self.gradients_at(point) if not known_last(t) else None
                     theta = self._commit(*pending)
                     if method == "wp":  # predicted next parameters: a second step, same gradient
                         point = self.update(pending[0] / pending[1], tentative=True)
                     else:
                         point = theta
                     pending = fresh
+                    t += 1
         elif method == "acco":
             g_est, n_est, l_est = self.gradients_at(theta)  # G̃_0 at θ̃_0 = θ_0
-            for t in range(steps):
+            while not done(t):
                 g, n, l = self.gradients_at(theta)                        # G_t at θ_t
                 theta_est = self.update(g_est / n_est, tentative=True)    # θ̃_{t+1}
                 theta = self._commit(g_est + g, n_est + n, l_est + l)     # θ_{t+1}
-                if t < steps - 1:
+                if not known_last(t):
                     g_est, n_est, l_est = self.gradients_at(theta_est)    # G̃_{t+1} at θ̃_{t+1}
+                t += 1
         else:
             raise ValueError(f"unknown method {method!r}")
         return theta
@@ -149,19 +170,23 @@ def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
     device = torch.device("cpu")
     tasks = [factory(cfg, w, world, device) for w in range(world)]
     optim = cfg["optim"]
-    steps = int(cfg["train"]["steps"])
-    lr_at = make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], steps,
-                             optim.get("min_lr_ratio", 0.0))
-    return Reference(tasks[0].model, tasks[0].loss_fn, [t.train_stream for t in tasks],
-                     int(cfg["train"]["accum"]), lr_at, optim["betas"], optim["eps"],
-                     optim["weight_decay"], optim["decay_bias_and_norm"], optim["clip_norm"],
-                     record_points)
+    lr_at = lr_schedule(cfg, world, tasks[0].samples_per_micro_batch, tasks[0].tokens_per_sample)
+    ref = Reference(tasks[0].model, tasks[0].loss_fn, [t.train_stream for t in tasks],
+                    int(cfg["train"]["accum"]), lr_at, optim["betas"], optim["eps"],
+                    optim["weight_decay"], optim["decay_bias_and_norm"], optim["clip_norm"],
+                    record_points)
+    ref.samples_per_micro_batch = tasks[0].samples_per_micro_batch  # for a budget (replay)
+    ref.tokens_per_sample = tasks[0].tokens_per_sample
+    return ref
 
 
 def replay(cfg: dict, record_points: bool = False) -> Reference:
     ref = reference_from_config(cfg, record_points)
-    ref.run(cfg["method"]["name"], int(cfg["train"]["steps"]),
-            int(cfg["method"].get("warmup_steps", 0) or 0))
+    length = run_length(cfg["train"], ref.tokens_per_sample)
+    budget = None
+    if length.budget is not None:  # the first micro-batch count whose samples reach the budget
+        budget = -(-length.budget // (length.per_sample * ref.samples_per_micro_batch))
+    ref.run(cfg["method"]["name"], length.steps, int(cfg["method"].get("warmup_steps", 0) or 0), budget)
     return ref
 
 

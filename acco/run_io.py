@@ -116,10 +116,48 @@ def read_failures(out_dir: str) -> list[dict]:
     return sorted(found, key=lambda f: f.get("time", 0))
 
 
+_RSS_PEAK_RESET = False  # this process's resident-set high-water mark was reset when training began
+
+
+def _vm_hwm_bytes() -> int | None:
+    """The process's resident-set high-water mark (Linux /proc/self/status VmHWM), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reset_peak_memory(device: torch.device) -> bool:
+    """Start the peak-memory figures afresh, so that they report training and not start-up (a
+    model built in fp32 on the host, data preparation): the allocator's peak on GPU, and the
+    resident-set high-water mark on Linux (writing 5 to /proc/self/clear_refs resets VmHWM to the
+    current RSS). Returns whether the RSS mark was reset; where it cannot be, peak_rss_bytes stays
+    the process's lifetime peak (getrusage) and summary.json says so."""
+    global _RSS_PEAK_RESET
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        _RSS_PEAK_RESET = _vm_hwm_bytes() is not None
+    except OSError:
+        _RSS_PEAK_RESET = False
+    return _RSS_PEAK_RESET
+
+
 def peak_memory_bytes(device: torch.device) -> dict:
-    """Peak resident set size of this process, and on GPU the allocator's peak."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    out = {"peak_rss_bytes": rss}
+    """Peak resident set size of this process since training began (where the mark could be reset;
+    `peak_rss_scope` says which), and on GPU the allocator's peak since then."""
+    hwm = _vm_hwm_bytes() if _RSS_PEAK_RESET else None
+    if hwm is not None:
+        out = {"peak_rss_bytes": hwm, "peak_rss_scope": "training"}
+    else:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+        out = {"peak_rss_bytes": rss, "peak_rss_scope": "process"}
     if device.type == "cuda":
         out["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     return out

@@ -8,23 +8,25 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from . import checkpoint
+from .budget import lr_schedule, run_length
 from .engine.comm_worker import CommWorker
-from .engine.compute import MicroBatchRunner
+from .engine.compute import MicroBatchRunner, autocast
 from .engine.flat import FlatModel
-from .engine.rounds import RoundEngine, run_acco, run_delayed, run_sequential
-from .engine.schedule import make_lr_schedule
+from .engine.rounds import RoundEngine, StopRule, run_acco, run_delayed, run_sequential
 from .engine.sharded_adamw import ShardedAdamW
 from .engine.sync import SyncResult, Syncer
 from .engine.torch_ddp import TorchDDPZero1
 from .engine.trace import TraceRecorder
+from .precision import compute_dtype, parameters_in
 from .progress import Progress, make_logger
-from .run_io import MetricsWriter
+from .run_io import MetricsWriter, reset_peak_memory
 from .tasks import Task
 from .watchdog import Watchdog, exit_on_stall
 
@@ -84,18 +86,29 @@ class Trainer:
         self.metrics = metrics
         train, optim, method = cfg["train"], cfg["optim"], cfg["method"]
         self.method = method["name"]
-        self.steps = int(train["steps"])
+        # train.steps and/or a budget of samples or tokens (acco.budget): whichever comes first
+        self.length = run_length(train, task.tokens_per_sample)
+        self.steps = self.length.steps  # None: the budget alone ends the run
+        self.until = StopRule(lambda t: self.length.done(t, self.samples), self.steps)
         self.accum = int(train["accum"])
         hetero = cfg.get("hetero") or {}
         slowdown = float(hetero.get("factor", 1.0)) if hetero.get("slow_rank") == rank else 1.0
-        self.lr_at = make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"],
-                                      self.steps, optim.get("min_lr_ratio", 0.0))
+        self.lr_at = lr_schedule(cfg, world_size, task.samples_per_micro_batch, task.tokens_per_sample)
+        # bf16 (train.precision): autocast compute for every method, bf16 storage on the flat path
+        self.compute_dtype = compute_dtype(train, device)
+        if train.get("activation_checkpointing"):  # recompute each block's activations in backward
+            if not hasattr(task.model, "activation_checkpointing_enable"):
+                raise ValueError("train.activation_checkpointing=true needs a Hugging Face model "
+                                 "(activation_checkpointing_enable); set it to false for this task")
+            task.model.activation_checkpointing_enable({"use_reentrant": False})
         self.samples = 0
         self.eval_s = 0.0
         self.last_eval: float | None = None
         self.progress = self.logger = None
         if metrics is not None:  # rank 0 shows progress and feeds the optional experiment tracker
-            self.progress = Progress(method["name"], self.steps, int(train.get("log_every") or 0))
+            self.progress = Progress(method["name"], self.steps, int(train.get("log_every") or 0),
+                                     budget=self.length.budget, unit=self.length.unit,
+                                     per_sample=self.length.per_sample)
             self.logger = make_logger(cfg, cfg["out_dir"])
         self.torch_ddp: TorchDDPZero1 | None = None
         self.engine: RoundEngine | None = None
@@ -117,16 +130,15 @@ class Trainer:
             self.torch_ddp = TorchDDPZero1(
                 task.model, task.loss_fn, task.train_stream, tracer, self.accum, self.lr_at,
                 optim["betas"], optim["eps"], optim["weight_decay"], optim["decay_bias_and_norm"],
-                optim["clip_norm"], slowdown, device,
-                bf16=device.type == "cuda" and train.get("bf16", True),
+                optim["clip_norm"], slowdown, device, compute_dtype=self.compute_dtype,
                 group=dist.new_group(list(range(world_size)), timeout=step_timeout))
             self.runner = self.torch_ddp.runner
             return
-        dtype = torch.bfloat16 if device.type == "cuda" and train.get("bf16", True) else torch.float32
-        self.flat = FlatModel(task.model, world_size, dtype=dtype,
-                              decay_bias_and_norm=optim["decay_bias_and_norm"])
-        lo, hi = self.flat.layout.bounds(rank)
-        self.opt = ShardedAdamW(self.flat.take_fp32_init()[lo:hi], self.flat.decay_mask[lo:hi],
+        # the model may still be on the host: one parameter at a time onto the device, into the
+        # low-precision buffer and this rank's fp32 master shard
+        self.flat = FlatModel(task.model, world_size, dtype=self.compute_dtype,
+                              decay_bias_and_norm=optim["decay_bias_and_norm"], rank=rank, device=device)
+        self.opt = ShardedAdamW(self.flat.take_master_shard(), self.flat.decay_ranges,
                                 self.lr_at, optim["betas"], optim["eps"], optim["weight_decay"])
         self.buffer = torch.zeros_like(self.flat.params)  # the one communication buffer
         # the communication thread gets a process group of its own, so its collectives never
@@ -135,32 +147,51 @@ class Trainer:
         self.comm = CommWorker(device)
         self.syncer = Syncer(self.buffer, self.opt, rank, world_size, self.comm_group, tracer,
                              optim["clip_norm"])
-        self.runner = MicroBatchRunner(task.model, task.loss_fn, task.train_stream, tracer, slowdown)
+        self.runner = MicroBatchRunner(task.model, task.loss_fn, task.train_stream, tracer, slowdown,
+                                       autocast_dtype=self.compute_dtype, device_type=device.type)
         adaptive = not train["deterministic"]
         self.engine = RoundEngine(self.flat, self.syncer, self.comm, self.runner, self.accum,
                                   adaptive, tracer, train.get("max_accum_factor", 64))
+        if self.length.budget is not None:
+            self.engine.may_extend = self.budget_allows_more
+
+    def budget_allows_more(self, uncommitted: int) -> bool:
+        """Adaptive rounds near the end of a budget: one more micro-batch beyond the round's minimum
+        only while this rank's uncommitted micro-batches stay within its equal share of the samples
+        left. Far from the end it never binds; at the end it keeps the step that reaches the budget
+        from overshooting it by more than the rounds' minimum micro-batches (a rank alone cannot see
+        the others' counts before the sync adds them up, so the share is what it can bound)."""
+        left = self.length.budget_samples - self.samples
+        return (uncommitted + 1) * self.world_size * self.task.samples_per_micro_batch <= left
 
     # -- running --------------------------------------------------------------------------------
     def train(self) -> None:
+        # from_pretrained hands the model back in eval mode, where HF skips activation checkpointing
+        # (and dropout): training mode for every model
+        self.task.model.train()
         dist.barrier()
+        reset_peak_memory(self.device)  # peak memory from here on is training's, not start-up's
         self.start = time.perf_counter()
         start = self.start_step
+        self.tracer.at_step(start + 1)  # the trace window (train.trace_steps) counts committed steps
         SignalLatch.install()
         # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
         self.watchdog = Watchdog(lambda: (self.runner.next_index, self.steps_done), 2 * self.step_timeout_s,
                                  exit_on_stall(self.rank, self.cfg["out_dir"])).start()
         try:
             if self.torch_ddp is not None:
-                for t in range(start, self.steps):
+                t = start
+                while not self.until.done(t):
                     self.on_step(t, self.torch_ddp.step())
+                    t += 1
             elif self.method == "ddp":
-                run_sequential(self.engine, self.steps, self.on_step, start)
+                run_sequential(self.engine, self.until, self.on_step, start)
             elif self.method in ("dpu", "wp"):
-                run_delayed(self.engine, self.steps, self.on_step,
+                run_delayed(self.engine, self.until, self.on_step,
                             warmup_steps=int(self.cfg["method"].get("warmup_steps", 0)),
                             predict=self.method == "wp", start=start)
             elif self.method == "acco":
-                run_acco(self.engine, self.steps, self.on_step, start)
+                run_acco(self.engine, self.until, self.on_step, start)
             else:
                 raise ValueError(f"unknown method {self.method!r}")
         finally:
@@ -169,12 +200,13 @@ class Trainer:
 
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
+        self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
         self._inject_fault(t + 1)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
         wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
         every = int(self.cfg["train"].get("eval_every") or 0)
         eval_loss = None
-        if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or t + 1 == self.steps):
+        if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or self.until.done(t + 1)):
             eval_loss = self.evaluate()
         if self.metrics is not None:
             row = {"step": t + 1, "samples": self.samples,
@@ -204,7 +236,7 @@ class Trainer:
             what = "gradient" if bad_grad else "training loss"
             kept = f"; the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint else ""
             raise NonFiniteError(f"non-finite {what} at step {step} (loss {res.loss_mean}){kept}")
-        if step == self.steps:
+        if self.until.done(step):
             return  # the run is complete: nothing to resume
         due = signum or (self.checkpoint_every and step % self.checkpoint_every == 0)
         if due and self.pending_grads_nonfinite():
@@ -263,7 +295,7 @@ class Trainer:
         checkpoint.set_rng_state(own["rng"])
         self.last_checkpoint = path
         if self.progress is not None:
-            self.progress.resume_at(self.start_step)
+            self.progress.resume_at(self.start_step, self.samples)
         return self.start_step
 
     # -- fault injection (failure tests) --------------------------------------------------------
@@ -298,9 +330,16 @@ class Trainer:
         return self.engine.gather_committed(out)[: self.flat.numel]
 
     def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
-        """Put θ_t into the model (collective unless `vector`, a committed_vector(), is given)."""
-        if self.torch_ddp is None:
-            self.flat.trainable().copy_(self.committed_vector() if vector is None else vector)
+        """Put θ_t into the model (collective unless `vector`, a committed_vector(), is given).
+        Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to
+        the buffers' dtype, through the communication buffer (free at a step boundary)."""
+        if self.torch_ddp is not None:
+            return
+        if vector is None:
+            self.engine.gather_committed(self.buffer)
+            self.flat.params.copy_(self.buffer)
+        else:
+            self.flat.trainable().copy_(vector)
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -313,25 +352,44 @@ class Trainer:
 
     def _evaluate(self) -> float:
         start = time.perf_counter()
-        saved = None
-        if self.torch_ddp is None:
-            saved = self.flat.params.clone()
-            self.load_committed_into_model()
         model = self.task.model
         was_training = model.training
         model.eval()
         total = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for batch in self.task.val_batches:
-            total[0] += float(self.task.loss_fn(model, batch))
-            total[1] += 1
+        with self.committed_parameters(), self.evaluation_precision():
+            for batch in self.task.val_batches:
+                total[0] += float(self.task.loss_fn(model, batch))
+                total[1] += 1
         model.train(was_training)
-        if saved is not None:
-            self.flat.params.copy_(saved)
         total = total.cpu()
         dist.all_reduce(total, group=self.control_group)
         self.last_eval = float(total[0] / total[1])
         self.eval_s += time.perf_counter() - start
         return self.last_eval
+
+    @contextmanager
+    def committed_parameters(self):
+        """For the block, the model holds θ_t rounded to the flat buffers' dtype (collective on the
+        flat path: the masters are gathered into the communication buffer, free at a step boundary,
+        and the parameters viewed from it: no model-sized copy). The torch DDP model holds θ_t."""
+        if self.torch_ddp is not None:
+            yield
+            return
+        self.engine.gather_committed(self.buffer)
+        with self.flat.parameters_from(self.buffer):
+            yield
+
+    @contextmanager
+    def evaluation_precision(self):
+        """Every method evaluates alike: under autocast in the compute dtype, with parameters stored
+        in it. In bf16 the torch DDP baseline's fp32 parameters are rounded to bf16 for the block
+        (the flat methods' parameters already are), so equal committed parameters give equal
+        evaluations whatever the method; fp32: nothing changes."""
+        dtype = self.compute_dtype
+        storage = parameters_in(self.task.model, dtype) if self.torch_ddp is not None \
+            and dtype != torch.float32 else nullcontext()
+        with storage, autocast(self.device.type, dtype):
+            yield
 
     def memory_report(self) -> dict:
         if self.torch_ddp is not None:

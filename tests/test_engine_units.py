@@ -2,8 +2,7 @@
 the distributed-start environment."""
 from __future__ import annotations
 
-import math
-import os
+import copy
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ import torch.multiprocessing as mp
 
 from acco.engine.collectives import all_gather_into, reduce_scatter_sum
 from acco.engine.flat import FlatModel, ShardLayout
-from acco.engine.schedule import make_lr_schedule
+from acco.engine.schedule import make_lr_schedule, per_step
 from acco.engine.sharded_adamw import ShardedAdamW
 from acco.launch import expand_nodelist, external_env
 
@@ -22,7 +21,8 @@ def test_sharded_adamw_commit_equals_torch_adamw_and_tentative_touches_nothing()
     p0 = torch.randn(50)
     mask = (torch.arange(50) % 3 != 0).float()  # some entries without weight decay
     lr_at = make_lr_schedule(1e-2, "cosine", warmup_steps=2, total_steps=6)
-    opt = ShardedAdamW(p0, mask, lr_at, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    decayed_ranges = [(i, i + 1) for i in range(50) if mask[i]]
+    opt = ShardedAdamW(p0, decayed_ranges, per_step(lr_at), betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     decayed = torch.nn.Parameter(p0[mask.bool()].clone())
     plain = torch.nn.Parameter(p0[~mask.bool()].clone())
     ref = torch.optim.AdamW([{"params": [decayed], "weight_decay": 0.1},
@@ -61,6 +61,7 @@ def test_schedules():
 
 def test_flat_model_views_and_padding():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4), torch.nn.Linear(4, 1))
+    copies = [copy.deepcopy(model) for _ in range(3)]
     flat = FlatModel(model, world_size=3, decay_bias_and_norm=False)
     assert flat.numel == 16 + 8 + 5 and flat.layout.padded == 30 and flat.layout.shard_size == 10
     # backward accumulates straight into the flat gradient buffer
@@ -70,8 +71,11 @@ def test_flat_model_views_and_padding():
     assert not torch.equal(flat.grads, g1) and flat.grads[flat.numel:].abs().sum() == 0
     flat.params[0] = 42.0
     assert model[0].weight.reshape(-1)[0].item() == 42.0
-    # decay only on the two weight matrices (HF rule): 12 + 4 entries
-    assert flat.decay_mask.sum().item() == 12 + 4
+    # decay only on the two weight matrices (HF rule): 12 + 4 entries, as ranges of each rank's shard
+    # (entries 0-11 the first weight; 24-27 the last one's, 4-7 of rank 2's shard [20, 30))
+    ranks = [FlatModel(m, world_size=3, decay_bias_and_norm=False, rank=r) for r, m in enumerate(copies)]
+    assert [f.decay_ranges for f in ranks] == [[(0, 10)], [(0, 2)], [(4, 8)]]
+    assert sum(b - a for f in ranks for a, b in f.decay_ranges) == 12 + 4
     assert ShardLayout(10, 4).bounds(3) == (9, 12)
 
 

@@ -14,7 +14,9 @@ from .conftest import run_train
 CASES = [
     # types
     (["train.steps=5.5"], "train.steps must be an integer"),
-    (["train.bf16=3"], "train.bf16 must be true or false"),
+    (["train.precision=fp16"], "train.precision must be one of auto, bf16, fp32"),
+    (["train.activation_checkpointing=2"], "train.activation_checkpointing must be true or false"),
+    (["train.samples=1.5e3"], "train.samples must be an integer"),
     (["overwrite=yes"], "overwrite must be true or false"),
     (["train.trace=maybe"], "train.trace must be true or false"),
     (["optim.betas=[0.9]"], "optim.betas must be a pair"),
@@ -49,6 +51,11 @@ CASES = [
     (["fault.nan_at_step=200"], "fault.nan_at_step=200 is past train.steps=100"),
     (["method=dpu", "method.warmup_steps=-1"], "method.warmup_steps must be >= 0"),
     (["method=ddp", "method.impl=jax"], "method.impl must be torch or flat"),
+    # budgets
+    (["train.samples=0"], "train.samples must be >= 1"),
+    (["train.tokens=1000", "train.samples=10"], "train.tokens=1000 and train.samples=10 are both set"),
+    (["train.steps=null"], "train.steps is null and there is no budget"),
+    (["data=synthetic_instruct", "train.tokens=1000"], "train.tokens=1000 needs packed pretraining data"),
 ]
 
 KEY_CASES = [  # caught before Hydra composes anything
@@ -57,6 +64,7 @@ KEY_CASES = [  # caught before Hydra composes anything
     (["+optim.momentum=0.9"], "unknown key 'optim.momentum'"),
     (["+fault.kill=1"], "unknown key 'fault.kill'"),
     (["+foo=1"], "unknown key 'foo'"),
+    (["train.bf16=true"], "train.bf16 was replaced by train.precision"),
     (["method=foo"], "unknown method 'foo'"),
 ]
 
@@ -77,7 +85,8 @@ def test_unknown_key(args, message):
     with pytest.raises(ConfigError) as err:
         check_overrides(args, CONF_DIR)
     text = str(err.value)
-    assert message in text and ("check the spelling" in text or "choose one of" in text), text
+    assert message in text and ("check the spelling" in text or "choose one of" in text
+                                or "use train.precision=" in text), text
 
 
 def test_good_config_passes(tmp_path):

@@ -1,8 +1,14 @@
 """The compute side: forward + backward of one micro-batch at a time, accumulating into the
-gradient buffer, with the heterogeneous-worker slowdown and the compute lane of the trace."""
+gradient buffer, with the heterogeneous-worker slowdown and the compute lane of the trace.
+
+Mixed precision is the same for every method: the forward runs under autocast in the compute dtype
+(bf16), whatever the parameters' storage (bf16 views of the flat buffer, or the torch DDP baseline's
+fp32 parameters), so matrix products run in bf16 and autocast's fp32 ops (softmax, layer norm on
+GPU, the loss) in fp32; the backward follows the forward's dtypes."""
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import torch
@@ -11,10 +17,20 @@ from torch import nn
 from .trace import COMM, COMPUTE, TraceRecorder
 
 
+def autocast(device_type: str, dtype: torch.dtype | None):
+    """torch.autocast in `dtype` on `device_type` ("cpu" or "cuda"); None or fp32: no autocast."""
+    if dtype is None or dtype == torch.float32:
+        return nullcontext()
+    return torch.autocast(device_type=device_type, dtype=dtype)
+
+
 class MicroBatchRunner:
     def __init__(self, model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor],
-                 stream, tracer: TraceRecorder, slowdown: float = 1.0, loss_scale: float = 1.0):
+                 stream, tracer: TraceRecorder, slowdown: float = 1.0, loss_scale: float = 1.0,
+                 autocast_dtype: torch.dtype | None = None, device_type: str = "cpu"):
         self.model = model
+        self.autocast_dtype = autocast_dtype  # the forward's compute dtype (None: the parameters')
+        self.device_type = device_type
         self.loss_fn = loss_fn
         self.stream = stream          # .batch(k) -> the k-th micro-batch of this rank
         self.tracer = tracer
@@ -56,7 +72,8 @@ class MicroBatchRunner:
         batch = self.stream.batch(k)
         t0 = self.tracer.now_us()
         start = time.perf_counter()
-        loss = self.loss_fn(self.model, batch)
+        with autocast(self.device_type, self.autocast_dtype):
+            loss = self.loss_fn(self.model, batch)
         scaled = loss * self.loss_scale if self.loss_scale != 1.0 else loss
         if hooked_backward:
             forward_s = time.perf_counter() - start

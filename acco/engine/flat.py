@@ -3,10 +3,16 @@ pieces across ranks.
 
 Every parameter's `.data` and `.grad` become views into `params` and `grads`, so a backward pass
 accumulates straight into the flat gradient buffer (autograd adds in place into an existing
-`.grad`) and one copy moves the whole model in or out of a communication buffer."""
+`.grad`) and one copy moves the whole model in or out of a communication buffer.
+
+Memory: the buffers are built one parameter at a time. Each original (typically fp32, possibly still
+on the host) is copied into the low-precision buffer on the device and into this rank's fp32 master
+shard, then released; nothing model-sized in fp32 is ever held, and weight decay is described by
+index ranges of this rank's shard, not by a mask."""
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -40,41 +46,70 @@ def no_decay(name: str, param: torch.Tensor) -> bool:
     return param.ndim < 2 or name.endswith(".bias") or "norm" in name.lower() or ".ln_" in name
 
 
+def _add_range(ranges: list[tuple[int, int]], start: int, end: int) -> None:
+    if ranges and ranges[-1][1] == start:  # adjacent decayed parameters: one range
+        ranges[-1] = (ranges[-1][0], end)
+    else:
+        ranges.append((start, end))
+
+
+def move_untrained(model: nn.Module, device: torch.device, skip: set[int]) -> None:
+    """Buffers and the parameters not in `skip` (by id) onto `device`, one tensor at a time."""
+    for module in model.modules():
+        for key, buf in module._buffers.items():
+            if buf is not None and buf.device != device:
+                module._buffers[key] = buf.to(device)
+        for p in module._parameters.values():
+            if p is not None and id(p) not in skip and p.device != device:
+                p.data = p.data.to(device)
+
+
 class FlatModel:
-    """Owns the flat parameter and gradient buffers of `model` (padded to the shard layout)."""
+    """Owns the flat parameter and gradient buffers of `model` (padded to the shard layout) and
+    the fp32 initial values of rank `rank`'s shard. The model may arrive on the host: it ends on
+    `device` (default: where its first parameter is)."""
 
     def __init__(self, model: nn.Module, world_size: int, dtype: torch.dtype | None = None,
-                 decay_bias_and_norm: bool = True):
+                 decay_bias_and_norm: bool = True, rank: int = 0, device: torch.device | None = None):
         named = trainable_parameters(model)
         if not named:
             raise ValueError("the model has no trainable parameters")
         first = named[0][1]
         self.dtype = dtype or first.dtype
-        self.device = first.device
+        self.device = torch.device(device) if device is not None else first.device
         self.layout = ShardLayout(sum(p.numel() for _, p in named), world_size)
+        self.rank = rank
+        lo, hi = self.layout.bounds(rank)
         padded = self.layout.padded
+        move_untrained(model, self.device, {id(p) for _, p in named})
         self.params = torch.zeros(padded, dtype=self.dtype, device=self.device)
         self.grads = torch.zeros(padded, dtype=self.dtype, device=self.device)
-        # 1 where AdamW's decoupled weight decay applies, 0 elsewhere (and on the padding)
-        self.decay_mask = torch.zeros(padded, dtype=torch.float32, device=self.device)
+        # this rank's shard of the fp32 initial values, before any cast to a low-precision buffer:
+        # the optimizer's master shard starts from it (taken once with take_master_shard)
+        self._master_init: torch.Tensor | None = torch.zeros(hi - lo, dtype=torch.float32,
+                                                             device=self.device)
+        # [start, end) ranges of this rank's shard where AdamW's decoupled weight decay applies
+        self.decay_ranges: list[tuple[int, int]] = []
         self.names: list[str] = []
         self.slices: list[tuple[int, int]] = []
-        # the fp32 initial values, before any cast to a low-precision buffer: the optimizer's
-        # master shard starts from these (taken once with take_fp32_init)
-        self._fp32_init: torch.Tensor | None = torch.zeros(padded, dtype=torch.float32,
-                                                           device=self.device)
+        self.parameters: list[nn.Parameter] = []
         offset = 0
         with torch.no_grad():
             for name, p in named:
                 n = p.numel()
-                self._fp32_init[offset:offset + n].copy_(p.detach().reshape(-1))
-                self.params[offset:offset + n].copy_(p.detach().reshape(-1))
-                p.data = self.params[offset:offset + n].view_as(p)
+                src = p.detach().reshape(-1).to(self.device)  # one parameter on the device at a time
+                self.params[offset:offset + n].copy_(src)
+                a, b = max(offset, lo), min(offset + n, hi)  # the part of p in this rank's shard
+                if a < b:
+                    self._master_init[a - lo:b - lo].copy_(src[a - offset:b - offset])
+                    if decay_bias_and_norm or not no_decay(name, p):
+                        _add_range(self.decay_ranges, a - lo, b - lo)
+                del src
+                p.data = self.params[offset:offset + n].view_as(p)  # the original is released
                 p.grad = self.grads[offset:offset + n].view_as(p)
-                if decay_bias_and_norm or not no_decay(name, p):
-                    self.decay_mask[offset:offset + n] = 1.0
                 self.names.append(name)
                 self.slices.append((offset, offset + n))
+                self.parameters.append(p)
                 offset += n
         self.model = model
 
@@ -82,8 +117,9 @@ class FlatModel:
     def numel(self) -> int:
         return self.layout.numel
 
-    def take_fp32_init(self) -> torch.Tensor:
-        init, self._fp32_init = self._fp32_init, None
+    def take_master_shard(self) -> torch.Tensor:
+        """This rank's shard of the fp32 initial parameters (padding: zeros); handed over once."""
+        init, self._master_init = self._master_init, None
         if init is None:
             raise RuntimeError("the fp32 initial parameters were already taken")
         return init
@@ -94,3 +130,17 @@ class FlatModel:
     def trainable(self) -> torch.Tensor:
         """The unpadded parameter vector (a view)."""
         return self.params[: self.numel]
+
+    @contextmanager
+    def parameters_from(self, vector: torch.Tensor):
+        """For the block, the model's parameters are views into `vector` (a flat vector of the
+        same layout and dtype) instead of `params`: no copy, `params` untouched."""
+        if vector.dtype != self.dtype or vector.numel() < self.numel:
+            raise ValueError("parameters_from needs a flat vector of the buffers' dtype and layout")
+        for p, (a, b) in zip(self.parameters, self.slices):
+            p.data = vector[a:b].view_as(p)
+        try:
+            yield
+        finally:
+            for p, (a, b) in zip(self.parameters, self.slices):
+                p.data = self.params[a:b].view_as(p)

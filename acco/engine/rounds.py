@@ -14,6 +14,7 @@ computes micro-batches; at its end the parameters the sync produced are loaded i
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -42,27 +43,38 @@ class RoundEngine:
         # accumulator if a peer stalls (the watchdog, not the cap, is what reports a hang).
         self.max_micro_batches = max(accum, accum * max_accum_factor)
         self.rounds_micro_batches: list[int] = []  # this rank's micro-batches per round
+        # may_extend(uncommitted): may this rank compute one more micro-batch beyond the round's
+        # minimum, holding `uncommitted` micro-batches not yet in a committed step? (a budget near
+        # its end: see Trainer.budget_allows_more); None: always, while the sync runs
+        self.may_extend: Callable[[int], bool] | None = None
+        self.in_flight = 0  # micro-batches of this rank in a commit sync now running
 
     # -- building blocks ----------------------------------------------------------------------
     def _compute(self, minimum: int, job=None, label: str = "fwd+bwd") -> int:
         n = 0
         while n < minimum or (self.adaptive and job is not None and not job.is_done()
-                              and n < self.max_micro_batches):
+                              and n < self.max_micro_batches and self._extend_ok()):
             self.runner.run_one(label)
             n += 1
         self.rounds_micro_batches.append(n)
         return n
 
+    def _extend_ok(self) -> bool:
+        # uncommitted: the accumulator (ACCO's estimate round keeps G̃ in it) and a commit in flight
+        return self.may_extend is None or self.may_extend(self.runner.count + self.in_flight)
+
     def _launch(self, kind: str):
         """Gradients out: copy the accumulator into the communication buffer, start the sync."""
         self.buffer.copy_(self.flat.grads)
         count, loss_sum = self.runner.count, self.runner.loss_sum
+        self.in_flight = count if kind != ESTIMATE else 0  # an estimate leaves them in the accumulator
         return self.comm.submit(lambda: self.syncer.sync(kind, count, loss_sum))
 
     def _finish(self, job) -> SyncResult:
         """Parameters in: wait for the sync and load what it gathered into the model."""
         with self.tracer.span("wait for sync", COMPUTE, cat="idle"):
             result = job.wait()
+        self.in_flight = 0
         self.flat.params.copy_(self.buffer)
         return result
 
@@ -110,35 +122,62 @@ class RoundEngine:
 
 
 # -- the methods: schedules of rounds -----------------------------------------------------------
-def run_sequential(engine: RoundEngine, steps: int, on_step: StepCallback, start: int = 0) -> None:
-    for t in range(start, steps):
+@dataclass(frozen=True)
+class StopRule:
+    """When a schedule of rounds ends. `done(t)`: is the run over after t committed steps? It is
+    asked on every rank at the same step boundary and must answer alike (it may read only what the
+    syncs agreed on: step counts, all-reduced micro-batch counts). `max_steps`: a step count known
+    in advance, so the last step's round computes nothing nobody would use; a budget reached at a
+    step nobody could foresee (adaptive counts) costs one round of compute whose gradients are
+    dropped."""
+    done: Callable[[int], bool]
+    max_steps: int | None = None
+
+    @classmethod
+    def steps(cls, n: int) -> "StopRule":
+        return cls(lambda t: t >= n, n)
+
+    def known_last(self, t: int) -> bool:
+        """Step t (0-based) is the run's last, known before it is computed."""
+        return self.max_steps is not None and t == self.max_steps - 1
+
+
+def run_sequential(engine: RoundEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:
+    t = start
+    while not until.done(t):
         on_step(t, engine.sequential_round())
+        t += 1
 
 
-def run_delayed(engine: RoundEngine, steps: int, on_step: StepCallback, warmup_steps: int = 0,
+def run_delayed(engine: RoundEngine, until: StopRule, on_step: StepCallback, warmup_steps: int = 0,
                 predict: bool = False, start: int = 0) -> None:
     """DPU (predict=False) and WP (predict=True). `start`: committed steps already taken (a
     resumed run); past the warmup the engine then already holds the pending gradients."""
-    warm = min(warmup_steps, steps)
-    run_sequential(engine, warm, on_step, start)
-    if warm == steps:
+    t = start
+    while t < warmup_steps and not until.done(t):
+        on_step(t, engine.sequential_round())
+        t += 1
+    if until.done(t):
         return
-    if start <= warm:
-        engine.prologue(label=f"fwd+bwd @θ_{warm}")
+    if start <= warmup_steps:
+        engine.prologue(label=f"fwd+bwd @θ_{t}")
     kind = COMMIT_PREDICT if predict else COMMIT
     point = "θ̂" if predict else "θ"
-    for t in range(max(warm, start), steps):
-        last = t == steps - 1  # nothing would use gradients computed during the last round
+    while not until.done(t):
+        last = until.known_last(t)  # nothing would use gradients computed during the last round
         on_step(t, engine.overlapped_round(kind, zero=True, compute=not last,
                                            label=f"fwd+bwd @{point}"))
+        t += 1
 
 
-def run_acco(engine: RoundEngine, steps: int, on_step: StepCallback, start: int = 0) -> None:
+def run_acco(engine: RoundEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:
     """`start`: committed steps already taken (a resumed run, whose engine holds G̃_start)."""
     if start == 0:
         engine.prologue(label="fwd+bwd G̃ @θ̃")
-    for t in range(start, steps):
+    t = start
+    while not until.done(t):
         engine.overlapped_round(ESTIMATE, zero=False, compute=True, label="fwd+bwd G @θ")
-        last = t == steps - 1
+        last = until.known_last(t)
         on_step(t, engine.overlapped_round(COMMIT, zero=True, compute=not last,
                                            label="fwd+bwd G̃ @θ̃"))
+        t += 1

@@ -4,24 +4,31 @@ separate output without touching it (ACCO's estimate, WP's prediction).
 
 The arithmetic follows torch.optim.AdamW step for step (decoupled decay, lerp for the first
 moment, bias corrections), so a flat sharded run equals PyTorch's own optimizer to fp32
-round-off."""
+round-off. Which entries are decayed is a list of index ranges of the shard, not a mask: a mask
+would cost as much memory as the master shard's first moment."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Sequence
 
 import torch
 
+from .schedule import LrAt
+
 
 class ShardedAdamW:
-    def __init__(self, param_shard: torch.Tensor, decay_mask_shard: torch.Tensor,
-                 lr_at: Callable[[int], float], betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(self, param_shard: torch.Tensor, decay_ranges: Sequence[tuple[int, int]],
+                 lr_at: LrAt, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        """`decay_ranges`: [start, end) ranges of the shard where decoupled weight decay applies.
+        `lr_at(step, micro_batches)`: the rate of the next committed step (acco.engine.schedule)."""
         self.master = param_shard.detach().to(torch.float32).clone()
         self.exp_avg = torch.zeros_like(self.master)
         self.exp_avg_sq = torch.zeros_like(self.master)
-        self.decay_mask = decay_mask_shard.to(device=self.master.device, dtype=torch.float32)
-        self.step_count = 0  # committed steps taken so far
+        self.decay_ranges = [(int(a), int(b)) for a, b in decay_ranges if b > a]
+        if any(a < 0 or b > self.master.numel() for a, b in self.decay_ranges):
+            raise ValueError("a weight-decay range lies outside the shard")
+        self.step_count = 0     # committed steps taken so far
+        self.micro_batches = 0  # global micro-batches in those steps (a budget's schedule reads it)
         self.lr_at = lr_at
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
         self.eps = float(eps)
@@ -30,7 +37,7 @@ class ShardedAdamW:
     @property
     def lr(self) -> float:
         """The learning rate of the next committed step."""
-        return self.lr_at(self.step_count)
+        return self.lr_at(self.step_count, self.micro_batches)
 
     def state_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.master, self.exp_avg, self.exp_avg_sq))
@@ -38,19 +45,24 @@ class ShardedAdamW:
     def _update(self, param, exp_avg, exp_avg_sq, grad) -> None:
         """One AdamW update in place on (param, exp_avg, exp_avg_sq) with the state's step count."""
         t = self.step_count + 1
-        lr = self.lr_at(self.step_count)
+        lr = self.lr
         if self.weight_decay:
-            param.mul_(1.0 - lr * self.weight_decay * self.decay_mask)
+            # the factor rounded to fp32 as a fp32 kernel computes it: 1 - fl32(lr * wd)
+            factor = (1.0 - torch.tensor(lr * self.weight_decay, dtype=torch.float32)).item()
+            for a, b in self.decay_ranges:
+                param[a:b].mul_(factor)
         exp_avg.lerp_(grad, 1.0 - self.beta1)
         exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1.0 - self.beta2)
         step_size = lr / (1.0 - self.beta1 ** t)
         denom = (exp_avg_sq.sqrt() / math.sqrt(1.0 - self.beta2 ** t)).add_(self.eps)
         param.addcdiv_(exp_avg, denom, value=-step_size)
 
-    def commit(self, grad: torch.Tensor) -> torch.Tensor:
-        """Committed step: updates master, moments and step count; returns the new master shard."""
+    def commit(self, grad: torch.Tensor, micro_batches: int = 0) -> torch.Tensor:
+        """Committed step with the mean gradient of `micro_batches` global micro-batches: updates
+        master, moments and counts; returns the new master shard."""
         self._update(self.master, self.exp_avg, self.exp_avg_sq, grad.to(torch.float32))
         self.step_count += 1
+        self.micro_batches += int(micro_batches)
         return self.master
 
     def tentative(self, grad: torch.Tensor) -> torch.Tensor:
@@ -61,9 +73,10 @@ class ShardedAdamW:
 
     def state_dict(self) -> dict:
         return {"master": self.master, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq,
-                "step_count": self.step_count}
+                "step_count": self.step_count, "micro_batches": self.micro_batches}
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("master", "exp_avg", "exp_avg_sq"):
             getattr(self, key).copy_(state[key])
         self.step_count = int(state["step_count"])
+        self.micro_batches = int(state.get("micro_batches", 0))

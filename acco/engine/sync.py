@@ -78,7 +78,7 @@ class Syncer:
                 if kind == ESTIMATE:
                     new = self.opt.tentative(grad)
                 else:
-                    new = self.opt.commit(grad)
+                    new = self.opt.commit(grad, int(round(n_tot)))
                     if kind == COMMIT_PREDICT:
                         new = self.opt.tentative(grad)
             own = self.buffer[self.lo:self.hi]

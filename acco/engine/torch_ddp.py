@@ -12,6 +12,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from .compute import MicroBatchRunner
 from .flat import no_decay, trainable_parameters
+from .schedule import LrAt
 from .sync import COMMIT, SyncResult
 from .trace import COMM, TraceRecorder
 
@@ -26,39 +27,35 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
     return groups
 
 
-def autocast_bf16(loss_fn, device):
-    def wrapped(model, batch):
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            return loss_fn(model, batch)
-    return wrapped
-
-
 class TorchDDPZero1:
-    def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at,
+    def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at: LrAt,
                  betas, eps: float, weight_decay: float, decay_bias_and_norm: bool,
-                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None, bf16: bool = False,
-                 group=None):
-        # `group`: the process group of the training collectives (its timeout is how long a rank
-        # waits for a crashed or hung peer); None = the default group
+                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None,
+                 compute_dtype: torch.dtype | None = None, group=None):
+        """`lr_at(step, micro_batches)`: acco.engine.schedule. `compute_dtype` bf16: mixed
+        precision the PyTorch way, fp32 parameters and gradients, forward under bf16 autocast.
+        `group`: the process group of the training collectives (its timeout is how long a rank
+        waits for a crashed or hung peer); None = the default group."""
         self.group = group
-        if bf16:  # mixed precision the PyTorch way: fp32 parameters, bf16 autocast compute
-            loss_fn = autocast_bf16(loss_fn, device)
-        device_ids = [device.index] if device is not None and device.type == "cuda" else None
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        model.to(self.device)  # a model built on the host: PyTorch's DDP keeps it whole on the device
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
         self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True,
                                            process_group=group)
         self.opt = ZeroRedundancyOptimizer(
             adamw_param_groups(model, weight_decay, decay_bias_and_norm),
-            optimizer_class=torch.optim.AdamW, process_group=group, lr=lr_at(0), betas=tuple(betas),
+            optimizer_class=torch.optim.AdamW, process_group=group, lr=lr_at(0, 0), betas=tuple(betas),
             eps=eps)
         self.params = [p for _, p in trainable_parameters(model)]
         self.runner = MicroBatchRunner(self.ddp, loss_fn, stream, tracer, slowdown,
-                                       loss_scale=1.0 / accum)  # DDP averages over ranks
+                                       loss_scale=1.0 / accum,  # DDP averages over ranks
+                                       autocast_dtype=compute_dtype, device_type=self.device.type)
         self.tracer = tracer
         self.accum = accum
         self.lr_at = lr_at
         self.clip_norm = float(clip_norm or 0.0)
         self.step_count = 0
-        self.device = device or torch.device("cpu")
+        self.micro_batches = 0  # global micro-batches of the committed steps (a budget's schedule)
 
     def step(self) -> SyncResult:
         self.opt.zero_grad(set_to_none=False)
@@ -67,7 +64,7 @@ class TorchDDPZero1:
             last = i == self.accum - 1
             with nullcontext() if last else self.ddp.no_sync():
                 self.runner.run_one(hooked_backward=last)
-        lr = self.lr_at(self.step_count)
+        lr = self.lr_at(self.step_count, self.micro_batches)
         with self.tracer.span("sync (ZeroRedundancyOptimizer)", COMM):
             grad_norm = float("nan")
             if self.clip_norm > 0:
@@ -83,6 +80,7 @@ class TorchDDPZero1:
                 dist.all_reduce(stats, group=self.group)
         self.step_count += 1
         n_tot, loss_tot = stats.tolist()
+        self.micro_batches += int(round(n_tot))
         return SyncResult(COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
 
     def grads_finite(self) -> bool:
@@ -93,12 +91,13 @@ class TorchDDPZero1:
     # -- checkpoints: the model is saved once (rank 0), each rank its own ZeRO partition's state --
     def state_dict(self) -> dict:
         return {"optim": self.opt.optim.state_dict(), "step_count": self.step_count,
-                "runner": self.runner.state_dict()}
+                "micro_batches": self.micro_batches, "runner": self.runner.state_dict()}
 
     def load_state_dict(self, state: dict, model_state: dict) -> None:
         self.ddp.module.load_state_dict(model_state)
         self.opt.optim.load_state_dict(state["optim"])
         self.step_count = int(state["step_count"])
+        self.micro_batches = int(state.get("micro_batches", 0))
         self.runner.load_state_dict(state["runner"])
 
     def optimizer_state_bytes(self) -> int:

@@ -2,7 +2,6 @@
 template, micro-batches padded to their longest example, loss on the response tokens only."""
 from __future__ import annotations
 
-import os
 
 import torch
 
@@ -37,7 +36,7 @@ def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.dev
                                     data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"],
                                     data_cfg.get("response_only_loss", True))
     model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
-                            seed=cfg["seed"]).to(device)
+                            seed=cfg["seed"])  # on the host: the trainer moves it (acco.engine.flat)
     mbs = data_cfg["micro_batch_size"]
     stream = InstructBatchStream(data.train, rank, world_size, mbs, seed=cfg["seed"])
     val_batches = []
