@@ -1,6 +1,16 @@
-"""The per-rank main: join the process group, build the task and the method, train, and leave the
-run's files (rank 0 writes metrics.csv and summary.json; every rank contributes its trace lane
-pair and its memory figures)."""
+"""The per-rank main: join the process group, build the task and the method, train, evaluate (every
+rank its share) and leave the run's files (rank 0 writes metrics.csv, eval.json and summary.json;
+every rank contributes its trace lane pair and its memory figures).
+
+Waits after the last committed step, and what bounds them (nothing after training waits on the
+default group, whose dist.timeout_s is sized for start-up):
+  * gathering θ_T: the communication group, dist.step_timeout_s; every rank arrives straight from
+    the last step's boundary, where they were all together;
+  * the final evaluation's all-reduce (waits for the slowest share), the gather of every rank's
+    figures (peers wait there while rank 0 saves the parameters, the model and eval.json):
+    the post-training group, dist.final_timeout_s (hours);
+  * nothing waits on rank 0 merging the trace and writing summary.json: the peers leave after
+    the figures' gather (their trace parts are written before it)."""
 from __future__ import annotations
 
 import gc
@@ -16,6 +26,7 @@ import torch.distributed as dist
 
 from .engine.trace import TraceRecorder, merge_trace_parts
 from .launch import DistEnv, cpu_threads, init_process_group, pick_device
+from .post_training import final_evaluation, post_training_group
 from .run_io import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
 from .testbed.link import summary as link_summary
 from .tasks import load_task_factory
@@ -60,11 +71,14 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg["train"].get("threads"), env.local_world_size))
     backend = init_process_group(env, device, float(cfg["dist"]["timeout_s"]))
+    post_group = post_training_group(cfg, env.world_size)
     out_dir = cfg["out_dir"]
     rank, world = env.rank, env.world_size
     if rank == 0:
         os.makedirs(out_dir, exist_ok=True)
-    tracer = TraceRecorder(rank, enabled=bool(cfg["train"].get("trace", True)))
+    window = cfg["train"].get("trace_steps")
+    tracer = TraceRecorder(rank, enabled=bool(cfg["train"].get("trace", True)),
+                           steps=tuple(window) if window is not None else None)
     trainer = None
     status, error = "running", None
     metrics = None
@@ -83,11 +97,16 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
             from .testbed.delay import install_on_torch_ddp
             install_on_torch_ddp(trainer.torch_ddp, world)
         trainer.train()
-        final = trainer.committed_vector()  # θ_T, gathered on every rank
-        if cfg["train"].get("save_model") or task.final_eval is not None:
-            trainer.load_committed_into_model(final)
-        if rank == 0:
-            save_outputs(cfg, task, final, out_dir)
+        # θ_T as an fp32 vector only when it is saved: on a GPU a model-sized fp32 copy (28 GB
+        # for a 7B model) would not fit beside the training state
+        final = trainer.committed_vector() if cfg["train"].get("save_final_params") else None
+        trainer.load_committed_into_model(final)  # every rank's model holds θ_T
+        results = None
+        if task.final_eval is not None:
+            with trainer.evaluation_precision():  # every method alike (train.precision)
+                results = final_evaluation(cfg, task.final_eval, task.model, rank, world, post_group)
+        if rank == 0:  # the peers wait for this at the figures' gather, on the post-training group
+            save_outputs(cfg, task, final, out_dir, results)
         if task.on_finish is not None:
             task.on_finish(out_dir)
         status = "completed"
@@ -100,7 +119,7 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
         write_failure(out_dir, rank, error)
         raise
     finally:
-        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0)
+        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group)
     SignalLatch.uninstall()
     if preempted is not None:
         handler = SignalLatch.previous_handler(preempted.signum)
@@ -118,7 +137,7 @@ def resume_point(cfg: dict, world: int) -> dict | None:
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 
-def save_outputs(cfg: dict, task, final: torch.Tensor, out_dir: str) -> None:
+def save_outputs(cfg: dict, task, final: torch.Tensor | None, out_dir: str, results: dict | None) -> None:
     """Rank 0, after training: final parameters, the model (+ tokenizer), final evaluations."""
     if cfg["train"].get("save_final_params"):
         torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
@@ -129,12 +148,11 @@ def save_outputs(cfg: dict, task, final: torch.Tensor, out_dir: str) -> None:
         task.model.save_pretrained(model_dir, state_dict=state)
         if task.tokenizer is not None:
             task.tokenizer.save_pretrained(model_dir)
-    if task.final_eval is not None:
-        results = task.final_eval(task.model)
+    if results is not None:
         write_json_atomic(os.path.join(out_dir, "eval.json"), results)
 
 
-def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0) -> None:
+def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group) -> None:
     out_dir, rank = cfg["out_dir"], env.rank
     if metrics is not None:
         metrics.close()
@@ -151,10 +169,14 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
     per_rank = [mem]
     if status in ("completed", "preempted"):  # peers are alive: collect every rank's figures
         per_rank = [None] * env.world_size
-        dist.all_gather_object(per_rank, mem)
+        # on the long group: peers may wait here while rank 0 saves the model; once it returns,
+        # every rank's trace part is on disk
+        dist.all_gather_object(per_rank, mem, group=post_group)
     if rank == 0:
-        if status in ("completed", "preempted"):
-            merge_trace_parts(out_dir, env.world_size)
+        if status in ("completed", "preempted"):  # streamed, and no peer waits for it
+            window = cfg["train"].get("trace_steps")
+            merge_trace_parts(out_dir, env.world_size,
+                              {"trace_steps": list(window)} if window is not None else None)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
@@ -184,8 +206,7 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         trainer.close(wait=status != "failed")  # after a failure the thread may be stuck in gloo
     if status == "failed":
         return  # peers may be dead or stuck in a collective: tearing the group down could hang
-    if status in ("completed", "preempted"):
-        dist.barrier()
+    # no barrier here: peers leave while rank 0 merges the trace (destroying a group is local)
     if trainer is not None:
         trainer.release()  # DDP's reducer and the optimizer go while their groups still exist
         gc.collect()

@@ -18,8 +18,9 @@ from transformers import GPTNeoConfig, GPTNeoForCausalLM
 
 from acco.data import (format_alpaca, generate_instructions, load_raw_dataset, load_tokenizer, task_of,
                        train_bpe_tokenizer)
-from acco.evaluation import (block_perplexity, generate_lambada_like, instruction_accuracy, lambada_examples,
-                             lambada_scores, write_lambada_jsonl)
+from acco.evaluation import (block_perplexity, evaluation_suite, generate_lambada_like, heldout_evaluation,
+                             instruction_accuracy, lambada_evaluation, lambada_examples, lambada_scores,
+                             write_lambada_jsonl)
 from acco.evaluation.instruct_eval import greedy_generate
 
 
@@ -161,6 +162,35 @@ def test_block_perplexity_equals_the_models_loss():
         block_perplexity(model, blocks[0], "cpu")
     with pytest.raises(ValueError):
         block_perplexity(model, blocks[:0], "cpu")
+
+
+# ----------------------------------------------------------------------------------------------
+# shared evaluations: N shards' sums added = one process
+# ----------------------------------------------------------------------------------------------
+def _added(evaluation, model, num_shards):
+    """What acco/post_training.py's all-reduce computes, added here in float64."""
+    parts = [evaluation.partial(model, shard, num_shards) for shard in range(num_shards)]
+    return evaluation.finish({key: sum(p[key] for p in parts) for key in parts[0]})
+
+
+def test_sharded_evaluations_add_up_to_the_single_process_scores(tok):
+    records = generate_lambada_like(11, 6)
+    examples = lambada_examples(records)
+    model = tiny_gptneo(len(tok))
+    memorize(model, [tok(records[0]["text"])["input_ids"], tok(records[3]["text"])["input_ids"]], steps=150)
+    blocks = torch.randint(0, len(tok), (7, 16), generator=torch.Generator().manual_seed(1))
+    suite = evaluation_suite({"heldout": heldout_evaluation(blocks, "cpu", batch_size=3),
+                              "lambada": lambada_evaluation(tok, lambda: examples, "cpu", batch_size=4)})
+    single = {"heldout": block_perplexity(model, blocks, "cpu"), "lambada": lambada_scores(model, tok, examples, "cpu")}
+    assert 0 < single["lambada"]["accuracy"] < 1  # some examples right, some wrong: the counts matter
+    for n in (1, 2, 3, 5, 12):  # 12 > 11 examples > 7 blocks: some shards are empty
+        got = suite(model) if n == 1 else _added(suite, model, n)
+        assert got["heldout"]["tokens"] == 7 * 15 and got["lambada"]["examples"] == 11
+        assert got["lambada"]["accuracy"] == single["lambada"]["accuracy"]
+        for name, key in (("heldout", "loss"), ("heldout", "perplexity"), ("lambada", "perplexity")):
+            assert got[name][key] == pytest.approx(single[name][key], rel=1e-6), (n, name, key)
+    with pytest.raises(ValueError, match="no LAMBADA examples"):
+        lambada_evaluation(tok, lambda: [], "cpu")(model)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,24 +1,42 @@
 """Chrome trace-event recording (chrome://tracing, Perfetto): per rank one lane for compute (each
 micro-batch) and one for communication (each sync stage), the CPU-side counterpart of the Nsight
-view in the paper's Fig. 13."""
+view in the paper's Fig. 13.
+
+Every event carries the committed step its work leads to (``args.step``: recorded after step s-1
+was committed and before step s was). A window of steps ``[a, b]`` (train.trace_steps) records
+only the events of steps a..b: the recorder stores nothing else, so it does not grow with the run.
+Each rank writes its part (the events as the body of a JSON array, one per line); rank 0 joins
+the parts into trace.json by copying them chunk by chunk, never holding all events at once."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from contextlib import contextmanager
+from typing import Iterable
 
 COMPUTE, COMM = 0, 1
 LANE_NAMES = {COMPUTE: "compute", COMM: "communication"}
+PART = ".trace.rank{rank}.part"
+COPY_CHUNK = 1 << 20  # bytes per copy when merging the parts
 
 
 class TraceRecorder:
-    def __init__(self, rank: int, enabled: bool = True):
+    def __init__(self, rank: int, enabled: bool = True, steps: tuple[int, int] | None = None):
         self.rank = rank
         self.enabled = enabled
+        self.window = tuple(steps) if steps is not None else None
         self.events: list[dict] = []
         self._lock = threading.Lock()  # both threads record
+        self.at_step(1)
+
+    def at_step(self, step: int) -> None:
+        """From now on events belong to committed step `step` (the trainer calls this at the start
+        of a run and after each commit; no span is open across a commit)."""
+        self.step = step
+        self.recording = self.enabled and (self.window is None or self.window[0] <= step <= self.window[1])
 
     @staticmethod
     def now_us() -> float:
@@ -28,12 +46,11 @@ class TraceRecorder:
     def add(self, name: str, lane: int, start_us: float, end_us: float, cat: str | None = None,
             **args) -> None:
         """A complete event; `cat` defaults to the lane's name ("idle" marks waiting, not work)."""
-        if not self.enabled:
+        if not self.recording:
             return
         ev = {"name": name, "ph": "X", "pid": self.rank, "tid": lane, "ts": start_us,
-              "dur": max(0.0, end_us - start_us), "cat": cat or LANE_NAMES[lane]}
-        if args:
-            ev["args"] = args
+              "dur": max(0.0, end_us - start_us), "cat": cat or LANE_NAMES[lane],
+              "args": {"step": self.step, **args}}
         with self._lock:
             self.events.append(ev)
 
@@ -54,26 +71,49 @@ class TraceRecorder:
         return meta
 
     def dump_part(self, out_dir: str) -> str:
-        path = os.path.join(out_dir, f".trace.rank{self.rank}.json")
-        with open(path, "w") as f:
-            json.dump(self.metadata() + self.events, f)
-        return path
+        with self._lock:
+            events = list(self.events)
+        return write_part(os.path.join(out_dir, PART.format(rank=self.rank)), self.metadata() + events)
 
 
-def merge_trace_parts(out_dir: str, world_size: int) -> str:
-    """Rank 0 joins every rank's part into one trace.json and removes the parts."""
-    events: list[dict] = []
-    for rank in range(world_size):
-        part = os.path.join(out_dir, f".trace.rank{rank}.json")
-        if os.path.exists(part):
-            with open(part) as f:
-                events.extend(json.load(f))
-            os.remove(part)
-    path = os.path.join(out_dir, "trace.json")
+def write_part(path: str, events: Iterable[dict]) -> str:
+    """One rank's events as the body of a JSON array (no brackets), one event a line, written as
+    they come from `events`."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
+        sep = ""
+        for ev in events:
+            f.write(sep)
+            f.write(json.dumps(ev, separators=(",", ":")))
+            sep = ",\n"
     os.replace(tmp, path)
+    return path
+
+
+def merge_trace_parts(out_dir: str, world_size: int, other_data: dict | None = None) -> str:
+    """Rank 0 joins every rank's part into one trace.json (a Chrome trace, ``{"traceEvents": [...],
+    "otherData": other_data, ...}``) and removes the parts. Streaming: memory stays at one copy
+    chunk however many events there are."""
+    path = os.path.join(out_dir, "trace.json")
+    tmp = path + ".tmp"
+    parts = [os.path.join(out_dir, PART.format(rank=rank)) for rank in range(world_size)]
+    with open(tmp, "wb") as out:
+        head = {"displayTimeUnit": "ms", "otherData": other_data or {}}
+        out.write(json.dumps(head)[:-1].encode() + b', "traceEvents": [\n')
+        first = True
+        for part in parts:
+            if not os.path.exists(part) or os.path.getsize(part) == 0:
+                continue
+            if not first:
+                out.write(b",\n")
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out, COPY_CHUNK)
+            first = False
+        out.write(b"\n]}\n")
+    os.replace(tmp, path)
+    for part in parts:
+        if os.path.exists(part):
+            os.remove(part)
     return path
 
 

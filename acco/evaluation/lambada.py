@@ -14,12 +14,15 @@ tokens of ``context_ids + target_ids`` minus the final one.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
 from ._model import evaluating, max_positions
+from .sharded import ShardedEvaluation, Sums
 
-__all__ = ["encode_pair", "lambada_examples", "lambada_scores"]
+__all__ = ["encode_pair", "lambada_evaluation", "lambada_examples", "lambada_from_sums", "lambada_scores",
+           "lambada_sums"]
 
 
 def lambada_examples(dataset, text_field: str = "text") -> list[tuple[str, str]]:
@@ -59,10 +62,10 @@ def encode_pair(tokenizer, context: str, target: str) -> tuple[list[int], list[i
     return list(ctx), list(whole[len(ctx):])
 
 
-def lambada_scores(model, tokenizer, examples: list[tuple[str, str]], device, batch_size: int = 8) -> dict:
-    """``{"perplexity", "accuracy", "examples"}`` of ``model`` on ``(context, target)`` pairs."""
-    if not examples:
-        raise ValueError("no LAMBADA examples to score")
+def lambada_sums(model, tokenizer, examples: list[tuple[str, str]], device, batch_size: int = 8) -> Sums:
+    """``{"loglik_sum", "correct", "examples"}`` of ``model`` on ``(context, target)`` pairs: the
+    summed target log-likelihoods (float64, ``math.fsum``), the examples whose every target token
+    is the greedy prediction, the examples. No examples: zeros (a rank whose share is empty)."""
     limit = max_positions(model)
     requests = []
     for context, target in examples:
@@ -93,10 +96,33 @@ def lambada_scores(model, tokenizer, examples: list[tuple[str, str]], device, ba
                 n, m = len(inp), len(cont)
                 logp = torch.log_softmax(logits[row, n - m:n].float(), dim=-1)
                 target = torch.tensor(cont, dtype=torch.long, device=logp.device)
-                loglik[i] = float(logp.gather(1, target[:, None]).sum().double())
+                loglik[i] = float(logp.gather(1, target[:, None]).double().sum())
                 greedy[i] = bool((logp.argmax(-1) == target).all())
-    return {
-        "perplexity": math.exp(-sum(loglik) / len(loglik)),
-        "accuracy": sum(greedy) / len(greedy),
-        "examples": len(requests),
-    }
+    return {"loglik_sum": math.fsum(loglik), "correct": float(sum(greedy)), "examples": float(len(requests))}
+
+
+def lambada_from_sums(sums: Sums) -> dict:
+    """``{"perplexity", "accuracy", "examples"}`` from (every shard's) ``lambada_sums`` added."""
+    n = int(round(sums["examples"]))
+    if n == 0:
+        raise ValueError("no LAMBADA examples to score")
+    return {"perplexity": math.exp(-sums["loglik_sum"] / n), "accuracy": sums["correct"] / n, "examples": n}
+
+
+def lambada_scores(model, tokenizer, examples: list[tuple[str, str]], device, batch_size: int = 8) -> dict:
+    """``{"perplexity", "accuracy", "examples"}`` of ``model`` on ``(context, target)`` pairs."""
+    if not examples:
+        raise ValueError("no LAMBADA examples to score")
+    return lambada_from_sums(lambada_sums(model, tokenizer, examples, device, batch_size))
+
+
+def lambada_evaluation(tokenizer, load_examples: Callable[[], list[tuple[str, str]]], device,
+                       batch_size: int = 8) -> ShardedEvaluation:
+    """``lambada_scores``, shareable: shard r of N scores examples r, r + N, ... of
+    ``load_examples()`` (called at evaluation time, on every rank)."""
+    def partial(model, shard: int, num_shards: int) -> Sums:
+        examples = load_examples()
+        if not examples:
+            raise ValueError("no LAMBADA examples to score")
+        return lambada_sums(model, tokenizer, examples[shard::num_shards], device, batch_size)
+    return ShardedEvaluation(partial, lambada_from_sums)

@@ -13,7 +13,7 @@ import torch
 
 @dataclass
 class Task:
-    model: torch.nn.Module
+    model: torch.nn.Module  # may stay on the host (fp32): the trainer moves it to the device
     loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]  # mean loss of one micro-batch
     train_stream: Any                                      # .batch(k): this rank's k-th micro-batch
     val_batches: list = field(default_factory=list)        # this rank's validation micro-batches
@@ -21,7 +21,9 @@ class Task:
     tokens_per_sample: int = 0
     on_finish: Callable[[str], None] | None = None         # called by every rank with out_dir at the end
     tokenizer: Any = None                                  # saved beside the model (save_model)
-    final_eval: Callable[[torch.nn.Module], dict] | None = None  # rank 0, committed parameters
+    # at the committed parameters: an acco.evaluation.ShardedEvaluation (every rank scores its share)
+    # or a plain callable (rank 0 alone)
+    final_eval: Callable[[torch.nn.Module], dict] | None = None
 
 
 def load_task_factory(path: str) -> Callable[..., Task]:

@@ -29,33 +29,36 @@ def prepare_lm_data(data_cfg: dict):
         return prepare_story_data(
             cache_dir=data_cfg["cache_dir"], num_stories=source["num_stories"], seed=data_cfg["seed"],
             vocab_size=data_cfg["tokenizer"]["vocab_size"], seq_len=data_cfg["seq_len"],
-            val_fraction=data_cfg["val_fraction"])
+            val_fraction=data_cfg["val_fraction"], num_proc=data_cfg.get("num_proc"))
     return prepare_pretraining_data(
         {k: source[k] for k in SOURCE_KEYS if source.get(k) is not None}, data_cfg["tokenizer"],
-        data_cfg["seq_len"], data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"])
+        data_cfg["seq_len"], data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"],
+        num_proc=data_cfg.get("num_proc"))
 
 
 def lambada_final_eval(cfg: dict, tokenizer, val_blocks, device):
-    """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks."""
+    """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks, as one
+    ShardedEvaluation (the ranks share it; called with a model, one process does all of it)."""
+    from ..evaluation import evaluation_suite, heldout_evaluation, lambada_evaluation, lambada_examples
     spec = cfg.get("final_eval") or {}
     if not (spec.get("lambada") or spec.get("heldout")):
         return None
 
-    def run(model) -> dict:
-        from ..evaluation import block_perplexity, lambada_examples, lambada_scores
-        results = {}
-        if spec.get("heldout") and len(val_blocks):
-            results["heldout"] = block_perplexity(model, val_blocks, device)
-        if spec.get("lambada"):
-            src = generated_source(dict(spec["lambada_source"]), cfg["data"]["seed"], cfg["data"]["cache_dir"])
-            with quiet_datasets():
-                ds = load_raw_dataset(src.get("hub_id"), src.get("path"), src.get("split"),
-                                      config_name=src.get("config_name"),
-                                      cache_dir=os.path.join(cfg["data"]["cache_dir"], "hf"),
-                                      config_key="final_eval.lambada_source.path")
-            results["lambada"] = lambada_scores(model, tokenizer, lambada_examples(ds), device)
-        return results
-    return run
+    def load_lambada() -> list[tuple[str, str]]:
+        src = generated_source(dict(spec["lambada_source"]), cfg["data"]["seed"], cfg["data"]["cache_dir"])
+        with quiet_datasets():
+            ds = load_raw_dataset(src.get("hub_id"), src.get("path"), src.get("split"),
+                                  config_name=src.get("config_name"),
+                                  cache_dir=os.path.join(cfg["data"]["cache_dir"], "hf"),
+                                  config_key="final_eval.lambada_source.path")
+        return lambada_examples(ds)
+
+    parts = {}
+    if spec.get("heldout") and len(val_blocks):
+        parts["heldout"] = heldout_evaluation(val_blocks, device)
+    if spec.get("lambada"):
+        parts["lambada"] = lambada_evaluation(tokenizer, load_lambada, device)
+    return evaluation_suite(parts)
 
 
 def build_lm_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
@@ -63,7 +66,7 @@ def build_lm_task(cfg: dict, rank: int, world_size: int, device: torch.device) -
     data = prepare_lm_data(data_cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
-                            seed=cfg["seed"]).to(device)
+                            seed=cfg["seed"])  # on the host: the trainer moves it (acco.engine.flat)
     mbs = data_cfg["micro_batch_size"]
     stream = RankBatchStream(data.train_blocks, rank, world_size, mbs, seed=cfg["seed"])
     val_batches = []

@@ -1,0 +1,48 @@
+"""What the ranks do together after the last committed step, on a process group of its own whose
+timeout (dist.final_timeout_s, hours by default) bounds waits for work that grows with the model
+and the evaluation sets, not with one training step: the sharded final evaluation (each rank
+scores its share, one all-reduce of float64 sums) and, in acco/worker.py, rank 0's saves and the
+gather of every rank's figures."""
+from __future__ import annotations
+
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+DEFAULT_FINAL_TIMEOUT_S = 6 * 3600.0
+
+
+def post_training_group(cfg: dict, world_size: int):
+    """A gloo group over every rank (host scalars and pickled objects, so on GPU too) with the
+    long timeout. Call on every rank, at start-up (new_group is itself a collective)."""
+    timeout_s = float((cfg.get("dist") or {}).get("final_timeout_s") or DEFAULT_FINAL_TIMEOUT_S)
+    return dist.new_group(list(range(world_size)), timeout=timedelta(seconds=timeout_s), backend="gloo")
+
+
+def all_reduce_sums(sums: dict[str, float], group) -> dict[str, float]:
+    """Every rank's sums added, key by key, in float64 (every rank passes the same keys)."""
+    keys = sorted(sums)
+    vec = torch.tensor([float(sums[k]) for k in keys], dtype=torch.float64)
+    dist.all_reduce(vec, op=dist.ReduceOp.SUM, group=group)
+    return dict(zip(keys, vec.tolist()))
+
+
+def final_evaluation(cfg: dict, final_eval, model, rank: int, world_size: int, group) -> dict | None:
+    """The task's final evaluation at the committed parameters (in `model` on every rank).
+    A ShardedEvaluation (has `partial`): rank r scores its share, the sums are all-reduced, every
+    rank returns the results. A plain callable: rank 0 runs it alone (its peers wait for it at the
+    next post-training collective, under the same long timeout) and only rank 0 gets results."""
+    fault = cfg.get("fault") or {}
+    sleep_s = float(fault.get("final_eval_sleep_s") or 0)
+    if sleep_s and rank == int(fault.get("final_eval_sleep_rank") or 0):
+        # fault injection (tests): an evaluation longer than dist.timeout_s
+        print(f"acco: rank {rank}: final evaluation slowed by {sleep_s:g} s (fault.final_eval_sleep_s)",
+              file=sys.stderr, flush=True)
+        time.sleep(sleep_s)
+    if not hasattr(final_eval, "partial"):
+        return final_eval(model) if rank == 0 else None
+    sums = final_eval.partial(model, rank, world_size)
+    return final_eval.finish(all_reduce_sums(sums, group))
