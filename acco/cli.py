@@ -98,6 +98,15 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
+    if cfg.get("experiment") and cfg.get("scale") == "paper" and not external:
+        from .memory_estimate import fit_problem  # before any submission: will each GPU hold it?
+        try:
+            problem = fit_problem(cfg, world)
+        except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
+            problem = None
+            print(f"acco: no memory estimate: {exc}", file=sys.stderr, flush=True)
+        if problem:
+            fail_config(problem)
     from .progress import check_logger
     problem = check_logger(cfg)
     if problem:

@@ -21,7 +21,18 @@ node (shared by its GPUs: one ring crosses each node boundary once per step, so 
 slowest link is the node's network link once N spans more than one node), bf16 peak FLOP/s, and
 a model-FLOPs utilization (MFU) that turns 6·Ψ·tokens into a compute time. The MFU and α are
 assumptions of this model, stated in its outputs; the testbed preset is calibrated from
-measurements (`calibrate`)."""
+measurements (`calibrate`).
+
+A whole run (`run_time`): with c and m per round as above, a run of T committed steps takes
+
+    ddp       T (c + m)
+    dpu, wp   W (c + m) + c + (T - W - 1) max(c, m) + m     (W sequential warmup steps, a prologue
+                                                            round of compute, a last sync alone)
+    acco      c + (2T - 1) max(c, m) + m                    (two rounds per committed step)
+
+`zero1_torch_sync_time` is PyTorch's DDP + ZeroRedundancyOptimizer (the ddp baseline with
+impl=torch): an all-reduce of the fp32 gradients, then each rank's updated fp32 partition
+broadcast to all (the bytes of one all-gather)."""
 from __future__ import annotations
 
 import math
@@ -69,6 +80,7 @@ class Hardware:
     mfu: float = 0.45             # assumed model-FLOPs utilization
     alpha_intra_s: float = 10e-6  # assumed per-step latency inside a node
     alpha_inter_s: float = 30e-6  # assumed per-step latency across nodes
+    memory_gb: float = 80.0       # one GPU's memory (GB = 1e9 bytes; an "80GB" card has 85.9e9)
 
     def link(self, n: int) -> tuple[float, float]:
         """(α, β) of the slowest link of a ring over n workers."""
@@ -80,7 +92,14 @@ class Hardware:
 GB = 1e9
 A100 = Hardware("A100 (NVLink 300 GB/s, 100 Gb/s between nodes)", 8, 300 * GB, 100e9 / 8, 312e12)
 H100 = Hardware("H100 (NVLink 450 GB/s, 400 Gb/s between nodes)", 8, 450 * GB, 400e9 / 8, 989e12)
-PRESETS = {"A100": A100, "H100": H100}
+H200 = Hardware("H200 (NVLink 450 GB/s, 400 Gb/s between nodes)", 8, 450 * GB, 400e9 / 8, 989e12,
+                memory_gb=141.0)
+PRESETS = {"A100": A100, "H100": H100, "H200": H200}
+
+
+def on_nodes_of(hw: Hardware, gpus_per_node: int) -> Hardware:
+    """The same GPUs, `gpus_per_node` to a node (a 2x4 layout crosses the network at 8 workers)."""
+    return replace(hw, gpus_per_node=gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -105,6 +124,30 @@ def sync_time(w: Workload, n: int, hw: Hardware) -> float:
     nbytes = w.params * w.grad_bytes
     return (reduce_scatter_time(nbytes, n, alpha, beta) + w.optimizer_s / max(n, 1)
             + all_gather_time(nbytes, n, alpha, beta))
+
+
+def zero1_torch_sync_time(params: float, n: int, hw: Hardware) -> float:
+    """PyTorch DDP + ZeroRedundancyOptimizer: all-reduce of fp32 gradients, then the fp32
+    partitions broadcast (as many bytes as an all-gather of the parameters)."""
+    alpha, beta = hw.link(n)
+    return all_reduce_time(4 * params, n, alpha, beta) + all_gather_time(4 * params, n, alpha, beta)
+
+
+def run_time(method: str, steps: int, compute_s: float, sync_s: float, warmup_steps: int = 0) -> float:
+    """Wall-clock of a run of `steps` committed steps (see the module docstring), c and m per round."""
+    c, m, T = compute_s, sync_s, int(steps)
+    if T <= 0:
+        return 0.0
+    if method == "ddp":
+        return T * ddp_step_time(c, m)
+    if method in ("dpu", "wp"):
+        W = min(int(warmup_steps), T)
+        if W == T:
+            return T * ddp_step_time(c, m)
+        return W * ddp_step_time(c, m) + c + (T - W - 1) * acco_round_time(c, m) + m
+    if method == "acco":
+        return c + (2 * T - 1) * acco_round_time(c, m) + m
+    raise ValueError(f"unknown method {method!r}")
 
 
 def predict(w: Workload, n: int, hw: Hardware) -> dict:

@@ -1,0 +1,386 @@
+"""Each rank's GPU memory for a run, estimated before anything starts: the model is built on the
+`meta` device (shapes only, nothing allocated), so a 7B model is counted in milliseconds and a
+pretrained one (GPT-Neo 2.7B for Fig. 8) from its config alone, without its weights.
+
+Model state per rank, exactly as the engine allocates it (the figures summary.json reports):
+
+    flat methods (ddp impl=flat, dpu, wp, acco; acco/engine/flat.py, sharded_adamw.py, trainer.py)
+        parameters, gradients, communication buffer   3 × P' × b      (b = 2 bf16 on GPU, 4 fp32 on CPU;
+                                                                       P' = P padded to N·ceil(P/N))
+        fp32 master shard + AdamW m, v                12 × P'/N
+    PyTorch DDP + ZeroRedundancyOptimizer (ddp impl=torch; acco/engine/torch_ddp.py)
+        fp32 parameters, fp32 gradients (bucket views) 4 P + 4 P       (bf16 only inside autocast)
+        AdamW m, v of this rank's partition           8 × (its tensors' elements) + 4 per tensor (step)
+                                                      (whole tensors, partitioned greedily, largest first)
+
+Precision is `train.precision` (acco/precision.py: auto = bf16 on GPU, fp32 on CPU). Around the
+model state (estimates): the sync's working shards, autocast's bf16 weight copies (torch DDP in
+bf16), a CUDA/NCCL reserve, and the activations of one micro-batch (`activation_bytes`: Korthikanti et al. 2022, "Reducing Activation Recomputation in
+Large Transformer Models", per layer s·b·h·34 + 5·a·s²·b bytes at 16 bit, generalised to the
+model's MLP width; with activation checkpointing only each layer's input, 2·s·b·h, is kept, plus
+one layer recomputed in backward; plus the logits and the loss's fp32 copies, 10·s·b·V bytes).
+The peak is the larger of set-up (building the buffers) and training.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+
+GB = 1e9
+# CUDA context, cuBLAS workspaces and NCCL's communicator buffers: not counted by the allocator,
+# present on every rank (an assumption: ~0.5 GB context + a few hundred MB per NCCL group)
+CUDA_RESERVE_BYTES = 1.0 * GB
+
+
+# -- the model, on the meta device --------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelShape:
+    family: str
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    vocab: int
+    attention: str                      # eager (scores stored: a·s² per layer) | sdpa | flash_attention_2
+    groups: tuple[tuple[int, ...], ...]  # trainable tensors' sizes per AdamW parameter group, model order
+
+    @property
+    def params(self) -> int:
+        return sum(sum(g) for g in self.groups)
+
+    @property
+    def tensors(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+
+def vocab_size(cfg: dict) -> int:
+    """The model's vocabulary: its config's, else the tokenizer the data config trains (the worker
+    passes the trained tokenizer's size), else a local pretrained model's config.json."""
+    model = cfg["model"]
+    v = (model.get("config") or {}).get("vocab_size")
+    if v:
+        return int(v)
+    tok = (cfg.get("data") or {}).get("tokenizer") or {}
+    if tok.get("vocab_size"):
+        return int(tok["vocab_size"])
+    import os
+    path = model.get("pretrained_path")
+    if path and os.path.isfile(os.path.join(path, "config.json")):
+        with open(os.path.join(path, "config.json")) as f:
+            return int(json.load(f)["vocab_size"])
+    raise ValueError(f"the vocabulary size of {model.get('name')} is not in its config; set "
+                     f"model.config.vocab_size")
+
+
+def model_shape(cfg: dict) -> ModelShape:
+    model = cfg["model"]
+    key = json.dumps({"family": model["family"], "config": model.get("config") or {}}, sort_keys=True)
+    decay_all = bool((cfg.get("optim") or {}).get("decay_bias_and_norm", False))
+    return _model_shape(key, vocab_size(cfg), decay_all)
+
+
+@functools.lru_cache(maxsize=32)
+def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    from .engine.torch_ddp import adamw_param_groups
+    from .models.causal_lm import FAMILIES, hf_config
+    spec = json.loads(key)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        config = hf_config(spec, vocab_size=vocab, eos_id=0)
+        with torch.device("meta"):
+            model = FAMILIES[spec["family"]][1](config)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    # the groups PyTorch's ZeRO partitions, in the order it sees them (the flat engine's order is
+    # trainable_parameters', the same tensors: tied embeddings once)
+    groups = tuple(tuple(p.numel() for p in g["params"])
+                   for g in adamw_param_groups(model, 0.1, decay_all) if g["params"])
+    hidden = config.hidden_size
+    inter = getattr(config, "intermediate_size", None) or 4 * hidden
+    return ModelShape(spec["family"], hidden, config.num_hidden_layers, config.num_attention_heads, inter,
+                      config.vocab_size, config._attn_implementation or "eager", groups)
+
+
+# -- model state ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StateLayout:
+    """What a rank holds of the model-sized state, in bytes per element."""
+    name: str
+    param_bytes: int
+    grad_bytes: int
+    buffer_bytes: int          # the communication buffer (0: none)
+    master_bytes: int          # a separate fp32 master copy in the optimizer (0: the parameters are it)
+    moment_bytes: int = 8      # AdamW m and v, fp32
+    step_bytes: int = 0        # per parameter tensor: torch.optim's step counter (a float32 scalar)
+    flat: bool = True          # flat buffers sharded in contiguous slices (this engine); False: whole
+                               # tensors partitioned greedily (PyTorch's ZeroRedundancyOptimizer)
+
+    @property
+    def K(self) -> int:  # Table 1's K: optimizer-state bytes per parameter
+        return self.master_bytes + self.moment_bytes
+
+
+FLAT_BF16 = StateLayout("flat buffers, bf16 + fp32 master shard", 2, 2, 2, 4)
+FLAT_FP32 = StateLayout("flat buffers, fp32", 4, 4, 4, 4)
+TORCH_ZERO1 = StateLayout("PyTorch DDP + ZeroRedundancyOptimizer, fp32 parameters", 4, 4, 0, 0, 8, 4, flat=False)
+
+
+def gpu_run(cfg: dict) -> bool:
+    """Whether the run computes on GPUs: paper scale always does (its configs say device=cuda and
+    the check runs on a submit host that may have none), otherwise device=cuda."""
+    return (cfg.get("scale") == "paper" and bool(cfg.get("experiment"))) or cfg.get("device") == "cuda"
+
+
+def precision(cfg: dict, gpu: bool) -> str:
+    """"bf16" or "fp32": the run's compute and low-precision storage on its device."""
+    from .precision import precision_name
+    return precision_name(cfg["train"], "cuda" if gpu else "cpu")
+
+
+def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
+    gpu = gpu_run(cfg) if gpu is None else gpu
+    method = cfg["method"]
+    if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
+        return TORCH_ZERO1  # fp32 parameters and gradients in either precision
+    return FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
+
+
+def zero_partition(groups: tuple[tuple[int, ...], ...], world: int) -> list[tuple[int, int]]:
+    """(elements, tensors) per rank as torch.distributed.optim.ZeroRedundancyOptimizer assigns them
+    (`_partition_parameters`): per group, tensors largest first (a stable sort), each to the rank
+    with the fewest elements so far (the lowest such rank)."""
+    sizes, counts = [0] * world, [0] * world
+    for group in groups:
+        for n in sorted(group, reverse=True):
+            r = sizes.index(min(sizes))
+            sizes[r] += n
+            counts[r] += 1
+    return list(zip(sizes, counts))
+
+
+def model_states(groups, world: int, layout: StateLayout) -> list[dict]:
+    """Every rank's model state, under summary.json's per_rank names."""
+    from .engine.flat import ShardLayout
+    params = sum(sum(g) for g in groups)
+    if layout.flat:  # the same on every rank (the last shard holds the padding)
+        shards = ShardLayout(params, world)
+        padded, shard = shards.padded, shards.shard_size
+        return [{"param_bytes": padded * layout.param_bytes, "grad_bytes": padded * layout.grad_bytes,
+                 "comm_buffer_bytes": padded * layout.buffer_bytes,
+                 "optimizer_state_bytes": shard * layout.K}] * world
+    return [{"param_bytes": params * layout.param_bytes, "grad_bytes": params * layout.grad_bytes,
+             "comm_buffer_bytes": params * layout.buffer_bytes,
+             "optimizer_state_bytes": elements * layout.K + tensors * layout.step_bytes}
+            for elements, tensors in zero_partition(groups, world)]
+
+
+def model_state_total(state: dict) -> int:
+    return sum(state[k] for k in ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes"))
+
+
+# -- activations ----------------------------------------------------------------------------------
+def sequence_length(cfg: dict) -> int:
+    """Tokens per sample: packed blocks of seq_len, or instruction examples padded to the longest
+    in the micro-batch, at most max_len (the bound is used)."""
+    data = cfg["data"]
+    return int(data.get("seq_len") or data.get("max_len"))
+
+
+def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool,
+                     act_bytes: int = 2) -> dict:
+    """One micro-batch's activations kept for backward (an estimate; see the module docstring).
+    Per layer at 16 bit: attention 11·sbh (+ 5·a·s²·b when the scores are materialised: eager
+    attention), MLP 3·sbh + 4·sbi (GELU) or 2·sbh + 8·sbi (SwiGLU), two norms 4·sbh; that is
+    34·sbh + 5·a·s²·b for a GELU MLP of width 4h (Korthikanti et al. 2022). fp32 compute doubles it."""
+    s, b, h, i, a = seq, micro_batch, shape.hidden, shape.intermediate, shape.heads
+    mlp = 2 * s * b * h + 8 * s * b * i if shape.family == "llama" else 3 * s * b * h + 4 * s * b * i
+    scores = 5 * a * s * s * b if shape.attention == "eager" else 0
+    layer16 = 11 * s * b * h + mlp + 4 * s * b * h + scores
+    scale = act_bytes / 2
+    if checkpointing:  # each layer's input kept; one layer's full set while it is recomputed
+        layers = shape.layers * 2 * s * b * h * scale + layer16 * scale
+    else:
+        layers = shape.layers * layer16 * scale
+    embed = 4 * s * b * h * scale  # the embeddings' output and the final norm
+    # logits in the compute precision, their fp32 copy for the loss, the fp32 log-softmax kept
+    logits = s * b * shape.vocab * ((2 + 4 + 4) if act_bytes == 2 else (4 + 4))
+    return {"layers": layers + embed, "logits": logits}
+
+
+# -- the estimate ----------------------------------------------------------------------------------
+@dataclass
+class MemoryEstimate:
+    world: int
+    layout: StateLayout
+    model_state: dict                     # the largest rank's, summary.json names
+    items: dict = field(default_factory=dict)  # training-time bytes by what they are
+    setup_bytes: float = 0.0              # while the engine is being built (no activations yet)
+    overlapped: bool = True               # the sync runs beside the compute (dpu, wp, acco)
+
+    COMPUTE_ONLY = ("activations (one micro-batch)", "logits and loss", "autocast bf16 weight copies")
+
+    @property
+    def training_bytes(self) -> float:
+        """Everything at once where the sync overlaps the compute; for a sequential method the
+        sync's working memory and the compute's activations are never live together."""
+        if self.overlapped:
+            return float(sum(self.items.values()))
+        compute = sum(v for k, v in self.items.items() if k in self.COMPUTE_ONLY)
+        sync = self.items.get("sync working memory", 0.0)
+        rest = sum(v for k, v in self.items.items() if k not in self.COMPUTE_ONLY and k != "sync working memory")
+        return float(rest + max(compute, sync))
+
+    @property
+    def total_bytes(self) -> float:
+        return max(self.training_bytes, self.setup_bytes)
+
+    @property
+    def total_gb(self) -> float:
+        return self.total_bytes / GB
+
+    @property
+    def sharded_bytes(self) -> float:
+        """What shrinks as 1/N with more ranks: the optimizer-state shard and the sync's work on it."""
+        return self.items.get("optimizer state", 0.0) + self.items.get("sync working memory", 0.0)
+
+    @property
+    def unsharded_bytes(self) -> float:
+        """What more ranks would not shrink (the sharded part taken out of the peak)."""
+        rest = dict(self.items, **{"optimizer state": 0.0, "sync working memory": 0.0})
+        return MemoryEstimate(self.world, self.layout, self.model_state, rest, 0.0, self.overlapped).training_bytes
+
+
+def checkpointing_on(cfg: dict) -> bool:
+    return bool((cfg.get("train") or {}).get("activation_checkpointing", False))
+
+
+def estimate(cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | None = None,
+             checkpointing: bool | None = None) -> MemoryEstimate:
+    """The per-GPU memory of the run `cfg` on `world` ranks (the largest rank's)."""
+    gpu = gpu_run(cfg) if gpu is None else gpu
+    shape = model_shape(cfg)
+    layout = state_layout(cfg, gpu)
+    state = max(model_states(shape.groups, world, layout), key=model_state_total)
+    P = shape.params
+    items = {"parameters": state["param_bytes"], "gradients": state["grad_bytes"],
+             "communication buffer": state["comm_buffer_bytes"],
+             "optimizer state": state["optimizer_state_bytes"]}
+    compute_bf16 = precision(cfg, gpu) == "bf16"
+    if layout.flat:
+        from .engine.flat import ShardLayout
+        shards = ShardLayout(P, world)
+        # gradient shard + receive scratch (buffer precision), the fp32 gradient shard, two fp32
+        # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
+        tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
+        items["sync working memory"] = shards.shard_size * (2 * layout.param_bytes + 4 + 8 + tentative)
+        # set-up: the tasks build the model on the host and the flat engine moves it one fp32
+        # parameter at a time into the parameter buffer and the fp32 master shard
+        largest = max(n for g in shape.groups for n in g)
+        setup = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * shards.shard_size + 4 * largest
+    else:
+        elements = max(e for e, _ in zero_partition(shape.groups, world))
+        items["sync working memory"] = 8 * elements  # AdamW's temporaries on this rank's partition
+        if compute_bf16:  # autocast keeps bf16 copies of the weights for forward and backward
+            items["autocast bf16 weight copies"] = 2 * P
+        setup = 4 * P + 4 * P  # the fp32 model moved whole to the device, DDP's gradient buckets
+    mb = int(micro_batch or cfg["data"]["micro_batch_size"])
+    ckpt = checkpointing_on(cfg) if checkpointing is None else checkpointing
+    act = activation_bytes(shape, sequence_length(cfg), mb, ckpt, 2 if compute_bf16 else 4)
+    items["activations (one micro-batch)"] = act["layers"]
+    items["logits and loss"] = act["logits"]
+    if gpu:
+        items["CUDA context and NCCL (assumed)"] = CUDA_RESERVE_BYTES
+        setup += CUDA_RESERVE_BYTES
+    overlapped = cfg["method"]["name"] in ("dpu", "wp", "acco")
+    return MemoryEstimate(world, layout, state, {k: float(v) for k, v in items.items()}, float(setup), overlapped)
+
+
+# -- does it fit ------------------------------------------------------------------------------------
+def hardware_name(cfg: dict) -> str:
+    """The GPU the run is costed on: the launcher profile's `gpu`, else the hardware the paper used
+    for the experiment (experiment.paper.hardware), else A100."""
+    launcher = cfg.get("launcher") or {}
+    paper = ((cfg.get("experiment") or {}).get("paper") or {})
+    return str(launcher.get("gpu") or paper.get("hardware") or "A100")
+
+
+def gpu_memory_gb(cfg: dict) -> tuple[float | None, str]:
+    """(the memory of one GPU in GB, where that figure comes from): the launcher profile's
+    gpu_mem_gb, else (local launcher) the visible GPU's, else the hardware preset's."""
+    launcher = cfg.get("launcher") or {}
+    if launcher.get("gpu_mem_gb"):
+        return float(launcher["gpu_mem_gb"]), "the profile's"
+    if launcher.get("name") == "local":
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_properties(0).total_memory / GB, "this GPU's"
+    from .costmodel import PRESETS
+    hw = PRESETS.get(hardware_name(cfg))
+    return (hw.memory_gb, f"the {hardware_name(cfg)} preset's") if hw is not None else (None, "")
+
+
+def fixes(cfg: dict, world: int, limit_gb: float, per_node: int = 1) -> list[str]:
+    """Settings that, each on its own, bring the estimate under `limit_gb`."""
+    out = []
+    mb = int(cfg["data"]["micro_batch_size"])
+    # the engine's switch; offered only where the config has it
+    if not checkpointing_on(cfg) and "activation_checkpointing" in (cfg.get("train") or {}):
+        e = estimate(cfg, world, checkpointing=True)
+        if e.total_gb <= limit_gb:
+            out.append(f"set train.activation_checkpointing=true (~{e.total_gb:.1f} GB)")
+    for m in range(mb - 1, 0, -1):
+        e = estimate(cfg, world, micro_batch=m)
+        if e.total_gb <= limit_gb:
+            out.append(f"set a smaller data.micro_batch_size={m} (~{e.total_gb:.1f} GB)")
+            break
+    # more ranks shrink only the optimizer-state shard: N >= that shard's bytes at N=1 / what is left
+    base = estimate(cfg, world)
+    room = limit_gb * GB - base.unsharded_bytes
+    if room > 0:
+        n = max(world + 1, math.ceil(base.sharded_bytes * world / room))
+        n = per_node * math.ceil(n / per_node)
+        for _ in range(8):  # whole-tensor partitions (torch ZeRO) may need a little more
+            e = estimate(cfg, n)
+            if e.total_gb <= limit_gb:
+                out.append(f"use more GPUs: {n} (~{e.total_gb:.1f} GB each)")
+                break
+            n += per_node
+    return out
+
+
+def fit_problem(cfg: dict, world: int) -> str | None:
+    """One line when the run's estimate exceeds the memory of one GPU of its launcher profile,
+    naming the figure and the settings that would make it fit; None when it fits."""
+    import os
+    limit, source = gpu_memory_gb(cfg)
+    if limit is None:
+        return None
+    est = estimate(cfg, world)
+    if est.total_gb <= limit:
+        return None
+    per_node = 1
+    if cfg.get("layout"):
+        from .config_check import parse_layout
+        per_node = parse_layout(cfg["layout"])[1]
+    exp = (cfg.get("experiment") or {}).get("id") or "this"
+    name = os.path.basename(os.path.normpath(cfg.get("out_dir") or "")) or cfg["method"]["name"]
+    found = fixes(cfg, world, limit, per_node)
+    fix = " or ".join(found) if found else (
+        f"nothing here fits: the parameters, gradients, buffers and one micro-batch's activations alone take "
+        f"{estimate(cfg, world, micro_batch=1).unsharded_bytes / GB:.1f} GB; use GPUs with more memory")
+    return (f"{exp} run {name}: estimated {est.total_gb:.1f} GB per GPU exceeds {source} "
+            f"gpu_mem_gb={limit:g}: {fix}")
+
+
+def breakdown(est: MemoryEstimate) -> str:
+    """One line: the peak, then each item in GB."""
+    parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in est.items.items() if v)
+    how = "all live at once" if est.overlapped else "sync and activations not live together"
+    return (f"{est.total_gb:.1f} GB per GPU: training {est.training_bytes / GB:.1f} ({parts}; {how}), "
+            f"set-up {est.setup_bytes / GB:.1f}")
