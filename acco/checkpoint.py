@@ -32,7 +32,7 @@ FORMAT = 1
 # keys that say how a run is executed or reported, not what it computes: a resumed run may change them
 NOT_IDENTITY = {"out_dir", "results_root", "overwrite", "resume", "launcher", "device", "fault", "dist",
                 "link", "logger", "experiment", "scale", "layout", "final_eval"}
-NOT_IDENTITY_TRAIN = {"log_every", "trace", "threads", "checkpoint_every", "keep_checkpoints",
+NOT_IDENTITY_TRAIN = {"log_every", "trace", "trace_steps", "threads", "checkpoint_every", "keep_checkpoints",
                       "save_model", "save_final_params"}
 
 
@@ -54,6 +54,7 @@ def identity(cfg: dict) -> dict:
     out["train"] = {k: v for k, v in (cfg.get("train") or {}).items() if k not in NOT_IDENTITY_TRAIN}
     data = dict(cfg.get("data") or {})
     data.pop("cache_dir", None)  # where the data is cached, not what it is
+    data.pop("num_proc", None)  # how many processes build it, not what it is
     out["data"] = data
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 

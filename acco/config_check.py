@@ -58,6 +58,9 @@ def check_keys(argv: Iterable[str], conf_dir: str) -> None:
         if top not in known and not (custom_task and arg.startswith("+")):
             raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: the top-level keys are "
                               f"{', '.join(sorted(known))}")
+        if key == "train.bf16":  # before train.precision
+            raise ConfigError(f"train.bf16 was replaced by train.precision ({arg}); use train.precision=bf16, "
+                              f"fp32 or auto (bf16 on GPU, fp32 on CPU)")
         if top in FIXED_SECTIONS and len(parts) == 2 and parts[1] not in (base.get(top) or {}):
             raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: {top} has "
                               f"{', '.join(base[top])}")
@@ -126,8 +129,9 @@ def check_run_settings(cfg: dict, world: int) -> None:
     _int(cfg, "train.log_every", 0)
     _int(cfg, "train.checkpoint_every", 0, allow_none=True)
     _int(cfg, "train.keep_checkpoints", 1, allow_none=True)
-    for key in ("trace", "save_final_params", "save_model", "bf16"):
+    for key in ("trace", "save_final_params", "save_model", "activation_checkpointing"):
         _bool(cfg, f"train.{key}")
+    check_precision_and_budget(cfg)
     _bool(cfg, "overwrite")
     _bool(cfg, "optim.decay_bias_and_norm")
     threads = train.get("threads")
@@ -142,9 +146,13 @@ def check_run_settings(cfg: dict, world: int) -> None:
                               f"use e.g. data.val_fraction=0.05")
     if isinstance(data.get("source"), dict) and data["source"].get("num_stories") is not None:
         _int(cfg, "data.source.num_stories", 1)
+    _int(cfg, "data.num_proc", 1, allow_none=True)
     dist_cfg = cfg.get("dist") or {}
     _number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
     _number(dist_cfg.get("step_timeout_s", 30), "dist.step_timeout_s", 0.0, strict_min=True)
+    if dist_cfg.get("final_timeout_s") is not None:
+        _number(dist_cfg["final_timeout_s"], "dist.final_timeout_s", 0.0, strict_min=True)
+    check_trace_steps(train.get("trace_steps"))
     resume = cfg.get("resume")
     if resume is not None and not isinstance(resume, str):
         raise ConfigError(f"resume must be auto or a checkpoint/run folder, got {resume!r}; "
@@ -158,15 +166,52 @@ def check_run_settings(cfg: dict, world: int) -> None:
             raise ConfigError(f"fault.{key}={rank} but there are only {world} ranks (0..{world - 1}); "
                               f"pick a rank below {world}")
         at = _int(cfg, "fault.at_step", 1, allow_none=True)
-        if at is None or at > steps:
+        if at is None or (steps is not None and at > steps):
             raise ConfigError(f"fault.{key} needs fault.at_step between 1 and train.steps={steps}, "
-                              f"got {at}; set e.g. fault.at_step={max(1, steps // 2)}")
+                              f"got {at}; set e.g. fault.at_step={max(1, (steps or 2) // 2)}")
     if fault.get("signal_rank") is not None and str(fault.get("signal")) not in ("SIGUSR1", "SIGUSR2", "SIGTERM"):
         raise ConfigError(f"fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM, got {fault.get('signal')!r}; "
                           f"set e.g. fault.signal=SIGUSR1")
+    if fault.get("final_eval_sleep_s") is not None:
+        _number(fault["final_eval_sleep_s"], "fault.final_eval_sleep_s", 0.0)
+        sleep_rank = _int(cfg, "fault.final_eval_sleep_rank", 0, allow_none=True)
+        if sleep_rank is not None and sleep_rank >= world:
+            raise ConfigError(f"fault.final_eval_sleep_rank={sleep_rank} but there are only {world} ranks "
+                              f"(0..{world - 1}); pick a rank below {world}")
     nan_at = _int(cfg, "fault.nan_at_step", 1, allow_none=True)
-    if nan_at is not None and nan_at > steps:
+    if nan_at is not None and steps is not None and nan_at > steps:
         raise ConfigError(f"fault.nan_at_step={nan_at} is past train.steps={steps}; pick a step from 1 to {steps}")
+
+
+def check_precision_and_budget(cfg: dict) -> None:
+    """train.precision; train.samples / train.tokens budgets (at most one; tokens only where every
+    sample has the same length) and train.steps, which a budget may replace (null)."""
+    from .precision import PRECISIONS
+    train = cfg["train"]
+    if train.get("precision", "auto") not in PRECISIONS:
+        raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
+                          f"set e.g. train.precision=bf16")
+    tokens = _int(cfg, "train.tokens", 1, allow_none=True)
+    samples = _int(cfg, "train.samples", 1, allow_none=True)
+    if tokens is not None and samples is not None:
+        raise ConfigError(f"train.tokens={tokens} and train.samples={samples} are both set; keep one budget "
+                          f"(train.tokens=null or train.samples=null)")
+    if tokens is not None and (cfg.get("data") or {}).get("kind") == "instruct":
+        raise ConfigError(f"train.tokens={tokens} needs packed pretraining data (a fixed number of tokens per "
+                          f"sample); instruction data varies in length: use train.samples instead")
+    if train.get("steps") is None and tokens is None and samples is None:
+        raise ConfigError("train.steps is null and there is no budget; set train.steps, train.samples or train.tokens")
+
+
+def check_trace_steps(window) -> None:
+    """train.trace_steps: null (every step) or [first, last] committed steps, 0 <= first <= last."""
+    if window is None:
+        return
+    if (not isinstance(window, (list, tuple)) or len(window) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in window)
+            or not 0 <= window[0] <= window[1]):
+        raise ConfigError(f"train.trace_steps must be null or two steps [first, last] with 0 <= first <= last, "
+                          f"got {window!r}; set e.g. train.trace_steps=[100,110]")
 
 
 def check_model_shape(cfg: dict) -> None:
@@ -184,6 +229,56 @@ def check_model_shape(cfg: dict) -> None:
     for key in ("hidden_size", "num_layers", "num_hidden_layers", "intermediate_size"):
         if config.get(key) is not None:
             _int(cfg, f"model.config.{key}", 1)
+
+
+def _tokenizer_ids(cfg: dict) -> tuple[int, str] | None:
+    """The number of ids the data's tokenizer produces, and where that number comes from; None when
+    it is not known before the run (a missing tokenizer is the preflight's one-line error)."""
+    spec = (cfg.get("data") or {}).get("tokenizer") or {}
+    kind = spec.get("kind")
+    if kind == "bpe":
+        n = spec.get("vocab_size")
+        if isinstance(n, bool) or not isinstance(n, int):
+            return None
+        return n, f"the BPE tokenizer (data.tokenizer.vocab_size={n})"
+    path = spec.get("path") if kind == "pretrained" else \
+        (cfg.get("model") or {}).get("pretrained_path") if kind == "from_model" else None
+    if not path or not os.path.exists(os.path.expanduser(str(path))):
+        return None
+    from .data.tokenizer import load_tokenizer
+    try:
+        return len(load_tokenizer(os.path.expanduser(str(path)))), f"the tokenizer at {path}"
+    except Exception:  # noqa: BLE001 - not loadable: the preflight reports it with its own line
+        return None
+
+
+def _embedding_rows(cfg: dict) -> tuple[int, str] | None:
+    """The model's embedding size: the pretrained model's config.json, else model.config.vocab_size
+    (None: taken from the tokenizer, so it always fits)."""
+    model = cfg.get("model") or {}
+    path = model.get("pretrained_path")
+    if path:
+        import json
+        try:
+            with open(os.path.join(os.path.expanduser(str(path)), "config.json")) as f:
+                n = json.load(f)["vocab_size"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return n, f"vocab_size={n} in {path}/config.json"
+    n = (model.get("config") or {}).get("vocab_size")
+    return (n, f"model.config.vocab_size={n}") if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def check_vocabulary(cfg: dict) -> None:
+    """A tokenizer with more ids than the model's embedding has rows fails at the first forward
+    (an index error inside every worker): catch it before anything starts."""
+    if cfg.get("task") != "acco.tasks:build_task":
+        return  # a task of one's own builds its model and data its own way
+    tok, emb = _tokenizer_ids(cfg), _embedding_rows(cfg)
+    if tok and emb and tok[0] > emb[0]:
+        raise ConfigError(f"{tok[1]} has {tok[0]} token ids but the model's embedding has {emb[0]} rows "
+                          f"({emb[1]}); use the model's own tokenizer (data.tokenizer.path) or a model "
+                          f"whose vocab_size is at least {tok[0]}")
 
 
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
@@ -210,7 +305,7 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
                               f"ranks; drop world_size or make it {launcher_world_size}")
         world = launcher_world_size
     world = world or 1
-    _int(cfg, "train.steps", 1)
+    _int(cfg, "train.steps", 1, allow_none=True)  # null: a budget (train.samples/tokens) ends the run
     _int(cfg, "train.accum", 1)
     _int(cfg, "train.max_accum_factor", 1)
     _int(cfg, "train.eval_every", 0)
@@ -242,7 +337,9 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     device = cfg.get("device", "auto")
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device must be auto, cpu or cuda, got {device!r}")
-    if device == "cuda" and not cuda_available:
+    # submitted to Slurm from here (a login node): the GPUs are on the compute nodes, not here
+    submitting = launcher_world_size is None and (cfg.get("launcher") or {}).get("name") == "slurm"
+    if device == "cuda" and not cuda_available and not submitting:
         raise ConfigError("device=cuda but no CUDA GPU is visible here; use device=cpu (or auto)")
     data = cfg.get("data") or {}
     if "micro_batch_size" in data:
@@ -261,6 +358,7 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
                or (cfg.get("launcher") or {}).get("name") == "slurm")
     check_run_settings(cfg, world)
     check_model_shape(cfg)
+    check_vocabulary(cfg)
     out_dir = cfg.get("out_dir")
     if not out_dir:
         raise ConfigError("out_dir is empty; set out_dir=results/<name>")

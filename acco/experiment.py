@@ -6,6 +6,10 @@ again on top, so `train.steps=5` still wins over the experiment's value.
 
     python experiments/train.py +experiment=fig5 scale=cpu method=acco
     python experiments/train.py -m +experiment=fig5 scale=cpu method=ddp,dpu,acco
+
+`scale=rehearsal` is the paper scale with only its sizes shrunk: the `paper` block, then the
+experiment's `rehearsal:` overlay (acco/rehearsal/overlay.py); its runs are the paper's with the
+overlay's value maps applied.
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ from omegaconf import OmegaConf
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONF_DIR = os.path.join(ROOT, "conf")
 GROUPS = ("method", "model", "data", "launcher", "experiment")
-SCALES = ("cpu", "paper")
+SCALES = ("cpu", "paper", "rehearsal")
+REHEARSAL = "rehearsal"  # the paper block + the experiment's rehearsal overlay
 # keys that say where or how a run is executed, not what it computes: left out of folder names
 NOT_IN_NAME = {"experiment", "scale", "method", "out_dir", "overwrite", "launcher", "device", "results_root",
-               "train.log_every", "train.trace", "resume"}
+               "train.log_every", "train.trace", "train.trace_steps", "resume"}
 
 
 def parse_overrides(overrides: list[str]) -> list[tuple[str, object, bool]]:
@@ -66,9 +71,12 @@ def resolve_experiment(cfg: dict, overrides: list[str]) -> dict:
     scale = cfg.get("scale", "cpu")
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    block = (exp.get("scales") or {}).get(scale)
+    block = (exp.get("scales") or {}).get("paper" if scale == REHEARSAL else scale)
     if block is None:
         raise ValueError(f"experiment {exp.get('id')} has no {scale} scale")
+    if scale == REHEARSAL and block.get("runs") and not exp.get(REHEARSAL):
+        raise ValueError(f"experiment {exp.get('id')} has no rehearsal overlay (a rehearsal: block in "
+                         f"conf/experiment/{exp.get('id')}.yaml)")
     user = parse_overrides(overrides)
     chosen_groups = {k for k, _, is_group in user if is_group}
     out = copy.deepcopy(cfg)
@@ -78,6 +86,9 @@ def resolve_experiment(cfg: dict, overrides: list[str]) -> dict:
     deep_merge(out, block.get("set") or {})
     method = out["method"]["name"]
     deep_merge(out, ((block.get("methods") or {}).get(method)) or {})
+    if scale == REHEARSAL:
+        from .rehearsal.overlay import apply_overlay
+        apply_overlay(out, exp.get(REHEARSAL) or {}, str(exp.get("id")))
     conf = OmegaConf.create(out)
     for key, value, is_group in user:
         if not is_group:
@@ -131,11 +142,22 @@ def compose(overrides: list[str]) -> dict:
     return finalize(OmegaConf.to_container(cfg, resolve=True), overrides)
 
 
+def run_specs(exp: dict, scale: str) -> list[dict]:
+    """The experiment's run list at a scale, as written (`{method: [ddp, acco], seed: [0, 1]}`); the
+    rehearsal's is the paper's with the overlay's value maps applied (e.g. layout 4x8 -> 2x2)."""
+    scales = exp.get("scales") or {}
+    if scale == REHEARSAL:
+        from .rehearsal.overlay import map_run_specs
+        return map_run_specs((scales.get("paper") or {}).get("runs") or [], exp.get(REHEARSAL) or {},
+                             str(exp.get("id")))
+    return list((scales.get(scale) or {}).get("runs") or [])
+
+
 def expand_runs(exp: dict, scale: str) -> list[list[str]]:
     """The experiment's runs at a scale as lists of overrides; list values expand as a product
     (e.g. seed: [0, 1, 2])."""
     runs = []
-    for spec in ((exp.get("scales") or {}).get(scale) or {}).get("runs") or []:
+    for spec in run_specs(exp, scale):
         keys = list(spec)
         values = [v if isinstance(v, list) else [v] for v in spec.values()]
         for combo in itertools.product(*values):

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from acco.experiment import experiment_dir  # noqa: E402
+from acco.experiment import experiment_dir, run_specs  # noqa: E402
 
 from .load import Run, discover_runs, load_experiment, method_label  # noqa: E402
 
@@ -232,7 +232,7 @@ def _layout_order(runs: list[Run], scale: str) -> list[str]:
     """Layouts in the order the experiment lists them (e.g. 1x8 then 2x4)."""
     order: list[str] = []
     for run in runs:
-        for spec in ((run.experiment.get("scales") or {}).get(scale) or {}).get("runs") or []:
+        for spec in run_specs(run.experiment, scale):
             values = spec.get("layout")
             for v in values if isinstance(values, list) else [values] if values else []:
                 if str(v) not in order:

@@ -17,7 +17,7 @@ import yaml
 
 from acco.experiment import experiment_dir
 
-SCALES = ("cpu", "paper")
+SCALES = ("cpu", "paper", "rehearsal")
 METRIC_COLUMNS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
                   "eval_loss", "grad_norm"]
 RUN_COLUMNS = ["exp", "scale", "run", "method", "impl", "seed", "warmup", "accum", "layout",

@@ -93,7 +93,7 @@ def _timelines(root: str, exp: str, scale: str, seconds: float) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", help="results folder (holds <scale>/<exp>/<run>/)")
-    ap.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
+    ap.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     ap.add_argument("--only", default="", help=f"comma-separated ids among {','.join(ALL)}")
     ap.add_argument("--no-timelines", action="store_true", help="skip the per-run overlap timelines")
     ap.add_argument("--timeline-seconds", type=float, default=3.0)

@@ -29,6 +29,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from acco.experiment import run_specs
+from acco.precision import precision_name  # train.precision (older runs: train.bf16)
+
 from .load import discover_runs, load_summaries, method_label
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -149,8 +152,8 @@ def table1_formulas(K: float = 12, N: int = 64, psi: float = 7.5e9, paper_gb: di
 
 
 def _elem_bytes(info: dict, config: dict) -> int:
-    bf16 = ((config or {}).get("train") or {}).get("bf16", True)
-    return 2 if str(info.get("device")).startswith("cuda") and bf16 else 4
+    device = "cuda" if str(info.get("device")).startswith("cuda") else "cpu"
+    return 2 if precision_name((config or {}).get("train") or {}, device) == "bf16" else 4
 
 
 def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFrame:
@@ -295,10 +298,9 @@ def _scale_layout(paper_layout: str | None, runs, scale: str) -> str | None:
     if not paper_layout or scale == "paper":
         return paper_layout
     for run in runs:
-        scales = run.experiment.get("scales") or {}
         pl, sl = [], []
         for key, acc in (("paper", pl), (scale, sl)):
-            for spec in (scales.get(key) or {}).get("runs") or []:
+            for spec in run_specs(run.experiment, key):
                 v = spec.get("layout")
                 for x in v if isinstance(v, list) else [v] if v else []:
                     if str(x) not in acc:

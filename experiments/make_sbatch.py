@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
         fail(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     if profile_name is None:
         local = os.path.join(CONF_DIR, "launcher", "slurm_local.yaml")
-        profile_name = "slurm_local" if scale == "cpu" and os.path.exists(local) else "slurm"
+        profile_name = "slurm_local" if scale in ("cpu", "rehearsal") and os.path.exists(local) else "slurm"
     try:
         profile = load_profile(profile_name, overrides=profile_set)
     except ValueError as exc:

@@ -3,6 +3,7 @@
 
     python experiments/reproduce.py fig10 --scale cpu --launcher local
     python experiments/reproduce.py fig8 --scale paper --launcher slurm [launcher.partition=gpu ...]
+    python experiments/reproduce.py fig7 --scale rehearsal --launcher slurm   # the dress rehearsal
 
 Runs whose results are complete are not run again. Tables (table1-3) only plot: they are computed
 from other experiments' runs (table2, table3 from fig7/fig11/fig8)."""
@@ -25,9 +26,12 @@ SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "ta
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
-    parser.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
+    parser.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
     parser.add_argument("--results", default="results")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print each run's GPUs, nodes, per-GPU memory estimate, wall-clock and GPU-hours; "
+                             "submit and run nothing")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_intermixed_args(argv)
     if args.experiment not in EXPERIMENTS:
@@ -38,10 +42,16 @@ def main(argv=None) -> int:
           flush=True)
     todo = SOURCES.get(args.experiment, [args.experiment])
     base = [f"scale={args.scale}", f"results_root={args.results}", *args.overrides]
+    if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
+        from acco.run_plan import dry_run
+        profile = [f"launcher={'slurm_local' if args.scale in ('cpu', 'rehearsal') else 'slurm'}"] \
+            if args.launcher == "slurm" and not any(o.startswith("launcher=") for o in base) else []
+        return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)
     for exp in todo:
         common = [f"+experiment={exp}", *base]
         if args.launcher == "slurm":
-            profile = "slurm_local" if args.scale == "cpu" else "slurm"
+            # the CPU scale and the rehearsal (paper configs, CPU sizes) run on the local test cluster
+            profile = "slurm_local" if args.scale in ("cpu", "rehearsal") else "slurm"
             if not any(o.startswith("launcher=") for o in common):
                 common.append(f"launcher={profile}")
             code = subprocess.call([sys.executable, os.path.join(ROOT, "experiments", "submit.py"), *common, "--wait"])

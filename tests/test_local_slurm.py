@@ -13,7 +13,6 @@ import os
 import subprocess
 import time
 
-import pytest
 
 from .slurm_cluster import cluster, output, run, sacct_fields, script  # noqa: F401 - cluster is a fixture
 

@@ -173,7 +173,7 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
               f"# results:    {out_dir}",
               f"# logs:       {logs}/{name}-<job id>.out/.err (the folder must exist before sbatch)",
               f"# regenerate: {regenerate}",
-              f"# submit:     sbatch <this file>"]
+              "# submit:     sbatch <this file>"]
     model = cfg.get("model") or {}
     dep = model.get("pretrained_from")
     if dep and not model.get("pretrained_path"):
