@@ -76,13 +76,20 @@ def external_env(environ=os.environ) -> DistEnv | None:
     tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS")
     if "SLURM_PROCID" in environ and "SLURM_STEP_ID" in environ and tasks and int(tasks) > 1:
         nodes = expand_nodelist(environ.get("SLURM_STEP_NODELIST") or environ["SLURM_JOB_NODELIST"])
-        job = int(environ.get("SLURM_JOB_ID", "0"))
         local_world = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE") or "1"
         return DistEnv(int(environ["SLURM_PROCID"]), int(tasks), int(environ.get("SLURM_LOCALID", 0)),
                        int(re.match(r"\d+", local_world).group()),
                        environ.get("MASTER_ADDR", nodes[0]),
-                       int(environ.get("MASTER_PORT", 20000 + job % 20000)), "slurm")
+                       int(environ.get("MASTER_PORT") or slurm_master_port(environ)), "slurm")
     return None
+
+
+def slurm_master_port(environ=os.environ) -> int:
+    """The rendezvous port of a Slurm job, the same in every task: from the job id (unique per array
+    task, so jobs running side by side get different ports) and below Linux's default ephemeral
+    range (32768-60999), so no outgoing connection of another job on the node holds it (seen on
+    the local cluster: a port drawn inside that range was taken: EADDRINUSE)."""
+    return 20000 + int(environ.get("SLURM_JOB_ID") or 0) % 12768
 
 
 def free_port() -> int:

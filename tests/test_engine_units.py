@@ -121,6 +121,13 @@ def test_external_env_torchrun_and_slurm():
     assert external_env(dict(slurm, SLURM_STEP_NUM_TASKS="1")) is None
 
 
+def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():
+    from acco.launch import slurm_master_port
+    ports = [slurm_master_port({"SLURM_JOB_ID": str(job)}) for job in range(173, 173 + 64)]
+    assert len(set(ports)) == len(ports)  # jobs side by side (an array's tasks) rendezvous apart
+    assert all(20000 <= p < 32768 for p in ports + [slurm_master_port({"SLURM_JOB_ID": "987654321"})])
+
+
 def test_expand_nodelist_without_scontrol(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda name: None)
     assert expand_nodelist("n[1-3,7],gpu05") == ["n1", "n2", "n3", "n7", "gpu05"]

@@ -85,10 +85,13 @@ class SlurmRun:
     def __call__(self) -> str:
         import submitit
 
-        from ..launch import external_env
+        from ..launch import external_env, slurm_master_port
         from ..testbed.emulate import for_external_launcher, join
         from ..worker import run_rank
-        submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+        dist_env = submitit.helpers.TorchDistributedEnvironment()
+        if "MASTER_PORT" not in os.environ:  # submitit's own pick is a random port that may be in use
+            dist_env.master_port = slurm_master_port()
+        dist_env.export(set_cuda_visible_devices=False)
         env = external_env()
         env.source = "slurm"
         cfg = for_external_launcher(self.cfg)
