@@ -62,6 +62,7 @@ rehearsal-data: $(STAMP)
 
 rehearse: rehearsal-data
 	bash slurm/local-cluster/status >/dev/null 2>&1 || bash slurm/local-cluster/start
+	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/prepare_data.py +experiment=$$e scale=rehearsal || exit 1; done
 	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale rehearsal --launcher slurm || exit 1; done
 	$(MAKE) --no-print-directory figures SCALE=rehearsal
 

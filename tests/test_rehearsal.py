@@ -206,6 +206,27 @@ def test_fig4_paper_tokenizer_matches_the_model():
     assert cfg["model"]["config"]["vocab_size"] == 32000
 
 
+# -- data prepared before a job is submitted ---------------------------------------------------------------
+def test_prepare_data_builds_each_runs_cache_once_and_refuses_missing_data(rehearsal_data, tmp_path):
+    env = dict(os.environ, ACCO_CACHE=str(tmp_path / "cache"))
+
+    def prepare(*args):
+        return subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "prepare_data.py"), *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    first = prepare("+experiment=fig7", "scale=rehearsal")
+    assert first.returncode == 0, first.stderr[-3000:]
+    # fig7's two runs (ddp, acco) read one data configuration: built once
+    assert "2 run(s), 1 data configuration(s)" in first.stdout
+    built = json.loads(first.stdout.split("(pretrain): ")[1].rsplit(" in ", 1)[0])
+    assert built["train_blocks"] > 0 and built["tokenizer"].startswith(str(tmp_path / "cache"))
+    caches = sorted(p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith("pretrain-"))
+    assert prepare("+experiment=fig7", "scale=rehearsal").returncode == 0  # found, not rebuilt
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith("pretrain-")) == caches
+    missing = prepare("+experiment=fig7", "scale=rehearsal", f"data.source.path={tmp_path / 'nowhere'}")
+    lines = [line for line in missing.stderr.splitlines() if line.strip()]
+    assert missing.returncode == 2 and len(lines) == 1 and "not found at" in lines[0], missing.stderr
+
+
 # -- fig7 and fig8 through the local Slurm cluster ------------------------------------------------------
 def _script(name: str, args: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, os.path.join(ROOT, "experiments", name), *args], cwd=ROOT,

@@ -33,6 +33,22 @@ def load_task_factory(path: str) -> Callable[..., Task]:
     return getattr(importlib.import_module(module), name)
 
 
+def prepare_task_data(cfg: dict) -> dict:
+    """Build (or find) the data cache a run of `cfg` reads, with no model and no process group:
+    what experiments/prepare_data.py runs on a CPU node before a paper-scale job is submitted, so
+    the GPUs do not wait for a corpus to be tokenized. Returns what was found or built."""
+    if cfg["data"].get("kind") == "instruct":
+        from .finetune import prepare_finetune_data
+        data = prepare_finetune_data(cfg)
+        return {"kind": "instruct", "train_examples": len(data.train), "val_examples": len(data.val),
+                "tokenizer": data.tokenizer_path}
+    from .lm import prepare_lm_data
+    data = prepare_lm_data(cfg["data"])
+    seq_len = int(cfg["data"]["seq_len"])
+    return {"kind": "pretrain", "train_blocks": len(data.train_blocks), "val_blocks": len(data.val_blocks),
+            "train_tokens": len(data.train_blocks) * seq_len, "tokenizer": data.tokenizer_path}
+
+
 def build_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
     """The task the data config asks for: packed pretraining or instruction fine-tuning."""
     if cfg["data"].get("kind") == "instruct":

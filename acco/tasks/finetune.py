@@ -29,12 +29,18 @@ def tokenizer_spec(data_cfg: dict, model_cfg: dict):
     return spec
 
 
-def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
+def prepare_finetune_data(cfg: dict):
+    """The tokenized instruction data a run of `cfg` reads (built once into the data cache)."""
     data_cfg, model_cfg = cfg["data"], cfg["model"]
     source = generated_source(dict(data_cfg["source"]), data_cfg["seed"], data_cfg["cache_dir"])
-    data = prepare_instruction_data(source, tokenizer_spec(data_cfg, model_cfg), data_cfg["max_len"],
+    return prepare_instruction_data(source, tokenizer_spec(data_cfg, model_cfg), data_cfg["max_len"],
                                     data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"],
                                     data_cfg.get("response_only_loss", True))
+
+
+def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
+    data_cfg, model_cfg = cfg["data"], cfg["model"]
+    data = prepare_finetune_data(cfg)
     model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
                             seed=cfg["seed"])  # on the host: the trainer moves it (acco.engine.flat)
     mbs = data_cfg["micro_batch_size"]

@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""Prepare the data of an experiment (or of one run) into the data cache, before any job starts:
+
+    python experiments/prepare_data.py +experiment=fig7 scale=paper data.num_proc=32
+    srun -c 32 --mem=64G python experiments/prepare_data.py +experiment=fig7 scale=paper
+    python experiments/prepare_data.py data=tinystories data.source.path=data/tinystories
+
+Tokenizing OpenWebText takes hours of CPU; inside a training job that time is paid by every GPU
+of the job, waiting. Run this on a CPU node (or the login node, for small corpora) with the same
+overrides as the runs and with `ACCO_CACHE` (data.cache_dir) on a filesystem the compute nodes
+share: the runs then find the cache built and start training at once. Every distinct data
+configuration of the experiment's runs is prepared once; a configuration already in the cache is
+only reported. Missing data, tokenizers or models: one line naming what to download and where,
+exit 2, nothing built."""
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from acco.cli import ensure_pretrained, fail_config  # noqa: E402
+from acco.config_check import ConfigError, check_overrides  # noqa: E402
+from acco.experiment import CONF_DIR, compose, expand_runs  # noqa: E402
+
+
+def run_configs(overrides: list[str]) -> list[dict]:
+    """The composed config of each run the overrides name (an experiment's runs, or one run)."""
+    base = compose(overrides)
+    exp = base.get("experiment")
+    if not exp:
+        return [base]
+    # an experiment: its runs (none for the tables, which are computed from other experiments)
+    return [compose([*overrides, *run]) for run in expand_runs(exp, base["scale"])]
+
+
+def data_key(cfg: dict) -> str:
+    """What a run's data depends on: the data section, and the model's folder when the tokenizer
+    is the pretrained model's own (fine-tuning)."""
+    return json.dumps({"data": cfg["data"], "model": cfg["model"].get("pretrained_path")}, sort_keys=True,
+                      default=str)
+
+
+def main(argv: list[str]) -> int:
+    from acco.data.sources import DataNotFoundError
+    from acco.tasks import prepare_task_data
+    from acco.tasks.preflight import preflight
+    try:
+        check_overrides(argv, CONF_DIR)
+        cfgs = run_configs(argv)
+    except (ConfigError, ValueError) as exc:
+        fail_config(str(exc).splitlines()[0])
+    if not cfgs:
+        print("prepare: no runs of its own, nothing to prepare")
+        return 0
+    distinct: dict[str, dict] = {}
+    for cfg in cfgs:
+        distinct.setdefault(data_key(cfg), cfg)
+    for cfg in distinct.values():  # everything there before anything is built
+        ensure_pretrained(cfg, external=True)  # fine-tuning from a run of ours: it must exist
+        try:
+            preflight(cfg)
+        except DataNotFoundError as exc:
+            fail_config(str(exc))
+    print(f"prepare: {len(cfgs)} run(s), {len(distinct)} data configuration(s); cache "
+          f"{next(iter(distinct.values()))['data']['cache_dir']}", flush=True)
+    for cfg in distinct.values():
+        start = time.perf_counter()
+        found = prepare_task_data(cfg)
+        print(f"prepare: {cfg['data']['name']} ({cfg['data'].get('kind')}): "
+              f"{json.dumps({k: v for k, v in found.items() if k != 'kind'})} in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
