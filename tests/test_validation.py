@@ -100,6 +100,19 @@ def test_good_config_passes(tmp_path):
     check_overrides(["task=tests.oracle:build_oracle_task", "+oracle.busy_ms=20"], CONF_DIR)
 
 
+def test_paper_run_submitted_to_slurm_from_a_machine_without_gpus(tmp_path):
+    """A login node has no GPU: a device=cuda run submitted to Slurm passes (its GPUs are on the
+    compute nodes); started here with the local launcher it is refused."""
+    cfg = compose(["+experiment=fig7", "scale=paper", "launcher=slurm"])
+    cfg["out_dir"] = str(tmp_path / "run")
+    assert cfg["device"] == "cuda" and validate(cfg, cuda_available=False) == 32
+    with pytest.raises(ConfigError, match="trains on 32 GPUs and no GPU is visible here"):
+        validate(dict(cfg, launcher={"name": "local"}), cuda_available=False)
+    # inside the job (srun: the launcher's ranks) the GPU must be there
+    with pytest.raises(ConfigError, match="device=cuda but no CUDA GPU is visible here"):
+        validate(cfg, launcher_world_size=32, cuda_available=False)
+
+
 @pytest.mark.parametrize("args,message", [
     (["+train.stepz=5"], "unknown key 'train.stepz'"),
     (["world_size=2", "fault.hang_rank=2", "fault.at_step=1"], "fault.hang_rank=2 but there are only 2 ranks"),
