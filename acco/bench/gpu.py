@@ -22,6 +22,8 @@ import time
 
 import torch
 
+from ..engine.trace import interval_overlap
+
 # bf16 dense peak per GPU, TFLOP/s (vendor datasheets: SXM/HGX parts unless named); matched by
 # substring of torch.cuda.get_device_name(), most specific first. ACCO_PEAK_TFLOPS overrides.
 PEAK_BF16_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("GH200", 989.4), ("H200", 989.4),
@@ -40,18 +42,8 @@ def peak_tflops(device_name: str) -> tuple[float | None, str]:
 
 
 def covered(intervals: list[tuple[float, float]], by: list[tuple[float, float]]) -> float:
-    """Total length of `intervals` that lies inside the union of `by`."""
-    merged: list[list[float]] = []
-    for s, e in sorted(by):
-        if merged and s <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], e)
-        else:
-            merged.append([s, e])
-    total = 0.0
-    for s, e in intervals:
-        for ms, me in merged:
-            total += max(0.0, min(e, me) - max(s, ms))
-    return total
+    """Total length of `intervals` (one stream's syncs: disjoint) that lies inside the union of `by`."""
+    return interval_overlap(intervals, by)
 
 
 class Timeline:

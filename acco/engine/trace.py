@@ -129,16 +129,22 @@ def load_spans(path: str, rank: int | None = None, cat: str | None = None) -> li
 
 def overlap_us(spans_a: list[dict], spans_b: list[dict]) -> float:
     """Total time during which some span of `spans_a` and some span of `spans_b` both run."""
-    def merged(spans):
-        iv = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans)
+    def intervals(spans):
+        return [(e["ts"], e["ts"] + e["dur"]) for e in spans]
+    return interval_overlap(intervals(spans_a), intervals(spans_b))
+
+
+def interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total length of the intersection of the union of intervals `a` with the union of `b`."""
+    def merged(iv):
         out: list[list[float]] = []
-        for s, e in iv:
+        for s, e in sorted(iv):
             if out and s <= out[-1][1]:
                 out[-1][1] = max(out[-1][1], e)
             else:
                 out.append([s, e])
         return out
-    a, b = merged(spans_a), merged(spans_b)
+    a, b = merged(a), merged(b)
     i = j = 0
     total = 0.0
     while i < len(a) and j < len(b):
