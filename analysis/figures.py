@@ -18,14 +18,14 @@ import re
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
 
-from acco.experiment import experiment_dir, run_specs  # noqa: E402
+from acco.config.experiments import experiment_dir, run_specs
 
-from .load import Run, discover_runs, load_experiment, method_label  # noqa: E402
+from .load import Run, discover_runs, load_experiment, method_label
 
 COLORS = {"ddp": "C0", "acco": "C3", "dpu": "C2", "wp": "C1"}
 METHOD_ORDER = ["ddp", "dpu", "wp", "acco"]

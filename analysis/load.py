@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import yaml
 
-from acco.experiment import experiment_dir
+from acco.config.experiments import experiment_dir
 
 SCALES = ("cpu", "paper", "rehearsal")
 METRIC_COLUMNS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",

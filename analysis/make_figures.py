@@ -17,17 +17,16 @@ import os
 import sys
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from analysis.figures import FIGURES, MissingRuns, run_timeline  # noqa: E402
-from analysis.load import discover_runs  # noqa: E402
-from analysis.report import write_report  # noqa: E402
-from analysis.tables import TABLES  # noqa: E402
+from analysis.figures import FIGURES, MissingRuns, run_timeline
+from analysis.load import discover_runs
+from analysis.report import write_report
+from analysis.tables import TABLES
 
 ALL = list(FIGURES) + list(TABLES)
 

@@ -15,12 +15,11 @@ import sys
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from acco.experiment import experiment_dir, run_specs  # noqa: E402
-from analysis.figures import MissingRuns, fig4_data, figures_dir  # noqa: E402
-from analysis.load import Run, discover_runs  # noqa: E402
-from analysis.tables import reduction_pct, table1, table2, table3, tables_dir, time_to_loss  # noqa: E402
+from acco.config.experiments import experiment_dir, run_specs
+from analysis.figures import MissingRuns, fig4_data, figures_dir
+from analysis.load import Run, discover_runs
+from analysis.tables import reduction_pct, table1, table2, table3, tables_dir, time_to_loss
 
 TAIL = 0.1            # "final loss" = mean training loss over the last 10% of steps (less noise)
 SAME_TOL_PCT = 2.0    # two methods "match" if their mean final losses differ by at most this ...
@@ -254,7 +253,7 @@ def sec_fig6(root, scale):
     for row, grp in zip(rows, [x for x in g.values() if x.runs]):
         row["loss at 25% of samples"] = grp.cell(lambda r: loss_at_fraction(r, 0.25))
     lines += table(rows)
-    early = lambda r: loss_at_fraction(r, 0.25)  # noqa: E731
+    early = lambda r: loss_at_fraction(r, 0.25)
     bad_e, gap_e, spread_e = worse(g["wp"], g["ddp"], early)
     bad_f, gap_f, _ = worse(g["wp"], g["ddp"])
     lines.append(f"- WP vs DDP early (25% of samples): {gap_e:+.1f}% (spread {spread_e:.1f}%); at the end: "
@@ -365,7 +364,7 @@ def sec_fig10(root, scale):
     lines = ["Paper (App. A.1): without accumulation (1 micro-batch per step) DPU takes an optimizer step at "
              "each communication with half the batch; it converges faster early but ends at a worse training "
              "loss.", "", f"Setting: {setting(runs)}; both see the same samples.", ""]
-    early = lambda r: loss_at_fraction(r, 0.25)  # noqa: E731
+    early = lambda r: loss_at_fraction(r, 0.25)
     rows = loss_rows([g1, g2])
     for row, grp in zip(rows, [g for g in (g1, g2) if g.runs]):
         row["loss at 25% of samples"] = grp.cell(early)

@@ -16,9 +16,8 @@ import os
 import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from analysis.load import discover_runs  # noqa: E402
+from analysis.load import discover_runs
 
 DROP = ("model", "final_params.pt", "wandb", "checkpoints")
 

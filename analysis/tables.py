@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from acco.experiment import run_specs
-from acco.precision import precision_name  # train.precision (older runs: train.bf16)
+from acco.config.experiments import run_specs
+from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
 
 from .load import discover_runs, load_summaries, method_label
 
@@ -201,7 +201,7 @@ def table1(root: str | None = None, scale: str = "cpu", save: bool = True) -> di
     measured = table1_measured(root, scale, K) if root else pd.DataFrame()
     out = {"formulas": formulas, "measured": measured, "paths": []}
     if save and root:
-        bad = formulas[formulas["matches_paper"] == False]  # noqa: E712
+        bad = formulas[formulas["matches_paper"] == False]
         notes = [f"K = {K:g}, N = {N}, Ψ = {psi:g}; GB = 1e9 bytes; rounded half up to the nearest GB."]
         for _, r in bad.iterrows():
             notes.append(f"Mismatch: {r['method']} {r['formula']} = {r['gb']:.2f} GB rounds to "

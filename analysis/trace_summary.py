@@ -4,12 +4,10 @@ overlap, and the overlap efficiency (t_comp + t_comm - t_span) / min(t_comp, t_c
 
     python analysis/trace_summary.py results/runs/<run>/trace.json
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from acco.engine.trace import load_spans, overlap_us  # noqa: E402
+from acco.engine.trace import load_spans, overlap_us
 
 
 def summarize(path: str) -> list[dict]:

@@ -12,8 +12,6 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def main(argv=None) -> int:
@@ -27,7 +25,7 @@ def main(argv=None) -> int:
     import yaml
 
     from acco.data.sources import DataNotFoundError
-    from acco.run_io import write_json_atomic
+    from acco.run.files import write_json_atomic
     from acco.tasks.lm import lambada_final_eval, prepare_lm_data
     from acco.data.tokenizer import load_tokenizer
     from transformers import AutoModelForCausalLM

@@ -22,12 +22,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 import yaml  # noqa: E402
 
-from acco.experiment import CONF_DIR, SCALES, compose, expand_runs, run_name  # noqa: E402
+from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, run_name  # noqa: E402
 from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote  # noqa: E402
 
 
@@ -105,7 +103,7 @@ def main(argv: list[str]) -> int:
     base = [f"+experiment={args.experiment}", f"scale={scale}"]
     try:
         exp = compose(base)["experiment"]
-    except Exception as exc:  # noqa: BLE001 - Hydra's errors: print the first line
+    except Exception as exc:
         fail(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
     runs = expand_runs(exp, scale)
     if not runs:
@@ -121,7 +119,7 @@ def main(argv: list[str]) -> int:
     if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
         fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
 
-    from acco.config_check import ConfigError, validate
+    from acco.config.validate import ConfigError, validate
     regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
     folder = os.path.join(args.out, str(exp["id"]), scale)
     rendered = []
@@ -134,7 +132,7 @@ def main(argv: list[str]) -> int:
             text = sbatch_script(overrides, cfg, profile, ROOT, args.python, regenerate=regenerate)
         except (ConfigError, ValueError) as exc:
             fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")
-        except Exception as exc:  # noqa: BLE001 - Hydra's composition errors
+        except Exception as exc:
             fail(f"{' '.join(run)}: {(str(exc).strip().splitlines() or [repr(exc)])[0]}")
         rendered.append((name, text, log_dir(cfg, profile, ROOT)))
 

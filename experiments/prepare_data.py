@@ -18,12 +18,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-from acco.cli import ensure_pretrained, fail_config  # noqa: E402
-from acco.config_check import ConfigError, check_overrides  # noqa: E402
-from acco.experiment import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.run.start import ensure_pretrained, fail_config  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
 
 
 def run_configs(overrides: list[str]) -> list[dict]:

@@ -13,11 +13,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-from acco.experiment import compose, expand_runs  # noqa: E402
-from acco.run_io import read_summary  # noqa: E402
+from acco.config.experiments import compose, expand_runs  # noqa: E402
+from acco.run.files import read_summary  # noqa: E402
 
 EXPERIMENTS = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "conf", "experiment")) if f.endswith(".yaml"))
 SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "table1": []}
@@ -43,7 +41,7 @@ def main(argv=None) -> int:
     todo = SOURCES.get(args.experiment, [args.experiment])
     base = [f"scale={args.scale}", f"results_root={args.results}", *args.overrides]
     if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
-        from acco.run_plan import dry_run
+        from acco.analytic.run_plan import dry_run
         profile = [f"launcher={'slurm_local' if args.scale in ('cpu', 'rehearsal') else 'slurm'}"] \
             if args.launcher == "slurm" and not any(o.startswith("launcher=") for o in base) else []
         return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)

@@ -8,12 +8,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-from acco.cli import fail_config  # noqa: E402
-from acco.config_check import ConfigError, check_overrides  # noqa: E402
-from acco.experiment import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.run.start import fail_config  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
 from acco.slurm.status import run_status  # noqa: E402
 
 

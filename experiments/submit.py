@@ -9,12 +9,10 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
-from acco.cli import check_run, fail_config, prepare_out_dir  # noqa: E402
-from acco.config_check import ConfigError, check_overrides  # noqa: E402
-from acco.experiment import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.run.start import check_run, fail_config, prepare_out_dir  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -12,16 +12,14 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from acco.cli import fail_config, run  # noqa: E402
-from acco.config_check import ConfigError, check_overrides  # noqa: E402
+from acco.run.start import fail_config, run  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
 
 CONF_DIR = os.path.join(ROOT, "conf")
 

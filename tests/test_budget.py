@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from acco.engine.schedule import make_lr_schedule
-from acco.reference import replay
+from acco.analytic.reference import replay
 
 from .conftest import SMALL_LM, load_run, run_train
 
@@ -147,7 +147,7 @@ def test_budget_run_resumes_exactly(budget_runs, tmp_path):
 def test_progress_shows_the_budget_fraction():
     import io
 
-    from acco.progress import Progress
+    from acco.run.progress import Progress
     out = io.StringIO()
     progress = Progress("acco", None, log_every=2, stream=out, budget=1000, unit="tokens", per_sample=10)
     for step, samples in ((1, 30), (2, 50), (3, 100)):  # adaptive steps: uneven samples

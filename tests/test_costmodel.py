@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from acco import costmodel as cm
+from acco.analytic import costmodel as cm
 
 
 @pytest.mark.parametrize("n", [2, 3, 8, 64])

@@ -13,7 +13,7 @@ from acco.engine.collectives import all_gather_into, reduce_scatter_sum
 from acco.engine.flat import FlatModel, ShardLayout
 from acco.engine.schedule import make_lr_schedule, per_step
 from acco.engine.sharded_adamw import ShardedAdamW
-from acco.launch import expand_nodelist, external_env
+from acco.run.launch import expand_nodelist, external_env
 
 
 def test_sharded_adamw_commit_equals_torch_adamw_and_tentative_touches_nothing():
@@ -97,7 +97,7 @@ def _collectives_worker(rank, world, port, results):
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_ring_reduce_scatter_and_all_gather_on_gloo(world):
-    from acco.launch import free_port
+    from acco.run.launch import free_port
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()
     mp.start_processes(_collectives_worker, args=(world, free_port(), results), nprocs=world,
@@ -122,7 +122,7 @@ def test_external_env_torchrun_and_slurm():
 
 
 def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():
-    from acco.launch import slurm_master_port
+    from acco.run.launch import slurm_master_port
     ports = [slurm_master_port({"SLURM_JOB_ID": str(job)}) for job in range(173, 173 + 64)]
     assert len(set(ports)) == len(ports)  # jobs side by side (an array's tasks) rendezvous apart
     assert all(20000 <= p < 32768 for p in ports + [slurm_master_port({"SLURM_JOB_ID": "987654321"})])

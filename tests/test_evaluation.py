@@ -168,7 +168,7 @@ def test_block_perplexity_equals_the_models_loss():
 # shared evaluations: N shards' sums added = one process
 # ----------------------------------------------------------------------------------------------
 def _added(evaluation, model, num_shards):
-    """What acco/post_training.py's all-reduce computes, added here in float64."""
+    """What acco/train/post_training.py's all-reduce computes, added here in float64."""
     parts = [evaluation.partial(model, shard, num_shards) for shard in range(num_shards)]
     return evaluation.finish({key: sum(p[key] for p in parts) for key in parts[0]})
 

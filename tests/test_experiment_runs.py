@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from acco.experiment import compose, expand_runs
+from acco.config.experiments import compose, expand_runs
 
 from .conftest import load_run, run_train
 

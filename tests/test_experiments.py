@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from acco.config_check import parse_layout, validate
-from acco.experiment import compose, expand_runs
+from acco.config.validate import parse_layout, validate
+from acco.config.experiments import compose, expand_runs
 
 EXPERIMENTS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "table1", "table2", "table3"]
 TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from acco.checkpoint import verify
+from acco.train.checkpoint import verify
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_train
 
@@ -115,7 +115,7 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective():
     fires when the progress value stops changing, not while it changes or while paused."""
     import threading
 
-    from acco.watchdog import Watchdog
+    from acco.run.watchdog import Watchdog
 
     fired = threading.Event()
     reasons = []

@@ -69,7 +69,7 @@ def references():
 
 
 def reference_of(cfg: dict, method: str, world: int, references: dict):
-    from acco.reference import replay
+    from acco.analytic.reference import replay
     key = (method, world)
     if key not in references:
         references[key] = replay(cfg)
@@ -94,7 +94,7 @@ def check_against_references(method: str, world: int, tmp_path, references) -> N
     for other, overrides in METHODS.items():
         if other == method or frozenset({other, method}) in SAME_RULE:
             continue
-        from acco.experiment import compose
+        from acco.config.experiments import compose
         other_cfg = compose([*overrides, *[o for o in common if o != "device=cuda"], "device=cpu",
                              f"out_dir={tmp_path / 'ref'}"])
         others[other] = float((final - reference_of(other_cfg, other, world, references).history[-1]).norm() / change)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from acco.run_lock import RunInUse, claim
+from acco.run.lock import RunInUse, claim
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_train
 

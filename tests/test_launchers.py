@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from acco.launch import free_port
+from acco.run.launch import free_port
 
 from .conftest import ROOT, SMALL_LM, TRAIN, load_run
 

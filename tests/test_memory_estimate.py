@@ -13,9 +13,9 @@ import re
 import pytest
 import yaml
 
-from acco import memory_estimate as me
-from acco import run_plan
-from acco.experiment import compose, expand_runs
+from acco.analytic import memory as me
+from acco.analytic import run_plan
+from acco.config.experiments import compose, expand_runs
 from analysis.tables import TABLE1_FORMULAS, paper_block, round_half_up
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train

@@ -182,12 +182,12 @@ def _in_group(rank, world, port, fn, args, results):
     except BaseException as exc:  # reported to the test, which fails on it
         results[rank] = f"error: {type(exc).__name__}: {exc}"
     sys.stdout.flush()
-    os._exit(0)  # no interpreter teardown of gloo threads (see acco.worker.exit_now)
+    os._exit(0)  # no interpreter teardown of gloo threads (see acco.run.worker.exit_now)
 
 
 def run_in_group(fn, world: int, *args) -> list:
     """fn(rank, world, *args) in `world` spawned processes joined in a gloo group; their results."""
-    from acco.launch import free_port
+    from acco.run.launch import free_port
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()
     mp.start_processes(_in_group, args=(world, free_port(), fn, args, results), nprocs=world,
@@ -201,7 +201,7 @@ def run_in_group(fn, world: int, *args) -> list:
 def _trainer(cfg, rank, world):
     from acco.engine.trace import TraceRecorder
     from acco.tasks import load_task_factory
-    from acco.trainer import Trainer
+    from acco.train.trainer import Trainer
     device = torch.device("cpu")
     task = load_task_factory(cfg["task"])(cfg, rank, world, device)
     return Trainer(cfg, task, rank, world, device, TraceRecorder(rank, enabled=False), None), task

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from acco.reference import replay
+from acco.analytic.reference import replay
 
 from .conftest import SMALL_LM, load_run, run_train
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from acco.progress import Progress, check_logger
+from acco.run.progress import Progress, check_logger
 from tests.conftest import run_train
 
 

@@ -18,8 +18,8 @@ import sys
 import pandas as pd
 import pytest
 
-from acco.config_check import validate
-from acco.experiment import compose, expand_runs
+from acco.config.validate import validate
+from acco.config.experiments import compose, expand_runs
 from acco.rehearsal.make import FOLDERS, make_rehearsal_data
 from acco.rehearsal.overlay import ALLOWED, allowed, apply_overlay, check_overlay, map_run_specs
 

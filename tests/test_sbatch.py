@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from acco.experiment import compose
+from acco.config.experiments import compose
 from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, load_profile, sbatch_script, shell_quote
 
 from .slurm_cluster import cluster, output, run, sacct_fields  # noqa: F401 - cluster is a fixture

@@ -82,7 +82,7 @@ def test_checkpoint_signal_requeues_with_resume_auto():
     same run with resume=auto, a bounded number of times. (On the local cluster, `scancel
     --signal=USR2 <job>` requeued a running job this way; the training-state checkpoint that
     resume=auto continues from belongs to the reliability work.)"""
-    from acco.experiment import compose
+    from acco.config.experiments import compose
     from acco.slurm.submit import SlurmRun
     cfg = compose(["+experiment=fig5", "scale=cpu", "method=acco", "launcher=slurm_local"])
     first = SlurmRun(cfg).checkpoint()

@@ -1,4 +1,4 @@
-"""Numerical checks of ACCO's Lyapunov function on convex quadratics (see acco/theory.py).
+"""Numerical checks of ACCO's Lyapunov function on convex quadratics (see acco/analytic/theory.py).
 
 V_t pairs θ_t with θ̃_t (same index).  With the algorithm's start θ̃_0 = θ_0 full-batch ACCO
 coincides with gradient descent, so V cannot increase below η = 2/L; the increases near 1/L
@@ -13,15 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 try:
-    from acco import theory
+    from acco.analytic import theory
 except ImportError:  # plain `pytest` without the project root on sys.path
     import pathlib
     import sys
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-    from acco import theory
+    from acco.analytic import theory
 
-from acco.theory import (
+from acco.analytic.theory import (
     ROUNDOFF_RTOL,
     acco_gd_iterates,
     lyapunov,

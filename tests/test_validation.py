@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from acco.config_check import ConfigError, check_overrides, validate
-from acco.experiment import CONF_DIR, compose
+from acco.config.validate import ConfigError, check_overrides, validate
+from acco.config.experiments import CONF_DIR, compose
 
 from .conftest import run_train
 

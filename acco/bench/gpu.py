@@ -1,5 +1,5 @@
 """CUDA-specific measurements for `make gpu-check` (experiments/gpu_check.py): one rank's real
-trainer (acco/trainer.py: flat bf16 buffers, fp32 master shard, the communication thread and its
+trainer (acco/train/trainer.py: flat bf16 buffers, fp32 master shard, the communication thread and its
 CUDA stream) built in this process, instrumented with CUDA events.
 
 - Overlap: an event pair on the compute stream around every micro-batch (forward + backward), and
@@ -11,7 +11,7 @@ CUDA stream) built in this process, instrumented with CUDA events.
 - Throughput: fwd+bwd micro-batches of the real model at a given sequence length and micro-batch
   size, timed with CUDA events after warm-up; tokens/s and model-FLOPs utilisation
   MFU = 6·Ψ·tokens/s / peak (6Ψ per token: the usual model-FLOPs count, attention not included);
-  and the allocator's peak beside acco/memory_estimate.py's estimate for the same run.
+  and the allocator's peak beside acco/analytic/memory.py's estimate for the same run.
 
 Everything runs on CPU too (no events, wall-clock instead), which is how the CPU test suite keeps
 this code honest; the numbers only mean something on a GPU."""
@@ -90,11 +90,11 @@ class Timeline:
 def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | None = None):
     """Compose the config as experiments/train.py would, join the process group (NCCL on GPU) and
     build the task and the trainer. Returns (cfg, trainer)."""
-    from ..experiment import compose
-    from ..launch import DistEnv, free_port, init_process_group, pick_device
+    from ..config.experiments import compose
+    from ..run.launch import DistEnv, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
     from ..engine.trace import TraceRecorder
-    from ..trainer import Trainer
+    from ..train.trainer import Trainer
     cfg = compose(list(overrides))
     cfg["world_size"] = world
     # not exported to os.environ: a later subprocess would take them for torchrun's
@@ -161,7 +161,7 @@ def measure_overlap(overrides: list[str], rank: int = 0, world: int = 1, port: i
 def measure_throughput(overrides: list[str], micro_batches: int = 10, warmup: int = 3, steps: int = 2) -> dict:
     """One rank of ddp (flat) on one device: `steps` full training steps (so the sync's memory is
     in the peak), then `micro_batches` timed fwd+bwd micro-batches after `warmup` more."""
-    from ..memory_estimate import GB, breakdown, estimate, model_shape
+    from ..analytic.memory import GB, breakdown, estimate, model_shape
     cfg, trainer = start_rank([*overrides, "method=ddp", "method.impl=flat", f"train.steps={steps}",
                                "train.accum=1", "world_size=1"])
     device = trainer.device
@@ -211,7 +211,7 @@ def measure_overlap_ranks(overrides: list[str], world: int, out_dir: str) -> lis
 
     import torch.multiprocessing as mp
 
-    from ..launch import free_port
+    from ..run.launch import free_port
     if world == 1:
         return [measure_overlap(overrides)]
     os.makedirs(out_dir, exist_ok=True)

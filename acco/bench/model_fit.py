@@ -1,10 +1,10 @@
-"""The α-β cost model (acco/costmodel.py) calibrated on the benchmark's own measurements, its
+"""The α-β cost model (acco/analytic/costmodel.py) calibrated on the benchmark's own measurements, its
 error on the testbed, and its predictions on paper hardware."""
 from __future__ import annotations
 
 import pandas as pd
 
-from acco import costmodel as cm
+from acco.analytic import costmodel as cm
 
 
 def collective_samples(rows: pd.DataFrame) -> list[dict]:

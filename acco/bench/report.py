@@ -7,7 +7,7 @@ import platform
 
 import pandas as pd
 
-from acco import costmodel as cm
+from acco.analytic import costmodel as cm
 from analysis.tables import TABLE1_FORMULAS
 
 from . import model_fit, targets

@@ -4,7 +4,7 @@ The schedule advances once per *committed* optimizer step (ACCO's estimate round
 prediction steps read it but never advance it). An optimizer asks for the rate of the committed
 step it is about to take as `lr_at(step, micro_batches)`: the committed steps taken so far and the
 global micro-batches they covered. A run sized in steps reads the first (`per_step`); a run sized by
-a budget of samples reads the second (acco.budget), so methods that put different amounts of data
+a budget of samples reads the second (acco.train.budget), so methods that put different amounts of data
 into a step (adaptive ACCO) still anneal at the same sample counts."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
     ...
     srun python experiments/train.py +experiment=fig8 scale=paper method=acco layout=2x4 out_dir='...'
 
-Each task srun starts is one rank (acco.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
+Each task srun starts is one rank (acco.run.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
 SLURM_LOCALID). The scripts are plain text that `sbatch` accepts unchanged; experiments/make_sbatch.py
 writes them (`make sbatch-<experiment>`)."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import re
 import shlex
 
-from ..run_io import PREEMPTED_EXIT
+from ..run.files import PREEMPTED_EXIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -58,7 +58,7 @@ def load_profile(name: str = "slurm", conf_dir: str = CONF_DIR, overrides: dict 
 
 def job_shape(cfg: dict, profile: dict) -> dict:
     """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
-    from ..config_check import parse_layout
+    from ..config.validate import parse_layout
     from .submit import job_shape as submit_shape
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
@@ -71,7 +71,7 @@ def job_shape(cfg: dict, profile: dict) -> dict:
 def job_name(cfg: dict, overrides: list[str]) -> str:
     """acco-<experiment>-<run name>, with only characters that are safe in file names and in
     #SBATCH lines; long names are cut and end with a hash of the full one."""
-    from ..experiment import run_name
+    from ..config.experiments import run_name
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
     name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run_name(cfg, overrides)]))
@@ -144,7 +144,7 @@ def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
 
 def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str, python: str,
                   environ: dict | None = None, regenerate: str | None = None) -> str:
-    """The sbatch script of one run. `cfg` is acco.experiment.compose(overrides); `profile` a cluster
+    """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
     profile (see load_profile); `environ` (default os.environ) the environment whose ACCO_CACHE /
     HF_*_OFFLINE are exported; `regenerate` the command that writes this script again."""
     environ = os.environ if environ is None else environ
@@ -156,7 +156,7 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
     name = job_name(cfg, overrides)
     logs = log_dir(cfg, profile, repo_root)
     out_dir = _abs(cfg["out_dir"], repo_root)
-    from ..experiment import run_name
+    from ..config.experiments import run_name
     run = run_name(cfg, overrides)
     if regenerate is None:
         rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in ("experiment", "scale")]

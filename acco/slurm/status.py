@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from ..run_io import read_summary
+from ..run.files import read_summary
 
 
 def sacct_state(job_id: str) -> tuple[str, str]:

@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from ..config_check import ConfigError, parse_layout
-from ..run_io import read_summary
+from ..config.validate import ConfigError, parse_layout
+from ..run.files import read_summary
 
 LOCAL_CLUSTER_HINT = "start the local test cluster with `sudo slurm/local-cluster/start`"
 
@@ -85,9 +85,9 @@ class SlurmRun:
     def __call__(self) -> str:
         import submitit
 
-        from ..launch import external_env, slurm_master_port
+        from ..run.launch import external_env, slurm_master_port
         from ..testbed.emulate import for_external_launcher, join
-        from ..worker import run_rank
+        from ..run.worker import run_rank
         dist_env = submitit.helpers.TorchDistributedEnvironment()
         if "MASTER_PORT" not in os.environ:  # submitit's own pick is a random port that may be in use
             dist_env.master_port = slurm_master_port()

@@ -5,7 +5,7 @@
 - netns mode: the kernel shapes the rate, and only the latency (no netem in this kernel) is a sleep.
 
 Latency is charged once per sequential step of a ring collective ((N-1) steps for reduce-scatter
-and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/costmodel.py."""
+and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/analytic/costmodel.py."""
 from __future__ import annotations
 
 import time

@@ -19,7 +19,7 @@ def _worker(local_rank: int, cfg: dict, envs, kind: str, numel: int, reps: int, 
     import torch.distributed as dist
 
     from ..engine.collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
-    from ..launch import init_process_group
+    from ..run.launch import init_process_group
     from .emulate import join
     env = envs[local_rank]
     join(cfg, env)
@@ -52,7 +52,7 @@ def probe(world: int, rate_mbit: float, nbytes: int, kind: str = "reduce_scatter
     """Median seconds of `kind` over a float32 buffer of `nbytes` among `world` local processes."""
     import torch.multiprocessing as mp
 
-    from ..launch import local_envs
+    from ..run.launch import local_envs
     from .emulate import prepare
     cfg = {"link": {"rate_mbit": rate_mbit, "delay_ms": delay_ms, "mode": mode}}
     numel = (nbytes // 4) // world * world

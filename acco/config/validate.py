@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from .engine.schedule import SCHEDULES
-from .run_io import read_summary
-from .trainer import METHODS
+from ..engine.schedule import SCHEDULES
+from ..run.files import read_summary
+from ..train.trainer import METHODS
 
 CONFIG_GROUPS = ("method", "model", "data", "launcher", "experiment")
 
@@ -186,7 +186,7 @@ def check_run_settings(cfg: dict, world: int) -> None:
 def check_precision_and_budget(cfg: dict) -> None:
     """train.precision; train.samples / train.tokens budgets (at most one; tokens only where every
     sample has the same length) and train.steps, which a budget may replace (null)."""
-    from .precision import PRECISIONS
+    from ..train.precision import PRECISIONS
     train = cfg["train"]
     if train.get("precision", "auto") not in PRECISIONS:
         raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
@@ -245,7 +245,7 @@ def _tokenizer_ids(cfg: dict) -> tuple[int, str] | None:
         (cfg.get("model") or {}).get("pretrained_path") if kind == "from_model" else None
     if not path or not os.path.exists(os.path.expanduser(str(path))):
         return None
-    from .data.tokenizer import load_tokenizer
+    from ..data.tokenizer import load_tokenizer
     try:
         return len(load_tokenizer(os.path.expanduser(str(path)))), f"the tokenizer at {path}"
     except Exception:  # noqa: BLE001 - not loadable: the preflight reports it with its own line
@@ -353,7 +353,7 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     task = cfg.get("task")
     if not isinstance(task, str) or ":" not in task:
         raise ConfigError(f"task must look like 'package.module:function', got {task!r}")
-    from .testbed.link import check_link
+    from ..testbed.link import check_link
     check_link(cfg, external_launcher=launcher_world_size is not None
                or (cfg.get("launcher") or {}).get("name") == "slurm")
     check_run_settings(cfg, world)

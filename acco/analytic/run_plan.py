@@ -1,6 +1,6 @@
 """What a run will need before it is submitted (`experiments/reproduce.py <id> --dry-run`): GPUs and
-nodes from its layout, each GPU's memory (acco/memory_estimate.py), and its wall-clock and
-GPU-hours from the α-β cost model (acco/costmodel.py). Nothing is allocated, trained or submitted;
+nodes from its layout, each GPU's memory (acco/analytic/memory.py), and its wall-clock and
+GPU-hours from the α-β cost model (acco/analytic/costmodel.py). Nothing is allocated, trained or submitted;
 no GPU, Slurm, data or model weights are needed.
 
 Per round, c = accum · 6·Ψ·(micro_batch_size · seq_len) / (peak · MFU) (× hetero.factor when one
@@ -15,14 +15,14 @@ import math
 from dataclasses import replace
 
 from . import costmodel as cm
-from .memory_estimate import (GB, estimate, gpu_memory_gb, hardware_name, model_shape, model_state_total,
+from .memory import (GB, estimate, gpu_memory_gb, hardware_name, model_shape, model_state_total,
                               sequence_length)
 
 
 def shape_of(cfg: dict) -> tuple[int, int, int]:
     """(world size, nodes, GPUs per node) from `layout` (NxG), else world_size on one node."""
     if cfg.get("layout"):
-        from .config_check import parse_layout
+        from ..config.validate import parse_layout
         nodes, per_node = parse_layout(cfg["layout"])
         return nodes * per_node, nodes, per_node
     world = int(cfg.get("world_size") or 1)
@@ -54,9 +54,9 @@ def micro_batches_per_round(cfg: dict, world: int, c_mb: float, sync_s: float, s
 
 def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: float) -> int:
     """train.steps, or the first committed step at which the budget (train.samples / train.tokens,
-    acco/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
+    acco/train/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
     step in the sequential warmup steps (dpu, wp; every ddp step) and in the overlapped ones."""
-    from .budget import run_length
+    from ..train.budget import run_length
     packed = (cfg.get("data") or {}).get("kind") != "instruct"
     length = run_length(cfg["train"], sequence_length(cfg) if packed else 0)
     if length.budget is None:
@@ -160,9 +160,9 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
     import os
     import sys
 
-    from .config_check import ConfigError
-    from .experiment import compose, expand_runs
-    from .memory_estimate import fit_problem
+    from ..config.validate import ConfigError
+    from ..config.experiments import compose, expand_runs
+    from .memory import fit_problem
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
         print(f"error: --dry-run estimates paper-scale GPU jobs; use --scale paper (got {scale})", file=sys.stderr)
         return 2

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine.schedule import LrAt, lr_shape, make_lr_schedule, per_step
+from ..engine.schedule import LrAt, lr_shape, make_lr_schedule, per_step
 
 
 class BudgetError(ValueError):

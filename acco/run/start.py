@@ -11,13 +11,13 @@ import sys
 import torch
 import yaml
 
-from .config_check import ConfigError, validate
-from .experiment import experiment_dir, finalize, run_name
+from ..config.validate import ConfigError, validate
+from ..config.experiments import experiment_dir, finalize, run_name
 from .launch import external_env, local_envs
-from .run_io import PREEMPTED_EXIT, read_summary
+from .files import PREEMPTED_EXIT, read_summary
 
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
-TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
+TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments", "train.py")
 
 
 
@@ -80,7 +80,7 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
 
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
-    from .slurm.submit import submit, wait_for
+    from ..slurm.submit import submit, wait_for
     resume = cfg.pop("_resume", None)  # found again when the job starts (and when it is requeued)
     try:
         jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume)))
@@ -99,7 +99,7 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
         fail_config(str(exc).splitlines()[0])
     cfg = dict(cfg, world_size=world)
     if cfg.get("experiment") and cfg.get("scale") == "paper" and not external:
-        from .memory_estimate import fit_problem  # before any submission: will each GPU hold it?
+        from ..analytic.memory import fit_problem  # before any submission: will each GPU hold it?
         try:
             problem = fit_problem(cfg, world)
         except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
@@ -112,14 +112,14 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     if problem:
         fail_config(problem)
     ensure_pretrained(cfg, external=external)
-    from .checkpoint import CheckpointError, resolve_resume
+    from ..train.checkpoint import CheckpointError, resolve_resume
     try:  # where resume=auto|<path> continues from (None: from scratch)
         cfg["_resume"] = resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
     except CheckpointError as exc:
         fail_config(str(exc))
     if cfg["task"] == "acco.tasks:build_task":
-        from .data.sources import DataNotFoundError
-        from .tasks.preflight import preflight
+        from ..data.sources import DataNotFoundError
+        from ..tasks.preflight import preflight
         try:
             preflight(cfg)
         except DataNotFoundError as exc:
@@ -144,7 +144,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
-        from .testbed.emulate import for_external_launcher, join
+        from ..testbed.emulate import for_external_launcher, join
         from .worker import exit_now, run_rank
         cfg = for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
@@ -154,7 +154,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
             exit_now(1)
         # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
         exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
-    from .run_lock import RunInUse, claim
+    from .lock import RunInUse, claim
     try:  # this launcher is the only writer of the run folder until it returns
         lock = claim(out_dir)
     except RunInUse as exc:
@@ -182,7 +182,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr,
           flush=True)
     import torch.multiprocessing as mp
-    from .testbed import emulate
+    from ..testbed import emulate
     from .worker import spawned_worker
     topology = None
     from .supervise import forward_signals, record_failure, supervise

@@ -16,19 +16,19 @@ import torch.distributed as dist
 
 from . import checkpoint
 from .budget import lr_schedule, run_length
-from .engine.comm_worker import CommWorker
-from .engine.compute import MicroBatchRunner, autocast
-from .engine.flat import FlatModel
-from .engine.rounds import RoundEngine, StopRule, run_acco, run_delayed, run_sequential
-from .engine.sharded_adamw import ShardedAdamW
-from .engine.sync import SyncResult, Syncer
-from .engine.torch_ddp import TorchDDPZero1
-from .engine.trace import TraceRecorder
+from ..engine.comm_worker import CommWorker
+from ..engine.compute import MicroBatchRunner, autocast
+from ..engine.flat import FlatModel
+from ..engine.rounds import RoundEngine, StopRule, run_acco, run_delayed, run_sequential
+from ..engine.sharded_adamw import ShardedAdamW
+from ..engine.sync import SyncResult, Syncer
+from ..engine.torch_ddp import TorchDDPZero1
+from ..engine.trace import TraceRecorder
 from .precision import compute_dtype, parameters_in
-from .progress import Progress, make_logger
-from .run_io import MetricsWriter, reset_peak_memory
-from .tasks import Task
-from .watchdog import Watchdog, exit_on_stall
+from ..run.progress import Progress, make_logger
+from ..run.files import MetricsWriter, reset_peak_memory
+from ..tasks import Task
+from ..run.watchdog import Watchdog, exit_on_stall
 
 METHODS = ("ddp", "dpu", "wp", "acco")
 # the signals that ask for a checkpoint and a clean exit: sbatch --signal=USR1, submitit's USR2,
@@ -86,7 +86,7 @@ class Trainer:
         self.metrics = metrics
         train, optim, method = cfg["train"], cfg["optim"], cfg["method"]
         self.method = method["name"]
-        # train.steps and/or a budget of samples or tokens (acco.budget): whichever comes first
+        # train.steps and/or a budget of samples or tokens (acco.train.budget): whichever comes first
         self.length = run_length(train, task.tokens_per_sample)
         self.steps = self.length.steps  # None: the budget alone ends the run
         self.until = StopRule(lambda t: self.length.done(t, self.samples), self.steps)

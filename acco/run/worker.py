@@ -24,14 +24,14 @@ import traceback
 import torch
 import torch.distributed as dist
 
-from .engine.trace import TraceRecorder, merge_trace_parts
+from ..engine.trace import TraceRecorder, merge_trace_parts
 from .launch import DistEnv, cpu_threads, init_process_group, pick_device
-from .post_training import final_evaluation, post_training_group
-from .run_io import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
-from .testbed.link import summary as link_summary
-from .tasks import load_task_factory
+from ..train.post_training import final_evaluation, post_training_group
+from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
+from ..testbed.link import summary as link_summary
+from ..tasks import load_task_factory
 from .supervise import is_peer_error
-from .trainer import Preempted, SignalLatch, Trainer
+from ..train.trainer import Preempted, SignalLatch, Trainer
 
 
 def _read_json(path: str):
@@ -44,7 +44,7 @@ def _read_json(path: str):
 def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
     """Entry of a process spawned by the local launcher."""
     env = envs[local_rank]
-    from .testbed.emulate import join
+    from ..testbed.emulate import join
     join(cfg, env)  # the emulated link: this rank's network namespace, in-process delays
     env.export()
     try:
@@ -94,7 +94,7 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
         if resume:
             trainer.load_checkpoint(resume["dir"])
         if trainer.torch_ddp is not None:  # the emulated link's delays for PyTorch's DDP too
-            from .testbed.delay import install_on_torch_ddp
+            from ..testbed.delay import install_on_torch_ddp
             install_on_torch_ddp(trainer.torch_ddp, world)
         trainer.train()
         # θ_T as an fp32 vector only when it is saved: on a GPU a model-sized fp32 copy (28 GB
@@ -133,7 +133,7 @@ def resume_point(cfg: dict, world: int) -> dict | None:
     started, or here for a run requeued by submitit with resume=auto."""
     if "_resume" in cfg:
         return cfg["_resume"]
-    from .checkpoint import resolve_resume
+    from ..train.checkpoint import resolve_resume
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 

@@ -13,7 +13,7 @@ Model state per rank, exactly as the engine allocates it (the figures summary.js
         AdamW m, v of this rank's partition           8 × (its tensors' elements) + 4 per tensor (step)
                                                       (whole tensors, partitioned greedily, largest first)
 
-Precision is `train.precision` (acco/precision.py: auto = bf16 on GPU, fp32 on CPU). Around the
+Precision is `train.precision` (acco/train/precision.py: auto = bf16 on GPU, fp32 on CPU). Around the
 model state (estimates): the sync's working shards, autocast's bf16 weight copies (torch DDP in
 bf16), a CUDA/NCCL reserve, and the activations of one micro-batch (`activation_bytes`: Korthikanti et al. 2022, "Reducing Activation Recomputation in
 Large Transformer Models", per layer s·b·h·34 + 5·a·s²·b bytes at 16 bit, generalised to the
@@ -86,8 +86,8 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from .engine.torch_ddp import adamw_param_groups
-    from .models.causal_lm import FAMILIES, hf_config
+    from ..engine.torch_ddp import adamw_param_groups
+    from ..models.causal_lm import FAMILIES, hf_config
     spec = json.loads(key)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -139,7 +139,7 @@ def gpu_run(cfg: dict) -> bool:
 
 def precision(cfg: dict, gpu: bool) -> str:
     """"bf16" or "fp32": the run's compute and low-precision storage on its device."""
-    from .precision import precision_name
+    from ..train.precision import precision_name
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
 
@@ -166,7 +166,7 @@ def zero_partition(groups: tuple[tuple[int, ...], ...], world: int) -> list[tupl
 
 def model_states(groups, world: int, layout: StateLayout) -> list[dict]:
     """Every rank's model state, under summary.json's per_rank names."""
-    from .engine.flat import ShardLayout
+    from ..engine.flat import ShardLayout
     params = sum(sum(g) for g in groups)
     if layout.flat:  # the same on every rank (the last shard holds the padding)
         shards = ShardLayout(params, world)
@@ -273,7 +273,7 @@ def estimate(cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | 
              "optimizer state": state["optimizer_state_bytes"]}
     compute_bf16 = precision(cfg, gpu) == "bf16"
     if layout.flat:
-        from .engine.flat import ShardLayout
+        from ..engine.flat import ShardLayout
         shards = ShardLayout(P, world)
         # gradient shard + receive scratch (buffer precision), the fp32 gradient shard, two fp32
         # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
@@ -366,7 +366,7 @@ def fit_problem(cfg: dict, world: int) -> str | None:
         return None
     per_node = 1
     if cfg.get("layout"):
-        from .config_check import parse_layout
+        from ..config.validate import parse_layout
         per_node = parse_layout(cfg["layout"])[1]
     exp = (cfg.get("experiment") or {}).get("id") or "this"
     name = os.path.basename(os.path.normpath(cfg.get("out_dir") or "")) or cfg["method"]["name"]

@@ -21,7 +21,7 @@ import time
 
 from omegaconf import OmegaConf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
 GROUPS = ("method", "model", "data", "launcher", "experiment")
 SCALES = ("cpu", "paper", "rehearsal")
@@ -87,7 +87,7 @@ def resolve_experiment(cfg: dict, overrides: list[str]) -> dict:
     method = out["method"]["name"]
     deep_merge(out, ((block.get("methods") or {}).get(method)) or {})
     if scale == REHEARSAL:
-        from .rehearsal.overlay import apply_overlay
+        from ..rehearsal.overlay import apply_overlay
         apply_overlay(out, exp.get(REHEARSAL) or {}, str(exp.get("id")))
     conf = OmegaConf.create(out)
     for key, value, is_group in user:
@@ -147,7 +147,7 @@ def run_specs(exp: dict, scale: str) -> list[dict]:
     rehearsal's is the paper's with the overlay's value maps applied (e.g. layout 4x8 -> 2x2)."""
     scales = exp.get("scales") or {}
     if scale == REHEARSAL:
-        from .rehearsal.overlay import map_run_specs
+        from ..rehearsal.overlay import map_run_specs
         return map_run_specs((scales.get("paper") or {}).get("runs") or [], exp.get(REHEARSAL) or {},
                              str(exp.get("id")))
     return list((scales.get(scale) or {}).get("runs") or [])

@@ -59,7 +59,7 @@ class Watchdog:
 def exit_on_stall(rank: int, out_dir: str) -> Callable[[str], None]:
     """The stall action of a worker: say so, leave a failure note, end the process at once."""
     def stall(reason: str) -> None:
-        from .run_io import write_failure
+        from .files import write_failure
         message = f"rank {rank}: {reason}"
         print(f"error: {message}", file=sys.stderr, flush=True)
         try:

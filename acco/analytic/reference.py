@@ -4,10 +4,10 @@ process group, any number of simulated workers, PyTorch's own torch.optim.AdamW 
 It shares nothing with the engine's rounds, buffers or sharded optimizer, so agreement between the
 two is evidence for both. A run sized by a budget (train.samples / train.tokens) stops at the first
 committed step whose global micro-batch count reaches it, and its schedule reads that count
-(acco.budget, shared with the trainer: it is the definition, not the mechanism). Deterministic mode only: every worker does exactly `accum` micro-batches
+(acco.train.budget, shared with the trainer: it is the definition, not the mechanism). Deterministic mode only: every worker does exactly `accum` micro-batches
 per round. Worker w's k-th micro-batch is streams[w].batch(k), as in the distributed run.
 
-    python -m acco.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
+    python -m acco.analytic.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Callable
 
 import torch
 
-from .budget import lr_schedule, run_length
-from .engine.flat import trainable_parameters
-from .engine.torch_ddp import adamw_param_groups
+from ..train.budget import lr_schedule, run_length
+from ..engine.flat import trainable_parameters
+from ..engine.torch_ddp import adamw_param_groups
 
 
 class Reference:
@@ -164,7 +164,7 @@ class Reference:
 
 def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
     """The reference for a run's resolved config: rank 0's model, every rank's data stream."""
-    from .tasks import load_task_factory
+    from ..tasks import load_task_factory
     factory = load_task_factory(cfg["task"])
     world = int(cfg.get("world_size") or 1)
     device = torch.device("cpu")
@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
     import os
     import yaml
     if len(argv) != 1:
-        print("usage: python -m acco.reference RUN_DIR", file=sys.stderr)
+        print("usage: python -m acco.analytic.reference RUN_DIR", file=sys.stderr)
         return 2
     run_dir = argv[0]
     with open(os.path.join(run_dir, "config.yaml")) as f:

@@ -1,0 +1,1 @@
+"""The configuration: the paper experiments' run lists and the up-front validation."""
