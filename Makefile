@@ -1,4 +1,5 @@
-# acco — see README.md. Every target creates the virtual environment first if it is missing.
+# acco — see README.md (`make help` lists the targets). Every target creates the virtual environment
+# first if it is missing. A target's `## ` comment on its rule line is its line in `make help`.
 PY      ?= python3
 VENV    ?= .venv
 PYTHON  := $(VENV)/bin/python
@@ -9,28 +10,49 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: install test train-cpu demo-cpu figures reproduce clean bench rehearse rehearsal-data gpu-check
+.PHONY: help install lint test test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
+	rehearse rehearsal-data gpu-check
+.DEFAULT_GOAL := help
+
+help: ## This list of targets
+	@grep -hE '^[a-zA-Z%_-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	# torch is pinned in pyproject.toml (2.13.0: the CPU build on dev/CI machines, CUDA on clusters)
-	$(PYTHON) -m pip install --quiet -e '.[test]'
+	$(PYTHON) -m pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) ## Create .venv and install acco with its test and lint tools
 
-# The test suite (CPU, gloo, 1-4 local worker processes, tiny models).
-test: $(STAMP)
+# ruff (rules and format in pyproject.toml) and mypy (pyproject.toml [tool.mypy]); CI runs it first.
+lint: $(STAMP) ## ruff check, ruff format --check, mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# The test suite (CPU, gloo, 1-4 local worker processes, tiny models). Tests marked `integration`
+# start processes (the entry point, workers, a Slurm cluster, network namespaces); `gpu` ones skip
+# without CUDA.
+test: $(STAMP) ## Every test (about 20 min on 2 cores)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
+# In-process tests, one pytest worker per core (pytest-xdist): they share no files or processes.
+test-fast: $(STAMP) ## In-process unit tests only (about 1 min on 2 cores)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n auto -m "not integration and not gpu" tests
+
+test-integration: $(STAMP) ## The tests test-fast leaves out: processes, Slurm, namespaces, GPU
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m "integration or gpu" tests
+
 # The main job at CPU scale: one method on $(WORLD) local workers, tiny GPT-Neo, embedded stories.
-train-cpu: $(STAMP)
+train-cpu: $(STAMP) ## One method at CPU scale (METHOD=acco WORLD=2 STEPS=300)
 	$(PYTHON) experiments/train.py method=$(METHOD) world_size=$(WORLD) train.steps=$(STEPS) \
 		train.eval_every=50 out_dir=$(OUT) overwrite=true
 
 # All four methods side by side at CPU scale (results/cpu-demo/<method>).
-demo-cpu: $(STAMP)
+demo-cpu: $(STAMP) ## All four methods side by side at CPU scale
 	for m in ddp dpu wp acco; do $(MAKE) --no-print-directory train-cpu METHOD=$$m || exit 1; done
 
 # A paper figure or table: run what is missing (SCALE=cpu|paper|rehearsal, LAUNCHER=local|slurm), then plot.
@@ -39,48 +61,48 @@ LAUNCHER ?= $(if $(filter rehearsal,$(SCALE)),slurm,local)
 REHEARSAL_DATA ?= $(or $(ACCO_REHEARSAL_DATA),data/rehearsal)
 export ACCO_REHEARSAL_DATA := $(REHEARSAL_DATA)
 EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3
-reproduce-%: $(STAMP)
+reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|paper|rehearsal)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
 	$(if $(filter rehearsal,$(SCALE)),$(PYTHON) experiments/make_rehearsal_data.py --out $(REHEARSAL_DATA))
 	$(PYTHON) experiments/reproduce.py $* --scale $(SCALE) --launcher $(LAUNCHER)
 
 # Every figure and table (at the CPU scale by default).
-reproduce: $(STAMP)
+reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
 	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale $(SCALE) --launcher $(LAUNCHER) || exit 1; done
 
 # Figures and tables from the results that exist (no training).
-figures: $(STAMP)
+figures: $(STAMP) ## Figures and tables from the results that exist (no training)
 	$(PYTHON) analysis/make_figures.py results --scale $(SCALE)
 
 # The dress rehearsal: every paper experiment's paper-scale configuration with only its sizes shrunk
 # (conf/experiment/*.yaml `rehearsal:`), on local copies of the data in the real formats
 # ($(REHEARSAL_DATA)), through Slurm on the local cluster (started if needed: root), then every
 # figure and table from results/rehearsal/. Not part of `make test`.
-rehearsal-data: $(STAMP)
+rehearsal-data: $(STAMP) ## Local data in the real datasets' formats for the rehearsal
 	$(PYTHON) experiments/make_rehearsal_data.py --out $(REHEARSAL_DATA)
 
-rehearse: rehearsal-data
+rehearse: rehearsal-data ## The dress rehearsal through Slurm on the local cluster
 	bash slurm/local-cluster/status >/dev/null 2>&1 || bash slurm/local-cluster/start
-	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/prepare_data.py +experiment=$$e scale=rehearsal || exit 1; done
+	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/prepare_data.py experiment=$$e/rehearsal || exit 1; done
 	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale rehearsal --launcher slurm || exit 1; done
 	$(MAKE) --no-print-directory figures SCALE=rehearsal
 
-clean:
+clean: ## Remove results/cpu-demo and pytest's cache
 	rm -rf results/cpu-demo .pytest_cache
 
 # One sbatch script per run of a paper experiment, plus submit_all.sh, in
 # slurm/generated/<id>/<scale>/ (e.g. make sbatch-fig8 SCALE=paper; then sbatch one, or run submit_all.sh).
-sbatch-%: $(STAMP)
-	$(PYTHON) experiments/make_sbatch.py $* scale=$(SCALE)
+sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=paper
+	$(PYTHON) experiments/make_sbatch.py $* --scale $(SCALE)
 
 # The performance testbed: every method on an emulated slow link (network namespaces + tc), side by
 # side, medians over rounds -> results/bench/ (README: "A slow interconnect and make bench").
 BENCH_ARGS ?=
-bench: $(STAMP)
+bench: $(STAMP) ## Every method on an emulated slow link -> results/bench/
 	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)
 
 # Everything CUDA-specific in at most 8 minutes on one GPU (tests marked gpu, overlap from CUDA
 # events, tokens/s and MFU of the 36M and 125M models) -> results/gpu/. Without a GPU: says so, exit 0.
-gpu-check: $(STAMP)
+gpu-check: $(STAMP) ## Everything CUDA-specific on one GPU -> results/gpu/
 	$(PYTHON) experiments/gpu_check.py --out results/gpu

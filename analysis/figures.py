@@ -10,6 +10,7 @@ Conventions: one line per run group, labelled "DDP", "ACCO", "WP", "DPU", "DPU w
 band (`fill_between`). Training losses are smoothed by a trailing rolling mean when a curve has
 more than 100 points (window n/50), as long-run loss curves are in the paper.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from acco.config.experiments import experiment_dir, run_specs
+from acco.config.experiments import experiment_block, experiment_dir, run_specs
 
 from .load import Run, discover_runs, load_experiment, method_label
 
@@ -85,27 +86,52 @@ def _method_key(method: str) -> int:
     return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
 
 
-def _plot_group(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str, scale_x: float = 1.0,
-                smooth: int | None = None, marker: str | None = None, linestyle: str = "-"):
+def _plot_group(
+    ax,
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    label: str,
+    color: str,
+    scale_x: float = 1.0,
+    smooth: int | None = None,
+    marker: str | None = None,
+    linestyle: str = "-",
+):
     """One run: a line. Several runs (seeds): the per-step mean, with a min–max band."""
     df = df.dropna(subset=[y])
     runs = list(df["run"].unique())
     if len(runs) == 1:
         d = df.sort_values("step")
-        line, = ax.plot(d[x].to_numpy() / scale_x, _smooth(d[y], smooth).to_numpy(), label=label,
-                        color=color, marker=marker, linestyle=linestyle)
+        (line,) = ax.plot(
+            d[x].to_numpy() / scale_x,
+            _smooth(d[y], smooth).to_numpy(),
+            label=label,
+            color=color,
+            marker=marker,
+            linestyle=linestyle,
+        )
         return line
-    per_run = {r: d.sort_values("step").assign(_y=lambda t: _smooth(t[y], smooth).to_numpy())
-               for r, d in df.groupby("run")}
+    per_run = {
+        r: d.sort_values("step").assign(_y=lambda t: _smooth(t[y], smooth).to_numpy()) for r, d in df.groupby("run")
+    }
     stacked = pd.concat(per_run.values())
-    agg = stacked.groupby("step").agg(x=(x, "mean"), mean=("_y", "mean"), lo=("_y", "min"),
-                                      hi=("_y", "max"), n=("_y", "size"))
+    agg = stacked.groupby("step").agg(
+        x=(x, "mean"), mean=("_y", "mean"), lo=("_y", "min"), hi=("_y", "max"), n=("_y", "size")
+    )
     agg = agg[agg["n"] == len(runs)]  # steps every seed reached
     xs = agg["x"].to_numpy() / scale_x
-    line, = ax.plot(xs, agg["mean"].to_numpy(), label=f"{label} (mean of {len(runs)} seeds)",
-                    color=color, marker=marker, linestyle=linestyle)
-    ax.fill_between(xs, agg["lo"].to_numpy(), agg["hi"].to_numpy(), color=color, alpha=0.2,
-                    linewidth=0, label=f"_band {label}")
+    (line,) = ax.plot(
+        xs,
+        agg["mean"].to_numpy(),
+        label=f"{label} (mean of {len(runs)} seeds)",
+        color=color,
+        marker=marker,
+        linestyle=linestyle,
+    )
+    ax.fill_between(
+        xs, agg["lo"].to_numpy(), agg["hi"].to_numpy(), color=color, alpha=0.2, linewidth=0, label=f"_band {label}"
+    )
     return line
 
 
@@ -113,9 +139,18 @@ def _group_label(method: str, key) -> str:
     return method_label(method) if key is None else f"{method_label(method)} {key}"
 
 
-def _plot_curves(ax, df: pd.DataFrame, x: str, y: str, by: str | None = None,
-                 methods: list[str] | None = None, smooth: int | None = None, marker=None,
-                 xlabel: str | None = None, ylabel: str = "training loss") -> None:
+def _plot_curves(
+    ax,
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    by: str | None = None,
+    methods: list[str] | None = None,
+    smooth: int | None = None,
+    marker=None,
+    xlabel: str | None = None,
+    ylabel: str = "training loss",
+) -> None:
     """One group per method (and per value of `by` within a method that varies it)."""
     if df.empty:
         ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
@@ -137,9 +172,20 @@ def _plot_curves(ax, df: pd.DataFrame, x: str, y: str, by: str | None = None,
             color = COLORS.get(method, "k")
             if len(keys) > 1:  # shades of the method's colour
                 color = plt.get_cmap({"dpu": "Greens", "wp": "Oranges", "acco": "Reds"}.get(method, "Blues"))(
-                    0.45 + 0.5 * i / max(1, len(keys) - 1))
-            _plot_group(ax, dk, x, y, label, color, scale_x=unit, smooth=smooth, marker=marker,
-                        linestyle=styles[i % len(styles)] if len(keys) > 1 and method != "dpu" else "-")
+                    0.45 + 0.5 * i / max(1, len(keys) - 1)
+                )
+            _plot_group(
+                ax,
+                dk,
+                x,
+                y,
+                label,
+                color,
+                scale_x=unit,
+                smooth=smooth,
+                marker=marker,
+                linestyle=styles[i % len(styles)] if len(keys) > 1 and method != "dpu" else "-",
+            )
     if x == "wall_time_s":
         ax.set_xlabel(f"{TIME_LABEL} ({suffix})")
     else:
@@ -181,13 +227,13 @@ def fig5(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
     return _finish(fig, root, "fig5", scale, save)
 
 
-def _two_panel(root, exp, scale, save, xs, title, by=None, smooth=None, ylabel="training loss",
-               y="train_loss"):
+def _two_panel(root, exp, scale, save, xs, title, by=None, smooth=None, ylabel="training loss", y="train_loss"):
     df = _load(root, exp, scale)
     fig, axes = plt.subplots(1, len(xs), figsize=(6 * len(xs), 4.5), squeeze=False)
     for ax, x in zip(axes[0], xs):
-        _plot_curves(ax, df, x, y, by=by, smooth=smooth, ylabel=ylabel,
-                     xlabel={"step": "step", "samples": "samples"}.get(x, x))
+        _plot_curves(
+            ax, df, x, y, by=by, smooth=smooth, ylabel=ylabel, xlabel={"step": "step", "samples": "samples"}.get(x, x)
+        )
     _title(fig, df, title)
     fig.tight_layout()
     return _finish(fig, root, exp, scale, save)
@@ -195,44 +241,68 @@ def _two_panel(root, exp, scale, save, xs, title, by=None, smooth=None, ylabel="
 
 def fig6(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
     """TinyStories: ACCO vs WP vs DDP; loss vs wall-clock time and vs samples."""
-    return _two_panel(root, "fig6", scale, save, ["wall_time_s", "samples"],
-                      "Fig. 6 — TinyStories: ACCO vs WP vs DDP", smooth=smooth)
+    return _two_panel(
+        root, "fig6", scale, save, ["wall_time_s", "samples"], "Fig. 6 — TinyStories: ACCO vs WP vs DDP", smooth=smooth
+    )
 
 
 def fig7(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
     """GPT-Neo 125M on OpenWebText (4×8): training loss vs steps and vs wall-clock time."""
-    return _two_panel(root, "fig7", scale, save, ["step", "wall_time_s"],
-                      "Fig. 7 — GPT-Neo pretraining: DDP vs ACCO", smooth=smooth)
+    return _two_panel(
+        root, "fig7", scale, save, ["step", "wall_time_s"], "Fig. 7 — GPT-Neo pretraining: DDP vs ACCO", smooth=smooth
+    )
 
 
 def fig11(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
     """GPT-Neo 125M on OpenWebText (1×8): training loss vs steps and vs wall-clock time."""
-    return _two_panel(root, "fig11", scale, save, ["step", "wall_time_s"],
-                      "Fig. 11 — GPT-Neo pretraining on one node: DDP vs ACCO", smooth=smooth)
+    return _two_panel(
+        root,
+        "fig11",
+        scale,
+        save,
+        ["step", "wall_time_s"],
+        "Fig. 11 — GPT-Neo pretraining on one node: DDP vs ACCO",
+        smooth=smooth,
+    )
 
 
 def fig9(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
     """One of 4 workers 4× slower: DDP vs ACCO, loss vs wall-clock time and vs samples."""
     df = _load(root, "fig9", scale)
-    het = [re.sub(r"rank(\d+)x(.+)", r"rank \1 is \2× slower", h)
-           for h in df["hetero"].dropna().unique() if h != "none"]
-    fig = _two_panel(root, "fig9", scale, False, ["wall_time_s", "samples"],
-                     "Fig. 9 — heterogeneous workers (" + (", ".join(het) or "none slower") + "): DDP vs ACCO",
-                     smooth=smooth)
+    het = [
+        re.sub(r"rank(\d+)x(.+)", r"rank \1 is \2× slower", h) for h in df["hetero"].dropna().unique() if h != "none"
+    ]
+    fig = _two_panel(
+        root,
+        "fig9",
+        scale,
+        False,
+        ["wall_time_s", "samples"],
+        "Fig. 9 — heterogeneous workers (" + (", ".join(het) or "none slower") + "): DDP vs ACCO",
+        smooth=smooth,
+    )
     return _finish(fig, root, "fig9", scale, save)
 
 
 def fig10(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
     """DPU with 1 vs 2 accumulation steps per worker; loss vs wall-clock time and vs samples."""
-    return _two_panel(root, "fig10", scale, save, ["wall_time_s", "samples"],
-                      "Fig. 10 — DPU with 1 vs 2 accumulation steps", by="accum", smooth=smooth)
+    return _two_panel(
+        root,
+        "fig10",
+        scale,
+        save,
+        ["wall_time_s", "samples"],
+        "Fig. 10 — DPU with 1 vs 2 accumulation steps",
+        by="accum",
+        smooth=smooth,
+    )
 
 
 def _layout_order(runs: list[Run], scale: str) -> list[str]:
     """Layouts in the order the experiment lists them (e.g. 1x8 then 2x4)."""
     order: list[str] = []
     for run in runs:
-        for spec in run_specs(run.experiment, scale):
+        for spec in run_specs(experiment_block(run.exp, scale)):
             values = spec.get("layout")
             for v in values if isinstance(values, list) else [values] if values else []:
                 if str(v) not in order:
@@ -251,7 +321,8 @@ def fig8(root: str, scale: str = "cpu", save: bool = True):
         raise MissingRuns(f"no completed runs under {experiment_dir(root, scale, 'fig8')}")
     present = [str(v) for v in df["layout"].dropna().unique()]
     order = [lo for lo in _layout_order(runs, scale) if lo in present] + sorted(
-        lo for lo in present if lo not in _layout_order(runs, scale))
+        lo for lo in present if lo not in _layout_order(runs, scale)
+    )
     fig, axes = plt.subplots(1, len(order), figsize=(6 * len(order), 4.5), squeeze=False, sharey=True)
     for ax, layout in zip(axes[0], order):
         d = df[df["layout"] == layout]
@@ -269,17 +340,23 @@ def step_times(trace_path: str) -> dict:
     span; its collectives alone as `collectives_s`), medians over steps (the first step is left out
     when there are more than two), averaged over ranks."""
     from acco.engine.trace import load_spans
+
     spans = load_spans(trace_path)
     per_rank = []
     for rank in sorted({e["pid"] for e in spans}):
         mine = [e for e in spans if e["pid"] == rank]
-        syncs = sorted((e for e in mine if e.get("cat") == "communication"
-                        and e["name"].startswith(("sync", "bwd + all_reduce"))), key=lambda e: e["ts"])
+        syncs = sorted(
+            (e for e in mine if e.get("cat") == "communication" and e["name"].startswith(("sync", "bwd + all_reduce"))),
+            key=lambda e: e["ts"],
+        )
         if not syncs:
             continue
         comp = [e for e in mine if e.get("cat") == "compute"]
-        coll = [e for e in mine if e.get("cat") == "communication"
-                and e["name"].startswith(("reduce_scatter", "all_gather", "all_reduce"))]
+        coll = [
+            e
+            for e in mine
+            if e.get("cat") == "communication" and e["name"].startswith(("reduce_scatter", "all_gather", "all_reduce"))
+        ]
         starts = np.array([s["ts"] for s in syncs])
         ends = np.array([s["ts"] + s["dur"] for s in syncs])
         comp_per = np.zeros(len(syncs))
@@ -294,13 +371,17 @@ def step_times(trace_path: str) -> dict:
                 coll_per[i] += e["dur"]
         comm_per = ends - starts
         keep = slice(1, None) if len(syncs) > 2 else slice(None)
-        per_rank.append((np.median(comp_per[keep]), np.median(comm_per[keep]), np.median(coll_per[keep]),
-                         len(syncs)))
+        per_rank.append((np.median(comp_per[keep]), np.median(comm_per[keep]), np.median(coll_per[keep]), len(syncs)))
     if not per_rank:
         raise MissingRuns(f"{trace_path} has no sync spans")
     arr = np.array(per_rank, dtype=float)
-    return {"compute_s": arr[:, 0].mean() / 1e6, "comm_s": arr[:, 1].mean() / 1e6,
-            "collectives_s": arr[:, 2].mean() / 1e6, "steps": int(arr[:, 3].min()), "ranks": len(per_rank)}
+    return {
+        "compute_s": arr[:, 0].mean() / 1e6,
+        "comm_s": arr[:, 1].mean() / 1e6,
+        "collectives_s": arr[:, 2].mean() / 1e6,
+        "steps": int(arr[:, 3].min()),
+        "ranks": len(per_rank),
+    }
 
 
 def fig4_data(root: str, scale: str = "cpu") -> pd.DataFrame:
@@ -313,9 +394,16 @@ def fig4_data(root: str, scale: str = "cpu") -> pd.DataFrame:
             t = step_times(run.trace_path)
         except (MissingRuns, OSError, ValueError, KeyError):
             continue
-        rows.append({"run": run.name, "workers": run.info["world_size"], "layout": run.info["layout"],
-                     "impl": run.info["impl"], **t, "comm_over_compute": t["comm_s"] / t["compute_s"]
-                     if t["compute_s"] > 0 else float("nan")})
+        rows.append(
+            {
+                "run": run.name,
+                "workers": run.info["world_size"],
+                "layout": run.info["layout"],
+                "impl": run.info["impl"],
+                **t,
+                "comm_over_compute": t["comm_s"] / t["compute_s"] if t["compute_s"] > 0 else float("nan"),
+            }
+        )
     if not rows:
         raise MissingRuns(f"no ddp run with a trace.json under {experiment_dir(root, scale, 'fig4')}")
     return pd.DataFrame(rows).sort_values("workers").reset_index(drop=True)
@@ -330,8 +418,7 @@ def fig4(root: str, scale: str = "cpu", save: bool = True):
     ax.plot(w, data["compute_s"], marker="o", color="C0", label="computation (fwd+bwd)")
     ax.plot(w, data["comm_s"], marker="s", color="C1", label="communication (sync)")
     for x, c, m in zip(w, data["compute_s"], data["comm_s"]):
-        ax.annotate(f"×{m / c:.2f}" if c > 0 else "", (x, m), textcoords="offset points", xytext=(4, 6),
-                    fontsize=8)
+        ax.annotate(f"×{m / c:.2f}" if c > 0 else "", (x, m), textcoords="offset points", xytext=(4, 6), fontsize=8)
     ax.set_xlabel("number of workers")
     ax.set_ylabel("time per step (s)")
     ax.set_xticks(w)
@@ -351,13 +438,21 @@ def fig4(root: str, scale: str = "cpu", save: bool = True):
 _TOP_COMM = ("sync", "bwd + all_reduce")
 
 
-def timeline(trace_path: str, seconds: float = 3.0, start_s: float = 0.0, ranks: list[int] | None = None,
-             title: str | None = None, out_path: str | None = None):
+def timeline(
+    trace_path: str,
+    seconds: float = 3.0,
+    start_s: float = 0.0,
+    ranks: list[int] | None = None,
+    title: str | None = None,
+    out_path: str | None = None,
+):
     """Per rank a compute lane (micro-batches; waiting in grey) and a communication lane (each sync,
     its collectives darker, its AdamW step green) over `seconds` from `start_s` after the trace's
     first event. With `out_path` (without extension) the PNG and PDF are written there."""
     from acco.engine.trace import load_spans
+
     from .trace_summary import summarize
+
     spans = load_spans(trace_path)
     if not spans:
         raise MissingRuns(f"{trace_path} has no spans")
@@ -369,8 +464,11 @@ def timeline(trace_path: str, seconds: float = 3.0, start_s: float = 0.0, ranks:
     yticks, ylabels = [], []
 
     def bars(items, y, h, color, **kw):
-        segs = [((max(e["ts"], t0) - t0) / 1e6, (min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)) / 1e6)
-                for e in items if e["ts"] < t1 and e["ts"] + e["dur"] > t0]
+        segs = [
+            ((max(e["ts"], t0) - t0) / 1e6, (min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)) / 1e6)
+            for e in items
+            if e["ts"] < t1 and e["ts"] + e["dur"] > t0
+        ]
         if segs:
             ax.broken_barh(segs, (y - h / 2, h), facecolors=color, **kw)
 
@@ -380,10 +478,20 @@ def timeline(trace_path: str, seconds: float = 3.0, start_s: float = 0.0, ranks:
         bars([e for e in mine if e.get("cat") == "compute"], y_comp, 0.8, "C0", edgecolor="white", linewidth=0.3)
         bars([e for e in mine if e.get("cat") == "idle"], y_comp, 0.4, "0.75")
         comm = [e for e in mine if e.get("cat") == "communication"]
-        bars([e for e in comm if e["name"].startswith(_TOP_COMM)], y_comm, 0.8, "#fdbf6f",
-             edgecolor="white", linewidth=0.3)
-        bars([e for e in comm if e["name"].startswith(("reduce_scatter", "all_gather", "all_reduce"))],
-             y_comm, 0.5, "#e6550d")
+        bars(
+            [e for e in comm if e["name"].startswith(_TOP_COMM)],
+            y_comm,
+            0.8,
+            "#fdbf6f",
+            edgecolor="white",
+            linewidth=0.3,
+        )
+        bars(
+            [e for e in comm if e["name"].startswith(("reduce_scatter", "all_gather", "all_reduce"))],
+            y_comm,
+            0.5,
+            "#e6550d",
+        )
         bars([e for e in comm if e["name"].startswith("adamw")], y_comm, 0.5, "C2")
         yticks += [y_comm, y_comp]
         ylabels += [f"rank {rank} communication", f"rank {rank} compute"]
@@ -391,17 +499,25 @@ def timeline(trace_path: str, seconds: float = 3.0, start_s: float = 0.0, ranks:
     ax.set_yticklabels(ylabels)
     ax.set_xlim(0, seconds)
     ax.set_xlabel(f"time since {'trace start' if not start_s else f'{start_s:g} s after trace start'} (s)")
-    ax.legend(handles=[Patch(color="C0", label="fwd+bwd"), Patch(color="0.75", label="waiting / slowdown"),
-                       Patch(color="#fdbf6f", label="sync"), Patch(color="#e6550d", label="collectives"),
-                       Patch(color="C2", label="AdamW (shard)")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5, fontsize=8)
+    ax.legend(
+        handles=[
+            Patch(color="C0", label="fwd+bwd"),
+            Patch(color="0.75", label="waiting / slowdown"),
+            Patch(color="#fdbf6f", label="sync"),
+            Patch(color="#e6550d", label="collectives"),
+            Patch(color="C2", label="AdamW (shard)"),
+        ],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        ncol=5,
+        fontsize=8,
+    )
     try:
         eff = np.mean([r["overlap_efficiency"] for r in summarize(trace_path)])
         eff_text = f" — overlap efficiency {eff:.2f}"
     except (ValueError, ZeroDivisionError):
         eff_text = ""
-    ax.set_title((title or os.path.basename(os.path.dirname(os.path.abspath(trace_path)))) + eff_text,
-                 fontsize=10)
+    ax.set_title((title or os.path.basename(os.path.dirname(os.path.abspath(trace_path)))) + eff_text, fontsize=10)
     fig.tight_layout()
     fig.saved_paths = []
     if out_path:
@@ -416,9 +532,21 @@ def run_timeline(run: Run, root: str, seconds: float = 3.0, save: bool = True, n
         raise MissingRuns(f"{run.path} has no trace.json")
     name = name or "timeline_" + re.sub(r"[^A-Za-z0-9=.,_+-]", "-", run.method)
     out = os.path.join(figures_dir(root, run.exp, run.scale), name) if save else None
-    return timeline(run.trace_path, seconds=seconds, out_path=out,
-                    title=f"{run.exp} {run.scale}: {method_label(run.method)} ({run.name})")
+    return timeline(
+        run.trace_path,
+        seconds=seconds,
+        out_path=out,
+        title=f"{run.exp} {run.scale}: {method_label(run.method)} ({run.name})",
+    )
 
 
-FIGURES = {"fig4": fig4, "fig5": fig5, "fig6": fig6, "fig7": fig7, "fig8": fig8, "fig9": fig9,
-           "fig10": fig10, "fig11": fig11}
+FIGURES = {
+    "fig4": fig4,
+    "fig5": fig5,
+    "fig6": fig6,
+    "fig7": fig7,
+    "fig8": fig8,
+    "fig9": fig9,
+    "fig10": fig10,
+    "fig11": fig11,
+}

@@ -6,6 +6,7 @@ used. Everything is read from the run folder itself: the run's identity (method,
 accumulation, layout, workers, heterogeneity) comes from its resolved config.yaml, never from the
 folder name.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,13 +16,35 @@ from dataclasses import dataclass, field
 import pandas as pd
 import yaml
 
-from acco.config.experiments import experiment_dir
+from acco.config.experiments import SCALES, experiment_dir
 
-SCALES = ("cpu", "paper", "rehearsal")
-METRIC_COLUMNS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
-                  "eval_loss", "grad_norm"]
-RUN_COLUMNS = ["exp", "scale", "run", "method", "impl", "seed", "warmup", "accum", "layout",
-               "world_size", "hetero", "steps", "deterministic", "device"]
+METRIC_COLUMNS = [
+    "step",
+    "samples",
+    "tokens",
+    "wall_time_s",
+    "train_loss",
+    "lr",
+    "micro_batches",
+    "eval_loss",
+    "grad_norm",
+]
+RUN_COLUMNS = [
+    "exp",
+    "scale",
+    "run",
+    "method",
+    "impl",
+    "seed",
+    "warmup",
+    "accum",
+    "layout",
+    "world_size",
+    "hetero",
+    "steps",
+    "deterministic",
+    "device",
+]
 METHOD_LABELS = {"ddp": "DDP", "dpu": "DPU", "wp": "WP", "acco": "ACCO"}
 
 
@@ -101,7 +124,7 @@ class Run:
 
     @property
     def experiment(self) -> dict:
-        """The experiment block the run was made from (its config carries it whole)."""
+        """The experiment block the run was made from (id, title, paper, the run list at its scale)."""
         return self.config.get("experiment") or {}
 
     def metrics(self) -> pd.DataFrame:
@@ -123,8 +146,9 @@ def read_metrics(path: str) -> pd.DataFrame:
     return df
 
 
-def discover_runs(root: str, exp: str | None = None, scale: str | None = None,
-                  completed_only: bool = True) -> list[Run]:
+def discover_runs(
+    root: str, exp: str | None = None, scale: str | None = None, completed_only: bool = True
+) -> list[Run]:
     """Every run folder `<root>/<scale>/<exp>/<name>/` with a summary.json (status completed unless
     `completed_only=False`), sorted by experiment, scale and name."""
     runs: list[Run] = []
@@ -171,8 +195,9 @@ def load_experiment(root: str, exp: str, scale: str = "cpu", runs: list[Run] | N
     return df[RUN_COLUMNS + METRIC_COLUMNS + [c for c in df.columns if c not in RUN_COLUMNS + METRIC_COLUMNS]]
 
 
-def load_summaries(root: str, exp: str | None = None, scale: str = "cpu",
-                   runs: list[Run] | None = None) -> pd.DataFrame:
+def load_summaries(
+    root: str, exp: str | None = None, scale: str = "cpu", runs: list[Run] | None = None
+) -> pd.DataFrame:
     """One row per completed run: its identity, total wall time, final losses, final evaluations
     (lambada_perplexity, lambada_accuracy, heldout_perplexity, heldout_loss) and the per-rank
     maxima of the measured bytes."""
@@ -181,8 +206,12 @@ def load_summaries(root: str, exp: str | None = None, scale: str = "cpu",
     for run in runs:
         s = run.summary
         row = dict(run.info)
-        row.update({k: s.get(k) for k in ("total_wall_time_s", "final_train_loss", "final_eval_loss",
-                                          "steps_completed", "samples")})
+        row.update(
+            {
+                k: s.get(k)
+                for k in ("total_wall_time_s", "final_train_loss", "final_eval_loss", "steps_completed", "samples")
+            }
+        )
         fe = s.get("final_eval") or {}
         for task, values in fe.items():
             if isinstance(values, dict):
@@ -190,8 +219,14 @@ def load_summaries(root: str, exp: str | None = None, scale: str = "cpu",
                     if isinstance(value, (int, float)):
                         row[f"{task}_{key}"] = value
         ranks = s.get("per_rank") or []
-        for key in ("peak_rss_bytes", "optimizer_state_bytes", "param_bytes", "grad_bytes",
-                    "comm_buffer_bytes", "cuda_max_allocated_bytes"):
+        for key in (
+            "peak_rss_bytes",
+            "optimizer_state_bytes",
+            "param_bytes",
+            "grad_bytes",
+            "comm_buffer_bytes",
+            "cuda_max_allocated_bytes",
+        ):
             values = [r.get(key) for r in ranks if isinstance(r, dict) and r.get(key) is not None]
             row[key] = max(values) if values else None
         row["nodes"] = len({r.get("node") for r in ranks if isinstance(r, dict)}) or None

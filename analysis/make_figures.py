@@ -10,13 +10,13 @@ and the report beside the paper's claims to `<root>/<scale>/REPORT.md` (analysis
 Prints each file written and each figure or table skipped, with the reason (no runs yet); a missing
 experiment never makes it fail. Exit status 1 only if a figure or table raised an unexpected error.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 import traceback
-
 
 import matplotlib
 
@@ -31,8 +31,15 @@ from analysis.tables import TABLES
 ALL = list(FIGURES) + list(TABLES)
 
 
-def make_all(root: str, scale: str = "cpu", only: list[str] | None = None, timelines: bool = True,
-             timeline_seconds: float = 3.0, out=print, report: bool = True) -> dict:
+def make_all(
+    root: str,
+    scale: str = "cpu",
+    only: list[str] | None = None,
+    timelines: bool = True,
+    timeline_seconds: float = 3.0,
+    out=print,
+    report: bool = True,
+) -> dict:
     """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}."""
     wanted = only or ALL
     unknown = [w for w in wanted if w not in ALL]
@@ -101,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no results folder {args.root}", file=sys.stderr)
         return 2
     only = [s.strip() for s in args.only.split(",") if s.strip()] or None
-    result = make_all(args.root, args.scale, only, timelines=not args.no_timelines,
-                      timeline_seconds=args.timeline_seconds)
-    print(f"{len(result['written'])} files written, {len(result['skipped'])} skipped, "
-          f"{len(result['errors'])} errors")
+    result = make_all(
+        args.root, args.scale, only, timelines=not args.no_timelines, timeline_seconds=args.timeline_seconds
+    )
+    print(f"{len(result['written'])} files written, {len(result['skipped'])} skipped, {len(result['errors'])} errors")
     return 1 if result["errors"] else 0
 
 

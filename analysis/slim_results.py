@@ -8,6 +8,7 @@ parameters, checkpoints and W&B files. Keeps trace.json only where a figure draw
 run (its per-step times) and, per experiment and method, the run the overlap timeline uses (the
 first by name), cut to its first `--seconds` of events, with times made relative to the trace's
 start and rounded to 0.1 µs. Every other trace.json is removed."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ import os
 import shutil
 import sys
 
-
+from acco.atomic import atomic_open
 from analysis.load import discover_runs
 
 DROP = ("model", "final_params.pt", "wandb", "checkpoints")
@@ -39,13 +40,11 @@ def slim_trace(path: str, seconds: float | None) -> None:
         e = {k: v for k, v in e.items() if k != "args"}
         e["ts"], e["dur"] = round(ts, 1), round(e["dur"], 1)
         kept.append(e)
-    out = {"traceEvents": kept, "displayTimeUnit": "ms"}
+    out: dict[str, object] = {"traceEvents": kept, "displayTimeUnit": "ms"}
     if seconds is not None:
         out["otherData"] = {"note": f"first {seconds:g} s of the run (slimmed for the repository)"}
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
+    with atomic_open(path, "w") as f:
         json.dump(out, f, separators=(",", ":"))
-    os.replace(tmp, path)
 
 
 def slim(root: str, scale: str, seconds: float) -> dict:

@@ -20,6 +20,7 @@ to the nearest GB every one is the paper's value except ZeRO-2, 16.64 GB → 17,
 paper (the ZeRO paper's 16.6 GB truncated); no formula of this family that counts the gradient
 shard gives 16 at nearest rounding, so the mismatch is reported, not hidden.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,13 +30,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from acco.config.experiments import run_specs
+from acco.config.experiments import experiment_block, run_specs, scale_config
 from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
 
 from .load import discover_runs, load_summaries, method_label
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONF_EXPERIMENTS = os.path.join(os.path.dirname(HERE), "conf", "experiment")
+CONF_EXPERIMENTS = os.path.join(os.path.dirname(HERE), "conf", "experiment_info")  # id, title, paper
 GB = 1e9
 
 # method: (bytes per parameter as a function of K and N, formula, what is counted)
@@ -44,18 +45,25 @@ TABLE1_FORMULAS = {
     "zero1": (lambda K, N: 2 + 2 + K / N, "(2 + 2 + K/N)Ψ", "optimizer state sharded over N"),
     "zero2": (lambda K, N: 2 + (2 + K) / N, "(2 + (2 + K)/N)Ψ", "optimizer state and grads sharded"),
     "zero3": (lambda K, N: (2 + 2 + K) / N, "(2 + 2 + K)Ψ/N", "everything sharded"),
-    "diloco": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ",
-               "unsharded inner AdamW + one fp32 outer vector"),
-    "slowmo": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ",
-               "unsharded inner AdamW + one fp32 outer vector"),
-    "co2": (lambda K, N: 2 + 2 + K + 8, "(2 + 2 + K + 8)Ψ",
-            "unsharded inner AdamW + two fp32 outer vectors"),
+    "diloco": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ", "unsharded inner AdamW + one fp32 outer vector"),
+    "slowmo": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ", "unsharded inner AdamW + one fp32 outer vector"),
+    "co2": (lambda K, N: 2 + 2 + K + 8, "(2 + 2 + K + 8)Ψ", "unsharded inner AdamW + two fp32 outer vectors"),
     "dpu": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
     "wp": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
     "acco": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
 }
-TABLE1_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "diloco": "DiLoCo",
-                "slowmo": "SlowMo", "co2": "CO2", "dpu": "DPU", "wp": "WP", "acco": "ACCO"}
+TABLE1_NAMES = {
+    "ddp": "DDP",
+    "zero1": "ZeRO-1",
+    "zero2": "ZeRO-2",
+    "zero3": "ZeRO-3",
+    "diloco": "DiLoCo",
+    "slowmo": "SlowMo",
+    "co2": "CO2",
+    "dpu": "DPU",
+    "wp": "WP",
+    "acco": "ACCO",
+}
 # what a measured run of each of our methods corresponds to in Table 1
 MEASURED_AS = {"ddp": "zero1", "dpu": "dpu", "wp": "wp", "acco": "acco"}
 
@@ -101,8 +109,15 @@ def tables_dir(root: str, scale: str) -> str:
     return os.path.join(root, scale, "tables")
 
 
-def write_table(root: str, scale: str, name: str, sections: list[tuple[str, pd.DataFrame]], title: str,
-                notes: str = "", floatfmt: str = ".4g") -> list[str]:
+def write_table(
+    root: str,
+    scale: str,
+    name: str,
+    sections: list[tuple[str, pd.DataFrame]],
+    title: str,
+    notes: str = "",
+    floatfmt: str = ".4g",
+) -> list[str]:
     """`name`.md with every section, `name`.csv with the first, `name`_<i>.csv with the others."""
     out = tables_dir(root, scale)
     os.makedirs(out, exist_ok=True)
@@ -138,16 +153,25 @@ def hms(seconds: float) -> str:
 def table1_formulas(K: float = 12, N: int = 64, psi: float = 7.5e9, paper_gb: dict | None = None) -> pd.DataFrame:
     """The memory formulas at (K, N, Ψ), in GB (1e9 bytes), beside the paper's values."""
     if paper_gb is None:
-        paper_gb = (paper_block("table1").get("gb") or {})
+        paper_gb = paper_block("table1").get("gb") or {}
     rows = []
     for key, (fn, text, counted) in TABLE1_FORMULAS.items():
         per_param = fn(K, N)
         gb = per_param * psi / GB
         paper = paper_gb.get(key)
-        rows.append({"method": TABLE1_NAMES[key], "key": key, "formula": text, "counted": counted,
-                     "bytes_per_param": per_param, "gb": gb, "gb_rounded": round_half_up(gb),
-                     "paper_gb": paper,
-                     "matches_paper": None if paper is None else round_half_up(gb) == paper})
+        rows.append(
+            {
+                "method": TABLE1_NAMES[key],
+                "key": key,
+                "formula": text,
+                "counted": counted,
+                "bytes_per_param": per_param,
+                "gb": gb,
+                "gb_rounded": round_half_up(gb),
+                "paper_gb": paper,
+                "matches_paper": None if paper is None else round_half_up(gb) == paper,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -174,21 +198,33 @@ def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFram
         b = _elem_bytes(run.info, run.config)
         n = int(s["world_size"])
         params = float(s["param_bytes"]) / b
-        measured = sum(float(s.get(k) or 0) for k in ("param_bytes", "grad_bytes", "optimizer_state_bytes",
-                                                      "comm_buffer_bytes"))
+        measured = sum(
+            float(s.get(k) or 0) for k in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "comm_buffer_bytes")
+        )
         as_row = MEASURED_AS.get(s["method"])
         buffers = 1 if as_row in ("dpu", "wp", "acco") else 0
         formula = (b * (2 + buffers) + K / n) * params  # params, grads, [buffer] at b bytes; K/N state
-        rows.append({"exp": run.exp, "method": method_label(s["method"]), "impl": s.get("impl"), "workers": n,
-                     "device": s.get("device"), "params": int(round(params)),
-                     "param_bytes": s["param_bytes"], "grad_bytes": s["grad_bytes"],
-                     "optimizer_state_bytes": s["optimizer_state_bytes"],
-                     "comm_buffer_bytes": s["comm_buffer_bytes"], "model_state_bytes": measured,
-                     "formula": TABLE1_NAMES.get(as_row, "?") + f" at {b} B/elem",
-                     "formula_bytes": formula, "measured_over_formula": measured / formula if formula else None,
-                     "bytes_per_param": measured / params if params else None,
-                     "peak_rss_bytes": s.get("peak_rss_bytes"),
-                     "cuda_max_allocated_bytes": s.get("cuda_max_allocated_bytes")})
+        rows.append(
+            {
+                "exp": run.exp,
+                "method": method_label(s["method"]),
+                "impl": s.get("impl"),
+                "workers": n,
+                "device": s.get("device"),
+                "params": int(round(params)),
+                "param_bytes": s["param_bytes"],
+                "grad_bytes": s["grad_bytes"],
+                "optimizer_state_bytes": s["optimizer_state_bytes"],
+                "comm_buffer_bytes": s["comm_buffer_bytes"],
+                "model_state_bytes": measured,
+                "formula": TABLE1_NAMES.get(as_row, "?") + f" at {b} B/elem",
+                "formula_bytes": formula,
+                "measured_over_formula": measured / formula if formula else None,
+                "bytes_per_param": measured / params if params else None,
+                "peak_rss_bytes": s.get("peak_rss_bytes"),
+                "cuda_max_allocated_bytes": s.get("cuda_max_allocated_bytes"),
+            }
+        )
     df = pd.DataFrame(rows)
     return df.sort_values(["method", "workers"]).reset_index(drop=True) if not df.empty else df
 
@@ -201,33 +237,34 @@ def table1(root: str | None = None, scale: str = "cpu", save: bool = True) -> di
     measured = table1_measured(root, scale, K) if root else pd.DataFrame()
     out = {"formulas": formulas, "measured": measured, "paths": []}
     if save and root:
-        bad = formulas[formulas["matches_paper"] == False]
+        bad = formulas[formulas["matches_paper"].eq(False)]  # None: no paper value
         notes = [f"K = {K:g}, N = {N}, Ψ = {psi:g}; GB = 1e9 bytes; rounded half up to the nearest GB."]
         for _, r in bad.iterrows():
-            notes.append(f"Mismatch: {r['method']} {r['formula']} = {r['gb']:.2f} GB rounds to "
-                         f"{r['gb_rounded']}, the paper prints {r['paper_gb']} (its value truncated).")
-        notes.append("Measured: per-rank maxima from summary.json; the formula row is evaluated at the run's "
-                     "element size (4 B fp32 on CPU, 2 B bf16 on GPU) and worker count; DDP is the "
-                     "ZeRO-1 baseline. PyTorch's ZeroRedundancyOptimizer keeps no separate fp32 master "
-                     "on fp32 runs, so its optimizer state is 8/N (not 12/N) bytes per parameter; the flat DDP "
-                     "(method.impl=flat) shares ACCO's machinery and so also holds the communication buffer "
-                     "ZeRO-1 itself does not need.")
+            notes.append(
+                f"Mismatch: {r['method']} {r['formula']} = {r['gb']:.2f} GB rounds to "
+                f"{r['gb_rounded']}, the paper prints {r['paper_gb']} (its value truncated)."
+            )
+        notes.append(
+            "Measured: per-rank maxima from summary.json; the formula row is evaluated at the run's "
+            "element size (4 B fp32 on CPU, 2 B bf16 on GPU) and worker count; DDP is the "
+            "ZeRO-1 baseline. PyTorch's ZeroRedundancyOptimizer keeps no separate fp32 master "
+            "on fp32 runs, so its optimizer state is 8/N (not 12/N) bytes per parameter; the flat DDP "
+            "(method.impl=flat) shares ACCO's machinery and so also holds the communication buffer "
+            "ZeRO-1 itself does not need."
+        )
         sections = [("Formulas", formulas)]
         if not measured.empty:
             sections.append((f"Measured ({scale} runs)", measured))
-        out["paths"] = write_table(root, scale, "table1", sections, "Table 1 — memory per replica",
-                                   notes="\n\n".join(notes))
+        out["paths"] = write_table(
+            root, scale, "table1", sections, "Table 1 — memory per replica", notes="\n\n".join(notes)
+        )
     return out
 
 
 # -- Table 2 -----------------------------------------------------------------------------------
 def _paper_layout(exp_id: str, runs) -> str | None:
-    for run in runs:
-        layout = (((run.experiment.get("scales") or {}).get("paper") or {}).get("set") or {}).get("layout")
-        if layout:
-            return str(layout)
-    return ((((experiment_conf(exp_id).get("scales") or {}).get("paper") or {}).get("set") or {})
-            .get("layout"))
+    layout = scale_config(exp_id, "paper").get("layout")
+    return str(layout) if layout else None
 
 
 def table2(root: str, scale: str = "cpu", save: bool = True) -> dict:
@@ -242,25 +279,37 @@ def table2(root: str, scale: str = "cpu", save: bool = True) -> dict:
         for method in ("acco", "ddp"):
             ref = (paper.get(layout) or {}).get(method) or {}
             d = summ[summ["method"] == method] if not summ.empty else summ
-            has = not d.empty and any(c in d and d[c].notna().any()
-                                      for c in ("lambada_perplexity", "heldout_perplexity"))
+            has = not d.empty and any(
+                c in d and d[c].notna().any() for c in ("lambada_perplexity", "heldout_perplexity")
+            )
             found += int(has)
 
-            def mean(col):
+            def mean(col, d=d):
                 return float(d[col].mean()) if not d.empty and col in d and d[col].notna().any() else float("nan")
-            rows.append({"setting": f"{layout} ({src})", "source": src, "method": method_label(method),
-                         "runs": len(d), "workers": str(int(d["world_size"].iloc[0])) if not d.empty else None,
-                         "lambada_ppl": mean("lambada_perplexity"), "lambada_acc": mean("lambada_accuracy"),
-                         "heldout_ppl": mean("heldout_perplexity"),
-                         "paper_lambada_ppl": ref.get("lambada"), "paper_owt_ppl": ref.get("openwebtext")})
+
+            rows.append(
+                {
+                    "setting": f"{layout} ({src})",
+                    "source": src,
+                    "method": method_label(method),
+                    "runs": len(d),
+                    "workers": str(int(d["world_size"].iloc[0])) if not d.empty else None,
+                    "lambada_ppl": mean("lambada_perplexity"),
+                    "lambada_acc": mean("lambada_accuracy"),
+                    "heldout_ppl": mean("heldout_perplexity"),
+                    "paper_lambada_ppl": ref.get("lambada"),
+                    "paper_owt_ppl": ref.get("openwebtext"),
+                }
+            )
     df = pd.DataFrame(rows)
     out = {"table": df, "paths": [], "found": found}
     if save and found:
-        notes = ("Measured: final evaluations of the runs (summary.json final_eval): LAMBADA perplexity and "
-                 "last-word accuracy, held-out perplexity (OpenWebText validation at paper scale, the "
-                 f"generated corpus's held-out split at CPU scale). Paper: Table 2. Scale: {scale}.")
-        out["paths"] = write_table(root, scale, "table2", [("", df)], "Table 2 — perplexity", notes,
-                                   floatfmt=".2f")
+        notes = (
+            "Measured: final evaluations of the runs (summary.json final_eval): LAMBADA perplexity and "
+            "last-word accuracy, held-out perplexity (OpenWebText validation at paper scale, the "
+            f"generated corpus's held-out split at CPU scale). Paper: Table 2. Scale: {scale}."
+        )
+        out["paths"] = write_table(root, scale, "table2", [("", df)], "Table 2 — perplexity", notes, floatfmt=".2f")
     return out
 
 
@@ -287,8 +336,12 @@ def time_to_loss(times: np.ndarray, losses: np.ndarray, target: float) -> float:
 
 def reduction_pct(t_ddp: float, t_acco: float) -> float:
     """(t_ddp − t_acco) / t_ddp in percent."""
-    if t_ddp is None or t_acco is None or not t_ddp or any(map(lambda v: isinstance(v, float) and math.isnan(v),
-                                                                 (t_ddp, t_acco))):
+    if (
+        t_ddp is None
+        or t_acco is None
+        or not t_ddp
+        or any(map(lambda v: isinstance(v, float) and math.isnan(v), (t_ddp, t_acco)))
+    ):
         return float("nan")
     return 100.0 * (t_ddp - t_acco) / t_ddp
 
@@ -298,9 +351,10 @@ def _scale_layout(paper_layout: str | None, runs, scale: str) -> str | None:
     if not paper_layout or scale == "paper":
         return paper_layout
     for run in runs:
-        pl, sl = [], []
+        pl: list[str] = []
+        sl: list[str] = []
         for key, acc in (("paper", pl), (scale, sl)):
-            for spec in run_specs(run.experiment, key):
+            for spec in run_specs(experiment_block(run.exp, key)):
                 v = spec.get("layout")
                 for x in v if isinstance(v, list) else [v] if v else []:
                     if str(x) not in acc:
@@ -326,34 +380,53 @@ def table3(root: str, scale: str = "cpu", save: bool = True, target_loss: float 
         row = {"name": spec.get("name"), "source": src, "layout": layout or spec.get("layout")}
         if by["ddp"] and by["acco"]:
             found += 1
-        t = {m: float(np.mean([r.summary.get("total_wall_time_s") or np.nan for r in rs])) if rs else float("nan")
-             for m, rs in by.items()}
+        t = {
+            m: float(np.mean([r.summary.get("total_wall_time_s") or np.nan for r in rs])) if rs else float("nan")
+            for m, rs in by.items()
+        }
         curves = {m: [loss_curve(r.metrics()) for r in rs] for m, rs in by.items()}
         finals = [c[1][-1] for cs in curves.values() for c in cs if len(c[1])]
-        target = target_loss if target_loss is not None else (max(finals) if finals and by["ddp"] and by["acco"]
-                                                              else float("nan"))
-        ttt = {m: float(np.mean([time_to_loss(c[0], c[1], target) for c in cs])) if cs else float("nan")
-               for m, cs in curves.items()}
+        target = (
+            target_loss
+            if target_loss is not None
+            else (max(finals) if finals and by["ddp"] and by["acco"] else float("nan"))
+        )
+        ttt = {
+            m: float(np.mean([time_to_loss(c[0], c[1], target) for c in cs])) if cs else float("nan")
+            for m, cs in curves.items()
+        }
         which = sorted({c[2] for cs in curves.values() for c in cs})
         paper_red = spec.get("reduction_pct")
-        row.update({"ddp_s": t["ddp"], "acco_s": t["acco"], "reduction_pct": reduction_pct(t["ddp"], t["acco"]),
-                    "target_loss": target, "loss": ",".join(which) or None,
-                    "ddp_to_target_s": ttt["ddp"], "acco_to_target_s": ttt["acco"],
-                    "reduction_to_target_pct": reduction_pct(ttt["ddp"], ttt["acco"]),
-                    "paper_ddp": hms(spec.get("ddp_s")), "paper_acco": hms(spec.get("acco_s")),
-                    "paper_reduction_pct": reduction_pct(spec.get("ddp_s"), spec.get("acco_s")),
-                    "paper_reduction_printed_pct": paper_red})
+        row.update(
+            {
+                "ddp_s": t["ddp"],
+                "acco_s": t["acco"],
+                "reduction_pct": reduction_pct(t["ddp"], t["acco"]),
+                "target_loss": target,
+                "loss": ",".join(which) or None,
+                "ddp_to_target_s": ttt["ddp"],
+                "acco_to_target_s": ttt["acco"],
+                "reduction_to_target_pct": reduction_pct(ttt["ddp"], ttt["acco"]),
+                "paper_ddp": hms(spec.get("ddp_s")),
+                "paper_acco": hms(spec.get("acco_s")),
+                "paper_reduction_pct": reduction_pct(spec.get("ddp_s"), spec.get("acco_s")),
+                "paper_reduction_printed_pct": paper_red,
+            }
+        )
         rows.append(row)
     df = pd.DataFrame(rows)
     out = {"table": df, "paths": [], "found": found}
     if save and found:
-        notes = ("ddp_s / acco_s: total wall-clock (summary.json, mean over runs); to_target: first time the "
-                 "loss (validation where evaluated at least twice, else training) is at or below the target, "
-                 "by default the worse of the two final losses. Reductions are (t_ddp − t_acco) / t_ddp. "
-                 f"paper_reduction_pct is computed from the paper's times; the paper prints the rounded value "
-                 f"where it gives one. Scale: {scale}.")
-        out["paths"] = write_table(root, scale, "table3", [("", df)], "Table 3 — wall-clock, ZeRO-1 vs ACCO",
-                                   notes, floatfmt=".4g")
+        notes = (
+            "ddp_s / acco_s: total wall-clock (summary.json, mean over runs); to_target: first time the "
+            "loss (validation where evaluated at least twice, else training) is at or below the target, "
+            "by default the worse of the two final losses. Reductions are (t_ddp − t_acco) / t_ddp. "
+            f"paper_reduction_pct is computed from the paper's times; the paper prints the rounded value "
+            f"where it gives one. Scale: {scale}."
+        )
+        out["paths"] = write_table(
+            root, scale, "table3", [("", df)], "Table 3 — wall-clock, ZeRO-1 vs ACCO", notes, floatfmt=".4g"
+        )
     return out
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """The performance testbed's benchmark (`make bench`): see acco/bench/main.py and README.md.
 
-    python experiments/bench.py [--worlds 2,4] [--ratios 0,0.25,1,4] [--rounds 2] [--out results/bench]
+python experiments/bench.py [--worlds 2,4] [--ratios 0,0.25,1,4] [--rounds 2] [--out results/bench]
 """
-import sys
 
+import sys
 
 from acco.bench.main import main
 

@@ -6,6 +6,7 @@ Writes <run>/eval.json and prints one line per run.
     python experiments/evaluate.py results/cpu/fig7/ddp results/cpu/fig7/acco
     python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
 """
+
 import argparse
 import json
 import os
@@ -23,26 +24,28 @@ def main(argv=None) -> int:
 
     import torch
     import yaml
+    from transformers import AutoModelForCausalLM
 
     from acco.data.sources import DataNotFoundError
+    from acco.data.tokenizer import load_tokenizer
     from acco.run.files import write_json_atomic
     from acco.tasks.lm import lambada_final_eval, prepare_lm_data
-    from acco.data.tokenizer import load_tokenizer
-    from transformers import AutoModelForCausalLM
 
     device = torch.device(args.device)
     for run in args.runs:
         cfg_path, model_dir = os.path.join(run, "config.yaml"), os.path.join(run, "model")
         if not os.path.exists(cfg_path) or not os.path.isdir(model_dir):
-            print(f"error: {run} has no config.yaml and model/ (train with train.save_model=true)",
-                  file=sys.stderr)
+            print(f"error: {run} has no config.yaml and model/ (train with train.save_model=true)", file=sys.stderr)
             return 2
         with open(cfg_path) as f:
             cfg = yaml.safe_load(f)
         cfg["final_eval"] = dict(cfg.get("final_eval") or {}, lambada=True, heldout=True)
         if args.lambada_path:
-            cfg["final_eval"]["lambada_source"] = {"hub_id": "EleutherAI/lambada_openai",
-                                                   "path": args.lambada_path, "split": "test"}
+            cfg["final_eval"]["lambada_source"] = {
+                "hub_id": "EleutherAI/lambada_openai",
+                "path": args.lambada_path,
+                "split": "test",
+            }
         try:
             data = prepare_lm_data(cfg["data"])
             model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).to(device)
@@ -51,9 +54,11 @@ def main(argv=None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         write_json_atomic(os.path.join(run, "eval.json"), results)
-        print(f"{run}: LAMBADA ppl {results['lambada']['perplexity']:.2f} "
-              f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "
-              f"held-out ppl {results['heldout']['perplexity']:.2f}")
+        print(
+            f"{run}: LAMBADA ppl {results['lambada']['perplexity']:.2f} "
+            f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "
+            f"held-out ppl {results['heldout']['perplexity']:.2f}"
+        )
         print(json.dumps(results), file=sys.stderr)
     return 0
 

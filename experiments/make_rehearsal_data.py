@@ -5,6 +5,7 @@
 
 The rehearsal's experiment overlays (conf/experiment/*.yaml, `rehearsal:`) read them from
 $ACCO_REHEARSAL_DATA (default data/rehearsal)."""
+
 import argparse
 import os
 import sys

@@ -1,22 +1,23 @@
 #!/usr/bin/env python
 """Write one sbatch script per run of a paper experiment, plus a submit_all.sh:
 
-    python experiments/make_sbatch.py fig8 scale=paper            # slurm/generated/fig8/paper/*.sbatch
-    python experiments/make_sbatch.py fig5 scale=cpu train.steps=30 --out /tmp/jobs
-    python experiments/make_sbatch.py fig8 scale=paper launcher=slurm launcher.partition=gpu
+    python experiments/make_sbatch.py fig8 --scale paper          # slurm/generated/fig8/paper/*.sbatch
+    python experiments/make_sbatch.py fig5 --scale cpu train.steps=30 --out /tmp/jobs
+    python experiments/make_sbatch.py fig8 --scale paper launcher=slurm launcher.partition=gpu
     make sbatch-fig8 SCALE=paper
     sbatch slurm/generated/fig8/paper/acco_layout=2x4.sbatch      # one run
     slurm/generated/fig8/paper/submit_all.sh                      # all of them
 
-The runs are the experiment's list (`scales.<scale>.runs` in conf/experiment/<id>.yaml). Extra
+The runs are the experiment's list (`experiment.runs` in conf/experiment/<id>/<scale>.yaml). Extra
 overrides apply to every run, except that an override of a key the run list itself varies picks the
 runs with that value (`method=acco` keeps the ACCO runs, `layout=2x4` the 2x4 ones).
 
 The cluster profile (partition, account, time, CPUs, ...) is conf/launcher/<profile>.yaml: `launcher=NAME`
-picks it (default: slurm_local at scale=cpu when it exists — the local test cluster of
+picks it (default: slurm_local at --scale cpu when it exists — the local test cluster of
 slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes one setting. Bad input: one line
 `error: ...` and exit code 2.
 """
+
 import argparse
 import os
 import sys
@@ -25,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import yaml  # noqa: E402
 
-from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, run_name  # noqa: E402
+from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of  # noqa: E402
 from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote  # noqa: E402
 
 
@@ -61,27 +62,34 @@ def select_runs(runs: list[list[str]], extra: list[str]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("experiment", help="an experiment id (conf/experiment/<id>.yaml), e.g. fig8")
-    parser.add_argument("overrides", nargs="*", help="scale=cpu|paper, launcher=PROFILE, launcher.KEY=VALUE, "
-                                                     "and training overrides (key=value)")
-    parser.add_argument("--out", default=os.path.join("slurm", "generated"),
-                        help="folder for <experiment>/<scale>/*.sbatch (default: slurm/generated)")
-    parser.add_argument("--python", default=os.path.abspath(sys.executable),
-                        help="the Python the jobs run (default: this one)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("experiment", help="an experiment id (conf/experiment/<id>/), e.g. fig8")
+    parser.add_argument("--scale", default="cpu", help=f"one of {', '.join(SCALES)} (default: cpu)")
+    parser.add_argument(
+        "overrides", nargs="*", help="launcher=PROFILE, launcher.KEY=VALUE, and training overrides (key=value)"
+    )
+    parser.add_argument(
+        "--out",
+        default=os.path.join("slurm", "generated"),
+        help="folder for <experiment>/<scale>/*.sbatch (default: slurm/generated)",
+    )
+    parser.add_argument(
+        "--python", default=os.path.abspath(sys.executable), help="the Python the jobs run (default: this one)"
+    )
     args = parser.parse_intermixed_args(argv)
 
-    experiments = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, "experiment")) if f.endswith(".yaml"))
+    experiments = experiment_ids()
     if args.experiment not in experiments:
         fail(f"unknown experiment {args.experiment!r}; choose one of: {', '.join(experiments)}")
-    scale, profile_name, profile_set, extra = "cpu", None, {}, []
+    scale, profile_name, profile_set, extra = args.scale, None, {}, []
     for ov in args.overrides:
         if "=" not in ov:
             fail(f"{ov!r} is not an override (key=value)")
         key = _key(ov)
         if key == "scale":
-            scale = ov.split("=", 1)[1]
+            fail(f"the scale is an option now: --scale {ov.split('=', 1)[1]}")
         elif key == "experiment":
             fail(f"the experiment is the first argument ({args.experiment}); drop {ov}")
         elif key == "launcher":
@@ -100,26 +108,40 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         fail(str(exc))
 
-    base = [f"+experiment={args.experiment}", f"scale={scale}"]
+    if scale not in scales_of(args.experiment):
+        fail(
+            f"experiment {args.experiment} has no scale {scale!r}; choose one of: "
+            f"{', '.join(scales_of(args.experiment))}"
+        )
+    base = [f"experiment={args.experiment}/{scale}"]
     try:
         exp = compose(base)["experiment"]
     except Exception as exc:
         fail(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
-    runs = expand_runs(exp, scale)
+    runs = expand_runs(exp)
     if not runs:
-        has = [s for s in SCALES if expand_runs(exp, s)]
+        has = [
+            s
+            for s in scales_of(args.experiment)
+            if expand_runs(compose([f"experiment={args.experiment}/{s}"])["experiment"])
+        ]
         if has:
-            fail(f"experiment {exp['id']} has no runs at scale={scale}; try scale={has[0]}")
-        fail(f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: it is computed "
-             f"from other experiments' results")
+            fail(f"experiment {exp['id']} has no runs at scale {scale}; try --scale {has[0]}")
+        fail(
+            f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: it is computed "
+            f"from other experiments' results"
+        )
     selected = select_runs(runs, extra)
     if not selected:
-        fail(f"no run of {exp['id']} at scale={scale} matches {' '.join(extra)}; the runs vary "
-             f"{', '.join(sorted({_key(o) for r in runs for o in r}))}")
+        fail(
+            f"no run of {exp['id']} at scale {scale} matches {' '.join(extra)}; the runs vary "
+            f"{', '.join(sorted({_key(o) for r in runs for o in r}))}"
+        )
     if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
         fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
 
     from acco.config.validate import ConfigError, validate
+
     regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
     folder = os.path.join(args.out, str(exp["id"]), scale)
     rendered = []
@@ -150,13 +172,15 @@ def main(argv: list[str]) -> int:
         print(path)
     submit = os.path.join(folder, "submit_all.sh")
     with open(submit, "w") as f:
-        f.write("#!/bin/bash\n"
-                f"# Submits the {len(paths)} run(s) of experiment {exp['id']} at scale {scale}.\n"
-                f"# regenerate: {regenerate}\n"
-                "set -euo pipefail\n"
-                'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)\n'
-                + "".join(f"mkdir -p {shell_quote(d)}\n" for d in logs)
-                + "".join(f"sbatch \"$HERE\"/{shell_quote(os.path.basename(p))}\n" for p in paths))
+        f.write(
+            "#!/bin/bash\n"
+            f"# Submits the {len(paths)} run(s) of experiment {exp['id']} at scale {scale}.\n"
+            f"# regenerate: {regenerate}\n"
+            "set -euo pipefail\n"
+            'HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)\n'
+            + "".join(f"mkdir -p {shell_quote(d)}\n" for d in logs)
+            + "".join(f'sbatch "$HERE"/{shell_quote(os.path.basename(p))}\n' for p in paths)
+        )
     os.chmod(submit, 0o755)
     print(submit)
     return 0

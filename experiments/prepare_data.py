@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Prepare the data of an experiment (or of one run) into the data cache, before any job starts:
 
-    python experiments/prepare_data.py +experiment=fig7 scale=paper data.num_proc=32
-    srun -c 32 --mem=64G python experiments/prepare_data.py +experiment=fig7 scale=paper
+    python experiments/prepare_data.py experiment=fig7/paper data.num_proc=32
+    srun -c 32 --mem=64G python experiments/prepare_data.py experiment=fig7/paper
     python experiments/prepare_data.py data=tinystories data.source.path=data/tinystories
 
 Tokenizing OpenWebText takes hours of CPU; inside a training job that time is paid by every GPU
@@ -12,6 +12,7 @@ share: the runs then find the cache built and start training at once. Every dist
 configuration of the experiment's runs is prepared once; a configuration already in the cache is
 only reported. Missing data, tokenizers or models: one line naming what to download and where,
 exit 2, nothing built."""
+
 import json
 import os
 import sys
@@ -19,9 +20,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from acco.run.start import ensure_pretrained, fail_config  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
 from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.run.start import ensure_pretrained, fail_config  # noqa: E402
 
 
 def run_configs(overrides: list[str]) -> list[dict]:
@@ -31,20 +32,20 @@ def run_configs(overrides: list[str]) -> list[dict]:
     if not exp:
         return [base]
     # an experiment: its runs (none for the tables, which are computed from other experiments)
-    return [compose([*overrides, *run]) for run in expand_runs(exp, base["scale"])]
+    return [compose([*overrides, *run]) for run in expand_runs(exp)]
 
 
 def data_key(cfg: dict) -> str:
     """What a run's data depends on: the data section, and the model's folder when the tokenizer
     is the pretrained model's own (fine-tuning)."""
-    return json.dumps({"data": cfg["data"], "model": cfg["model"].get("pretrained_path")}, sort_keys=True,
-                      default=str)
+    return json.dumps({"data": cfg["data"], "model": cfg["model"].get("pretrained_path")}, sort_keys=True, default=str)
 
 
 def main(argv: list[str]) -> int:
     from acco.data.sources import DataNotFoundError
     from acco.tasks import prepare_task_data
     from acco.tasks.preflight import preflight
+
     try:
         check_overrides(argv, CONF_DIR)
         cfgs = run_configs(argv)
@@ -62,14 +63,20 @@ def main(argv: list[str]) -> int:
             preflight(cfg)
         except DataNotFoundError as exc:
             fail_config(str(exc))
-    print(f"prepare: {len(cfgs)} run(s), {len(distinct)} data configuration(s); cache "
-          f"{next(iter(distinct.values()))['data']['cache_dir']}", flush=True)
+    print(
+        f"prepare: {len(cfgs)} run(s), {len(distinct)} data configuration(s); cache "
+        f"{next(iter(distinct.values()))['data']['cache_dir']}",
+        flush=True,
+    )
     for cfg in distinct.values():
         start = time.perf_counter()
         found = prepare_task_data(cfg)
-        print(f"prepare: {cfg['data']['name']} ({cfg['data'].get('kind')}): "
-              f"{json.dumps({k: v for k, v in found.items() if k != 'kind'})} in "
-              f"{time.perf_counter() - start:.1f} s", flush=True)
+        print(
+            f"prepare: {cfg['data']['name']} ({cfg['data'].get('kind')}): "
+            f"{json.dumps({k: v for k, v in found.items() if k != 'kind'})} in "
+            f"{time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
     return 0
 
 

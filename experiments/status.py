@@ -2,16 +2,17 @@
 """List the runs of an experiment with their Slurm state and whether their results exist; failed
 jobs come with the tail of their log.
 
-    python experiments/status.py +experiment=fig5 scale=cpu
+    python experiments/status.py experiment=fig5/cpu
 """
+
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from acco.run.start import fail_config  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
 from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.run.start import fail_config  # noqa: E402
 from acco.slurm.status import run_status  # noqa: E402
 
 
@@ -23,12 +24,14 @@ def main(argv: list[str]) -> int:
         fail_config(str(exc).splitlines()[0])
     exp = base.get("experiment")
     if not exp:
-        fail_config("name an experiment: +experiment=<id>")
-    rows = [run_status(compose([*argv, *run])["out_dir"]) for run in expand_runs(exp, base["scale"])]
+        fail_config("name an experiment: experiment=<id>/<scale>")
+    rows = [run_status(compose([*argv, *run])["out_dir"]) for run in expand_runs(exp)]
     print(f"{'job':>10s} {'slurm':>12s} {'result':>10s} {'steps':>6s}  run")
     for r in rows:
-        print(f"{str(r['job_id'] or '-'):>10s} {r['slurm_state']:>12s} {r['result']:>10s} "
-              f"{str(r['steps'] if r['steps'] is not None else '-'):>6s}  {r['out_dir']}")
+        print(
+            f"{str(r['job_id'] or '-'):>10s} {r['slurm_state']:>12s} {r['result']:>10s} "
+            f"{str(r['steps'] if r['steps'] is not None else '-'):>6s}  {r['out_dir']}"
+        )
         for line in r["log_tail"]:
             print(f"    | {line}")
     return 0

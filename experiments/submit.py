@@ -2,17 +2,18 @@
 """Submit all runs of an experiment to Slurm through submitit: runs of the same shape go out as
 one job array; runs that already have a completed result are skipped.
 
-    python experiments/submit.py +experiment=fig5 scale=cpu launcher=slurm_local
-    python experiments/submit.py +experiment=fig8 scale=paper launcher=slurm launcher.partition=gpu --wait
+    python experiments/submit.py experiment=fig5/cpu launcher=slurm_local
+    python experiments/submit.py experiment=fig8/paper launcher=slurm launcher.partition=gpu --wait
 """
+
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from acco.run.start import check_run, fail_config, prepare_out_dir  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
 from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.run.start import check_run, fail_config, prepare_out_dir  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -25,10 +26,10 @@ def main(argv: list[str]) -> int:
         fail_config(str(exc).splitlines()[0])
     exp = base.get("experiment")
     if not exp:
-        fail_config("name an experiment: +experiment=<id> (see conf/experiment/)")
+        fail_config("name an experiment: experiment=<id>/<scale> (see conf/experiment/)")
     if base["launcher"].get("name") != "slurm":
         fail_config("submit.py submits to Slurm: add launcher=slurm (or launcher=slurm_local, or your profile)")
-    runs = expand_runs(exp, base["scale"])
+    runs = expand_runs(exp)
     if not runs:
         fail_config(f"experiment {exp['id']} has no training runs of its own")
     cfgs, worlds = [], []
@@ -44,6 +45,7 @@ def main(argv: list[str]) -> int:
         print(f"all {len(runs)} runs of {exp['id']} ({base['scale']}) are complete")
         return 0
     from acco.slurm.submit import submit, wait_for
+
     try:
         jobs = submit(cfgs, worlds, prepare=lambda c: prepare_out_dir(c["out_dir"], c))
     except ConfigError as exc:
@@ -55,6 +57,7 @@ def main(argv: list[str]) -> int:
 
 def _completed(out_dir: str) -> bool:
     from acco.slurm.submit import completed
+
     return completed(out_dir)
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python
 """The training entry point (Hydra). Examples:
 
-    python experiments/train.py method=acco world_size=2 train.steps=30
-    python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
-    python experiments/train.py +experiment=fig5 scale=cpu method=acco
-    python experiments/train.py -m +experiment=fig5 scale=cpu method=ddp,dpu,acco
-    torchrun --nproc-per-node=2 experiments/train.py method=acco
-    srun -n 4 python experiments/train.py method=acco
+python experiments/train.py method=acco world_size=2 train.steps=30
+python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
+python experiments/train.py experiment=fig5/cpu method=acco
+python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
+python experiments/train.py experiment=fig5/cpu method=acco --cfg job    # the config the run will use
+torchrun --nproc-per-node=2 experiments/train.py method=acco
+srun -n 4 python experiments/train.py method=acco
 """
+
 import os
 import sys
 
@@ -18,8 +20,9 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from acco.run.start import fail_config, run  # noqa: E402
+from acco.config.schema import register  # noqa: E402
 from acco.config.validate import ConfigError, check_overrides  # noqa: E402
+from acco.run.start import fail_config, run  # noqa: E402
 
 CONF_DIR = os.path.join(ROOT, "conf")
 
@@ -27,8 +30,11 @@ CONF_DIR = os.path.join(ROOT, "conf")
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
-    code = run(OmegaConf.to_container(cfg, resolve=True), list(hydra_cfg.overrides.task),
-               multirun=hydra_cfg.mode == RunMode.MULTIRUN)
+    code = run(
+        OmegaConf.to_container(cfg, resolve=True),
+        list(hydra_cfg.overrides.task),
+        multirun=hydra_cfg.mode == RunMode.MULTIRUN,
+    )
     if code:
         sys.exit(code)
 
@@ -38,4 +44,5 @@ if __name__ == "__main__":
         check_overrides(sys.argv[1:], CONF_DIR)
     except ConfigError as exc:
         fail_config(str(exc))
+    register()  # the schema in Hydra's ConfigStore: conf/config.yaml's defaults start with it
     main()

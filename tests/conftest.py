@@ -1,5 +1,6 @@
 """Shared test helpers: run the real entry point as a subprocess, with a small model and a data
 cache shared by the whole test session."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
 # A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds.
-SMALL_LM = ["model.config.hidden_size=64", "model.config.intermediate_size=256",
-            "model.config.max_position_embeddings=32", "data.seq_len=32", "data.micro_batch_size=4",
-            "data.source.num_stories=1500", "data.tokenizer.vocab_size=384", "train.log_every=0"]
+SMALL_LM = [
+    "model.config.hidden_size=64",
+    "model.config.intermediate_size=256",
+    "model.config.max_position_embeddings=32",
+    "data.seq_len=32",
+    "data.micro_batch_size=4",
+    "data.source.num_stories=1500",
+    "data.tokenizer.vocab_size=384",
+    "train.log_every=0",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,11 +37,14 @@ def acco_cache(tmp_path_factory):
 
 
 def run_train(args: list[str], expect: int | None = 0, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=os.environ.copy()
+    )
     if expect is not None and proc.returncode != expect:
-        raise AssertionError(f"train.py {' '.join(args)} exited {proc.returncode} (expected {expect})\n"
-                             f"--- stderr ---\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"train.py {' '.join(args)} exited {proc.returncode} (expected {expect})\n"
+            f"--- stderr ---\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -50,4 +61,5 @@ def one_torch_thread():
     # the tests' own computations (references, replays) share 2 cores with worker processes;
     # oversubscribed OpenMP threads can slow them by an order of magnitude
     import torch
+
     torch.set_num_threads(1)

@@ -3,6 +3,7 @@ known in closed form, and a replay that rebuilds a run's committed steps from th
 PyTorch's own AdamW, method by method, checking where every gradient was computed.
 
 Loss of rank r's k-th micro-batch: 0.5 * sum_i a_i (w_i - x_{r,k,i})^2, gradient a * (w - x)."""
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,13 @@ def build_oracle_task(cfg: dict, rank: int, world_size: int, device) -> Task:
     def on_finish(out_dir: str) -> None:
         torch.save(model.seen, os.path.join(out_dir, f"oracle_rank{rank}.pt"))
 
-    return Task(model=model, loss_fn=loss_fn, train_stream=OracleStream(seed, rank, dim),
-                samples_per_micro_batch=1, on_finish=on_finish)
+    return Task(
+        model=model,
+        loss_fn=loss_fn,
+        train_stream=OracleStream(seed, rank, dim),
+        samples_per_micro_batch=1,
+        on_finish=on_finish,
+    )
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -72,6 +78,7 @@ class Replay:
 
     def __init__(self, cfg: dict, out_dir: str, world: int, counts: list[list[int]], atol=2e-6):
         from acco.engine.schedule import make_lr_schedule
+
         opts = cfg.get("oracle") or {}
         self.dim = int(opts.get("dim", 38))
         self.seed = int(cfg["seed"])
@@ -80,11 +87,18 @@ class Replay:
         self.seen = [torch.load(os.path.join(out_dir, f"oracle_rank{r}.pt")) for r in range(world)]
         optim = cfg["optim"]
         steps = int(cfg["train"]["steps"])
-        self.lr_at = make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], steps,
-                                      optim.get("min_lr_ratio", 0.0))
+        self.lr_at = make_lr_schedule(
+            optim["lr"], optim["schedule"], optim["warmup_steps"], steps, optim.get("min_lr_ratio", 0.0)
+        )
         self.param = nn.Parameter(oracle_theta0(self.seed, self.dim).clone())
-        self.opt = torch.optim.AdamW([self.param], lr=self.lr_at(0), betas=tuple(optim["betas"]),
-                                     eps=optim["eps"], weight_decay=optim["weight_decay"], foreach=False)
+        self.opt = torch.optim.AdamW(
+            [self.param],
+            lr=self.lr_at(0),
+            betas=tuple(optim["betas"]),
+            eps=optim["eps"],
+            weight_decay=optim["weight_decay"],
+            foreach=False,
+        )
         self.committed = 0
         self.atol = atol
         # rank r's rounds as lists of micro-batch indices, in order
@@ -122,8 +136,10 @@ class Replay:
             g["lr"] = self.lr_at(self.committed)
         if tentative:
             saved = self.theta()
-            state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-                     for p, s in self.opt.state.items()}
+            state = {
+                p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+                for p, s in self.opt.state.items()
+            }
             self.opt.step()
             out = self.theta()
             with torch.no_grad():

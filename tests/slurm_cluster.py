@@ -3,6 +3,7 @@ real jobs. `from .slurm_cluster import cluster` gives a session-scoped fixture t
 (installing the Debian packages on first use, so it needs root), skips the module only when the
 packages cannot be installed (`start` exits 3), and stops the cluster at the end unless it was
 already running before (a developer's cluster is left as it was)."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ CANNOT_INSTALL = 3  # start's exit code when the packages are missing and cannot
 
 def script(name: str, timeout: float = 120) -> subprocess.CompletedProcess:
     # through bash: works even if the executable bit got lost in a copy
-    return subprocess.run(["bash", os.path.join(SCRIPTS, name)], capture_output=True, text=True,
-                          timeout=timeout, env=os.environ.copy())
+    return subprocess.run(
+        ["bash", os.path.join(SCRIPTS, name)], capture_output=True, text=True, timeout=timeout, env=os.environ.copy()
+    )
 
 
 def run(cmd: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
@@ -30,8 +32,9 @@ def output(proc: subprocess.CompletedProcess) -> str:
     return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
 
 
-def sacct_fields(job_id: str, fields: str = "State,ExitCode", want_state: str = "COMPLETED",
-                 timeout: float = 30) -> list[str]:
+def sacct_fields(
+    job_id: str, fields: str = "State,ExitCode", want_state: str = "COMPLETED", timeout: float = 30
+) -> list[str]:
     """The job allocation's accounting fields, polled until its State is `want_state` (the record
     lands in slurmdbd a moment after `sbatch --wait` returns)."""
     deadline = time.monotonic() + timeout
@@ -55,8 +58,10 @@ def cluster():
     t0 = time.monotonic()
     proc = script("start", timeout=900)
     if proc.returncode == CANNOT_INSTALL:
-        pytest.skip("the Slurm packages (slurm-wlm munge slurmdbd mariadb-server) cannot be installed "
-                    "on this machine: " + (proc.stderr.strip().splitlines() or ["?"])[-1])
+        pytest.skip(
+            "the Slurm packages (slurm-wlm munge slurmdbd mariadb-server) cannot be installed "
+            "on this machine: " + (proc.stderr.strip().splitlines() or ["?"])[-1]
+        )
     assert proc.returncode == 0, f"slurm/local-cluster/start failed: {output(proc)}"
     yield {"was_running": was_running, "start_s": time.monotonic() - t0}
     if was_running:

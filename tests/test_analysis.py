@@ -1,6 +1,7 @@
 """The analysis package (figures and tables from a results folder), on small real runs copied into
 tests/fixtures/results (config.yaml, metrics.csv, summary.json; trace.json for the fig4 runs and
 one ACCO run). Plots are checked through their matplotlib objects, not pixels."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,20 @@ def test_discover_and_tidy_frame():
     runs = discover_runs(FIXTURES, "fig5", "cpu")
     assert len(runs) == 10 and all(r.summary["status"] == "completed" for r in runs)
     df = load_experiment(FIXTURES, "fig5", "cpu")
-    for col in ("method", "seed", "warmup", "accum", "layout", "world_size", "hetero", "step",
-                "wall_time_s", "train_loss", "eval_loss", "samples"):
+    for col in (
+        "method",
+        "seed",
+        "warmup",
+        "accum",
+        "layout",
+        "world_size",
+        "hetero",
+        "step",
+        "wall_time_s",
+        "train_loss",
+        "eval_loss",
+        "samples",
+    ):
         assert col in df.columns
     assert len(df) == sum(len(r.metrics()) for r in runs)
     dpu = df[df["method"] == "dpu"]
@@ -95,7 +108,7 @@ def test_fig5_panels_lines_and_dpu_bands():
     assert a_samples.get_xlabel() == "samples"
     assert all(ax.get_ylabel() == "training loss" for ax in axes)
     # the band spans the seeds: DPU warmup=0 mean lies inside it, the band is not flat
-    line = next(l for l in a_samples.get_lines() if l.get_label().startswith("DPU warmup=0"))
+    line = next(ln for ln in a_samples.get_lines() if ln.get_label().startswith("DPU warmup=0"))
     verts = bands(a_samples)[0].get_paths()[0].vertices
     assert verts[:, 1].min() <= line.get_ydata().min() and verts[:, 1].max() >= line.get_ydata().max()
     assert len(line.get_xdata()) == 8  # every step of the 8-step budget
@@ -147,14 +160,21 @@ def test_step_times_on_a_known_trace(tmp_path):
     ev = []
     t = 0.0
     for _ in range(3):
-        ev += [{"ph": "X", "pid": 0, "tid": 0, "cat": "compute", "name": "fwd+bwd", "ts": t, "dur": 3e6},
-               {"ph": "X", "pid": 0, "tid": 0, "cat": "compute", "name": "fwd+bwd", "ts": t + 3e6, "dur": 3e6},
-               {"ph": "X", "pid": 0, "tid": 1, "cat": "communication", "name": "sync (commit)", "ts": t + 6e6,
-                "dur": 5e6},
-               {"ph": "X", "pid": 0, "tid": 1, "cat": "communication", "name": "reduce_scatter",
-                "ts": t + 6e6, "dur": 2e6},
-               {"ph": "X", "pid": 0, "tid": 1, "cat": "communication", "name": "all_gather",
-                "ts": t + 9e6, "dur": 2e6}]
+        ev += [
+            {"ph": "X", "pid": 0, "tid": 0, "cat": "compute", "name": "fwd+bwd", "ts": t, "dur": 3e6},
+            {"ph": "X", "pid": 0, "tid": 0, "cat": "compute", "name": "fwd+bwd", "ts": t + 3e6, "dur": 3e6},
+            {"ph": "X", "pid": 0, "tid": 1, "cat": "communication", "name": "sync (commit)", "ts": t + 6e6, "dur": 5e6},
+            {
+                "ph": "X",
+                "pid": 0,
+                "tid": 1,
+                "cat": "communication",
+                "name": "reduce_scatter",
+                "ts": t + 6e6,
+                "dur": 2e6,
+            },
+            {"ph": "X", "pid": 0, "tid": 1, "cat": "communication", "name": "all_gather", "ts": t + 9e6, "dur": 2e6},
+        ]
         t += 11e6
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"traceEvents": ev}))
@@ -182,16 +202,36 @@ def test_missing_experiment_raises_missing_runs(tmp_path):
 
 
 # -- tables ------------------------------------------------------------------------------------
-PAPER_TABLE1 = {"ddp": 120, "zero1": 31, "zero2": 16, "zero3": 2, "diloco": 150, "slowmo": 150,
-                "co2": 180, "dpu": 46, "wp": 46, "acco": 46}
+PAPER_TABLE1 = {
+    "ddp": 120,
+    "zero1": 31,
+    "zero2": 16,
+    "zero3": 2,
+    "diloco": 150,
+    "slowmo": 150,
+    "co2": 180,
+    "dpu": 46,
+    "wp": 46,
+    "acco": 46,
+}
 
 
 def test_table1_formulas_give_the_paper_values():
-    with open(os.path.join(ROOT, "conf", "experiment", "table1.yaml")) as f:
+    with open(os.path.join(ROOT, "conf", "experiment_info", "table1.yaml")) as f:
         assert yaml.safe_load(f)["paper"]["gb"] == PAPER_TABLE1
     df = tables.table1_formulas(12, 64, 7.5e9).set_index("key")
-    exact = {"ddp": 120.0, "zero1": 31.40625, "zero2": 16.640625, "zero3": 1.875, "diloco": 150.0,
-             "slowmo": 150.0, "co2": 180.0, "dpu": 46.40625, "wp": 46.40625, "acco": 46.40625}
+    exact = {
+        "ddp": 120.0,
+        "zero1": 31.40625,
+        "zero2": 16.640625,
+        "zero3": 1.875,
+        "diloco": 150.0,
+        "slowmo": 150.0,
+        "co2": 180.0,
+        "dpu": 46.40625,
+        "wp": 46.40625,
+        "acco": 46.40625,
+    }
     for key, gb in exact.items():
         assert df.loc[key, "gb"] == pytest.approx(gb, rel=1e-12)
     # nearest-GB rounding reproduces every paper value but ZeRO-2's, which the paper truncates
@@ -233,17 +273,36 @@ def test_table2_perplexities_beside_paper():
 def _write_run(root, exp, name, method, wall, times, losses, layout=None):
     d = os.path.join(root, "cpu", exp, name)
     os.makedirs(d)
-    exp_block = {"id": exp, "scales": {"paper": {"set": {"layout": "4x8"}, "runs": [{"method": ["ddp", "acco"]}]},
-                                       "cpu": {"runs": [{"method": ["ddp", "acco"]}]}}}
+    exp_block = {"id": exp, "runs": [{"method": ["ddp", "acco"]}]}
     with open(os.path.join(d, "config.yaml"), "w") as f:
-        yaml.safe_dump({"method": {"name": method}, "seed": 0, "world_size": 4, "layout": layout,
-                        "train": {"accum": 1, "steps": len(times)}, "experiment": exp_block}, f)
+        yaml.safe_dump(
+            {
+                "method": {"name": method},
+                "seed": 0,
+                "world_size": 4,
+                "layout": layout,
+                "train": {"accum": 1, "steps": len(times)},
+                "experiment": exp_block,
+            },
+            f,
+        )
     with open(os.path.join(d, "summary.json"), "w") as f:
-        json.dump({"method": method, "world_size": 4, "status": "completed", "total_wall_time_s": wall,
-                   "per_rank": []}, f)
-    pd.DataFrame({"step": range(1, len(times) + 1), "samples": 0, "tokens": 0, "wall_time_s": times,
-                  "train_loss": losses, "lr": 0.0, "micro_batches": 2, "eval_loss": None,
-                  "grad_norm": None}).to_csv(os.path.join(d, "metrics.csv"), index=False)
+        json.dump(
+            {"method": method, "world_size": 4, "status": "completed", "total_wall_time_s": wall, "per_rank": []}, f
+        )
+    pd.DataFrame(
+        {
+            "step": range(1, len(times) + 1),
+            "samples": 0,
+            "tokens": 0,
+            "wall_time_s": times,
+            "train_loss": losses,
+            "lr": 0.0,
+            "micro_batches": 2,
+            "eval_loss": None,
+            "grad_norm": None,
+        }
+    ).to_csv(os.path.join(d, "metrics.csv"), index=False)
 
 
 def test_table3_reduction_known_answer(tmp_path):
@@ -254,8 +313,8 @@ def test_table3_reduction_known_answer(tmp_path):
     df = out["table"]
     row = df[df["source"] == "fig7"].iloc[0]
     assert row["ddp_s"] == 100.0 and row["acco_s"] == 75.0
-    assert row["reduction_pct"] == pytest.approx(25.0)          # (100 - 75) / 100
-    assert row["target_loss"] == 2.0                              # the worse final loss
+    assert row["reduction_pct"] == pytest.approx(25.0)  # (100 - 75) / 100
+    assert row["target_loss"] == 2.0  # the worse final loss
     assert (row["ddp_to_target_s"], row["acco_to_target_s"]) == (100.0, 40.0)
     assert row["reduction_to_target_pct"] == pytest.approx(60.0)  # (100 - 40) / 100
     assert row["paper_reduction_pct"] == pytest.approx(100 * (52860 - 39300) / 52860)
@@ -296,11 +355,22 @@ def test_make_figures_writes_everything(results):
     assert "47.10" in t2 and "4x8 (fig7)" in t2
 
 
+@pytest.mark.integration
 def test_make_figures_cli_skips_gracefully(tmp_path):
     shutil.copytree(os.path.join(FIXTURES, "cpu", "fig6"), tmp_path / "cpu" / "fig6")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "analysis", "make_figures.py"), str(tmp_path),
-                           "--only", "fig6,fig9,table2,table3", "--no-timelines"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "analysis", "make_figures.py"),
+            str(tmp_path),
+            "--only",
+            "fig6,fig9,table2,table3",
+            "--no-timelines",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {tmp_path}/cpu/fig6/figures/fig6.png" in proc.stdout
     for fid in ("fig9", "table2", "table3"):
@@ -310,6 +380,7 @@ def test_make_figures_cli_skips_gracefully(tmp_path):
 
 def test_trace_summary_still_works():
     from analysis.trace_summary import summarize
+
     run = next(r for r in discover_runs(FIXTURES, "fig5", "cpu") if r.trace_path)
     rows = summarize(run.trace_path)
     assert [r["rank"] for r in rows] == [0, 1] and all(r["compute_s"] > 0 and r["comm_s"] > 0 for r in rows)

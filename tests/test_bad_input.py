@@ -1,4 +1,5 @@
 """Bad input: one clear line naming the problem, exit code 2, no worker started, nothing written."""
+
 from __future__ import annotations
 
 import os
@@ -6,6 +7,8 @@ import os
 import pytest
 
 from .conftest import SMALL_LM, run_train
+
+pytestmark = pytest.mark.integration  # every test here starts processes
 
 CASES = [
     (["method=foo"], "unknown method 'foo'"),
@@ -39,11 +42,11 @@ def test_completed_run_is_not_overwritten(tmp_path):
     out = tmp_path / "run"
     run_train(["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"])
     before = (out / "metrics.csv").read_bytes()
-    proc = run_train(["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"],
-                     expect=2, timeout=120)
+    proc = run_train(
+        ["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"], expect=2, timeout=120
+    )
     assert "already holds a completed run" in proc.stderr and "overwrite=true" in proc.stderr
     assert (out / "metrics.csv").read_bytes() == before
-    run_train(["method=acco", *SMALL_LM, "train.steps=3", "world_size=1", f"out_dir={out}",
-               "overwrite=true"])
+    run_train(["method=acco", *SMALL_LM, "train.steps=3", "world_size=1", f"out_dir={out}", "overwrite=true"])
     assert len((out / "metrics.csv").read_text().splitlines()) == 4
     assert os.path.exists(out / "summary.json")

@@ -1,5 +1,6 @@
 """`make bench` end to end at a tiny size: calibration, the interleaved grid on the emulated link,
 and every output file."""
+
 from __future__ import annotations
 
 import os
@@ -7,22 +8,61 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from acco.bench.plan import MAX_RATE_MBIT
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.integration  # every test here starts processes
+
 
 def test_bench_end_to_end_tiny(tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench.py"), "--tiny",
-                           "--worlds", "2", "--ratios", "0,1", "--methods", "acco", "--rounds", "1",
-                           "--steps", "3", "--accum", "2", "--hetero-world", "0", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=os.environ.copy())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "experiments", "bench.py"),
+            "--tiny",
+            "--worlds",
+            "2",
+            "--ratios",
+            "0,1",
+            "--methods",
+            "acco",
+            "--rounds",
+            "1",
+            "--steps",
+            "3",
+            "--accum",
+            "2",
+            "--hetero-world",
+            "0",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ.copy(),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    for name in ("runs.csv", "grid.csv", "ideal.csv", "calibration.csv", "memory.csv", "targets.csv",
-                 "targets.md", "costmodel_testbed.csv", "costmodel_fit.csv", "costmodel_scaling.csv",
-                 "costmodel_fig4.csv", "costmodel_table3.csv", "bench.png"):
+    for name in (
+        "runs.csv",
+        "grid.csv",
+        "ideal.csv",
+        "calibration.csv",
+        "memory.csv",
+        "targets.csv",
+        "targets.md",
+        "costmodel_testbed.csv",
+        "costmodel_fit.csv",
+        "costmodel_scaling.csv",
+        "costmodel_fig4.csv",
+        "costmodel_table3.csv",
+        "bench.png",
+    ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     grid = pd.read_csv(out / "grid.csv")
     assert set(grid["method"]) == {"acco", "ddp_flat"}  # the reference always runs
@@ -51,8 +91,13 @@ def test_bench_end_to_end_tiny(tmp_path):
     assert abs(acco["measured_over_table1"] - 1.0) < 0.05
     # the outputs can be rebuilt from the run folders alone
     (out / "grid.csv").unlink()
-    again = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "bench.py"), "--report-only",
-                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "bench.py"), "--report-only", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     rebuilt = pd.read_csv(out / "grid.csv")
     assert len(rebuilt) == len(grid) and set(rebuilt["method"]) == set(grid["method"])

@@ -2,6 +2,7 @@
 step whose global sample count reaches the budget, on every rank alike, adaptive ACCO included;
 the learning-rate schedule runs over samples; budget runs match the single-process reference and
 resume exactly from a checkpoint."""
+
 from __future__ import annotations
 
 import csv
@@ -11,14 +12,21 @@ import os
 import pytest
 import torch
 
-from acco.engine.schedule import make_lr_schedule
 from acco.analytic.reference import replay
+from acco.engine.schedule import make_lr_schedule
 
 from .conftest import SMALL_LM, load_run, run_train
 
 LR, WARMUP = 2e-3, 1
-BASE = [*SMALL_LM, "world_size=2", "train.steps=null", "train.trace=false", f"optim.lr={LR}",
-        "optim.schedule=cosine", f"optim.warmup_steps={WARMUP}"]
+BASE = [
+    *SMALL_LM,
+    "world_size=2",
+    "train.steps=null",
+    "train.trace=false",
+    f"optim.lr={LR}",
+    "optim.schedule=cosine",
+    f"optim.warmup_steps={WARMUP}",
+]
 # every configuration below commits 16 samples per step when each round has exactly `accum`
 # micro-batches: 2 ranks x micro-batch 4 x (accum 2, or ACCO's 2 rounds of accum 1)
 NOMINAL = 16
@@ -26,17 +34,20 @@ B = 80  # 5 nominal steps
 RUNS = {
     "ddp-torch": ["method=ddp", "method.impl=torch", "train.accum=2", "train.deterministic=true"],
     # a budget in tokens: 2560 tokens = 80 samples of 32 tokens
-    "ddp-flat": ["method=ddp", "method.impl=flat", "train.accum=2", "train.deterministic=true",
-                 "train.tokens=2560"],
+    "ddp-flat": ["method=ddp", "method.impl=flat", "train.accum=2", "train.deterministic=true", "train.tokens=2560"],
     # not a multiple of the step's samples: 88 is reached by the 6th step (96)
-    "dpu": ["method=dpu", "method.warmup_steps=1", "train.accum=2", "train.deterministic=true",
-            "train.samples=88"],
+    "dpu": ["method=dpu", "method.warmup_steps=1", "train.accum=2", "train.deterministic=true", "train.samples=88"],
     "wp": ["method=wp", "train.accum=2", "train.deterministic=true"],
     "acco": ["method=acco", "train.accum=1", "train.deterministic=true", "train.save_final_params=true"],
     # one rank 3x slower: the fast one accumulates more while the sync waits, so steps hold
     # varying sample counts, and the stop must still come at the same step on both ranks
-    "acco-adaptive": ["method=acco", "train.accum=1", "train.deterministic=false", "hetero.slow_rank=1",
-                      "hetero.factor=3"],
+    "acco-adaptive": [
+        "method=acco",
+        "train.accum=1",
+        "train.deterministic=false",
+        "hetero.slow_rank=1",
+        "hetero.factor=3",
+    ],
 }
 
 
@@ -67,6 +78,7 @@ def budget_runs(tmp_path_factory):
             run_train([*BASE, *args, f"out_dir={out}"])
             made[name] = out
         return made[name]
+
     return get
 
 
@@ -78,6 +90,7 @@ def cosine_at(position: float, total: float) -> float:
     return LR * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", list(RUNS))
 def test_every_method_stops_at_the_first_step_reaching_the_budget(budget_runs, name):
     out = budget_runs(name)
@@ -114,12 +127,14 @@ def test_every_method_stops_at_the_first_step_reaching_the_budget(budget_runs, n
     assert lrs[-1] == min(lrs[WARMUP:])  # the last step anneals furthest
 
 
+@pytest.mark.integration
 def test_ddp_and_acco_with_half_the_accumulation_do_the_same_work(budget_runs):
     ddp, acco = rows_of(budget_runs("ddp-torch")), rows_of(budget_runs("acco"))
     assert [r["samples"] for r in ddp] == [r["samples"] for r in acco] and int(ddp[-1]["samples"]) == B
     assert [float(r["lr"]) for r in ddp] == [float(r["lr"]) for r in acco]
 
 
+@pytest.mark.integration
 def test_budget_run_equals_the_reference(budget_runs):
     out = budget_runs("acco")
     run = load_run(out)
@@ -129,6 +144,7 @@ def test_budget_run_equals_the_reference(budget_runs):
     torch.testing.assert_close(final, ref.history[-1], rtol=1e-4, atol=2e-6)
 
 
+@pytest.mark.integration
 def test_budget_run_resumes_exactly(budget_runs, tmp_path):
     """A budget run stopped by a checkpoint signal after step 3 and resumed: the same rows (all but
     wall time), the same final parameters."""
@@ -140,19 +156,20 @@ def test_budget_run_resumes_exactly(budget_runs, tmp_path):
     run_train([*args, "resume=auto"])
     strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_time_s"} for r in rows]  # noqa: E731
     assert strip(rows_of(out)) == strip(rows_of(reference))
-    assert torch.equal(torch.load(os.path.join(out, "final_params.pt")),
-                       torch.load(os.path.join(reference, "final_params.pt")))
+    assert torch.equal(
+        torch.load(os.path.join(out, "final_params.pt")), torch.load(os.path.join(reference, "final_params.pt"))
+    )
 
 
 def test_progress_shows_the_budget_fraction():
     import io
 
     from acco.run.progress import Progress
+
     out = io.StringIO()
     progress = Progress("acco", None, log_every=2, stream=out, budget=1000, unit="tokens", per_sample=10)
     for step, samples in ((1, 30), (2, 50), (3, 100)):  # adaptive steps: uneven samples
-        progress.update(step, loss=3.0, samples=samples, wall_s=step * 1.0, lr=1e-3, micro_batches=4,
-                        eval_loss=None)
+        progress.update(step, loss=3.0, samples=samples, wall_s=step * 1.0, lr=1e-3, micro_batches=4, eval_loss=None)
     lines = out.getvalue().splitlines()
     # every log_every steps and at the budget; ETA from the budget's fraction (500 of 1000 tokens
     # in 2 s: 2 s left)

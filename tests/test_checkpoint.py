@@ -2,6 +2,7 @@
 signal) produces exactly the metrics and final parameters of the uninterrupted run, for every
 method in deterministic mode; a truncated or corrupt checkpoint is reported and the previous
 complete one used."""
+
 from __future__ import annotations
 
 import csv
@@ -18,11 +19,24 @@ import torch
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_train
 
+pytestmark = pytest.mark.integration  # every test here starts processes
+
 STEPS = 8
-BASE = [*SMALL_LM, "world_size=2", "train.deterministic=true", f"train.steps={STEPS}",
-        "train.save_final_params=true", "train.trace=false"]
-METHODS = {"ddp-torch": ["method=ddp", "method.impl=torch"], "ddp-flat": ["method=ddp", "method.impl=flat"],
-           "dpu": ["method=dpu", "method.warmup_steps=1"], "wp": ["method=wp"], "acco": ["method=acco"]}
+BASE = [
+    *SMALL_LM,
+    "world_size=2",
+    "train.deterministic=true",
+    f"train.steps={STEPS}",
+    "train.save_final_params=true",
+    "train.trace=false",
+]
+METHODS = {
+    "ddp-torch": ["method=ddp", "method.impl=torch"],
+    "ddp-flat": ["method=ddp", "method.impl=flat"],
+    "dpu": ["method=dpu", "method.warmup_steps=1"],
+    "wp": ["method=wp"],
+    "acco": ["method=acco"],
+}
 
 
 def metrics(out) -> list[dict]:
@@ -50,6 +64,7 @@ def references(tmp_path_factory):
             run_train([*METHODS[name], *BASE, "train.checkpoint_every=3", f"out_dir={out}"])
             made[name] = str(out)
         return made[name]
+
     return get
 
 
@@ -108,8 +123,9 @@ def test_sigusr1_to_one_worker_mid_run(tmp_path):
     out = tmp_path / "run"
     # a slow rank stretches the run to several seconds so the signal lands mid-run
     args = ["method=acco", *BASE, "train.steps=30", "hetero.slow_rank=0", "hetero.factor=8", f"out_dir={out}"]
-    proc = subprocess.Popen([sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     metrics_csv = out / "metrics.csv"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
@@ -143,8 +159,11 @@ def test_unusable_checkpoints_are_bad_input(references, tmp_path):
     proc = run_train([*METHODS["acco"], *BASE, f"out_dir={out}", "resume=auto"], expect=2, timeout=120)
     assert "model.pt is corrupt" in proc.stderr and "no usable checkpoint" in proc.stderr
     # a different run's checkpoint is refused, naming the setting that differs
-    proc = run_train([*METHODS["acco"], *BASE, "optim.lr=0.001", f"out_dir={tmp_path / 'other'}",
-                      f"resume={ref}"], expect=2, timeout=120)
+    proc = run_train(
+        [*METHODS["acco"], *BASE, "optim.lr=0.001", f"out_dir={tmp_path / 'other'}", f"resume={ref}"],
+        expect=2,
+        timeout=120,
+    )
     assert "belongs to a different run (optim.lr" in proc.stderr
     assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
     assert not (tmp_path / "other").exists()

@@ -1,5 +1,6 @@
 """The α-β cost model: closed forms of ring collectives, the step-time models, calibration that
 recovers known parameters, and the shape of its paper-hardware predictions."""
+
 from __future__ import annotations
 
 import math
@@ -55,13 +56,14 @@ def test_calibration_recovers_known_alpha_and_efficiency():
     fit = cm.calibrate(samples, {2: 0.1})
     assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
     assert fit.efficiency == pytest.approx(eff, rel=1e-6)
-    assert fit.collective_s("all_gather", 2e6, 4, 50.0) == pytest.approx(
-        3 * alpha + 0.75 * 2e6 / (eff * 50e6 / 8))
+    assert fit.collective_s("all_gather", 2e6, 4, 50.0) == pytest.approx(3 * alpha + 0.75 * 2e6 / (eff * 50e6 / 8))
 
 
 def test_calibration_never_credits_a_link_above_its_rate():
-    samples = [{"kind": "reduce_scatter", "nbytes": 1e6, "workers": 2, "rate_mbit": r,
-                "seconds": 0.5 * 0.5e6 / (r * 1e6 / 8)} for r in (10.0, 100.0)]
+    samples = [
+        {"kind": "reduce_scatter", "nbytes": 1e6, "workers": 2, "rate_mbit": r, "seconds": 0.5 * 0.5e6 / (r * 1e6 / 8)}
+        for r in (10.0, 100.0)
+    ]
     assert cm.calibrate(samples).efficiency == 1.0
 
 
@@ -104,16 +106,19 @@ def test_torch_zero1_sync_moves_fp32_gradients_and_parameters():
     hw, n, P = cm.A100, 8, 1e9
     alpha, beta = hw.link(n)
     assert cm.zero1_torch_sync_time(P, n, hw) == pytest.approx(
-        cm.all_reduce_time(4 * P, n, alpha, beta) + cm.all_gather_time(4 * P, n, alpha, beta))
+        cm.all_reduce_time(4 * P, n, alpha, beta) + cm.all_gather_time(4 * P, n, alpha, beta)
+    )
     # three fp32 ring passes against the flat engine's two bf16 ones: 3x the bytes
     flat = cm.sync_time(cm.Workload("w", P, 1, grad_bytes=2), n, hw)
     assert cm.zero1_torch_sync_time(P, n, replace_alpha(hw)) == pytest.approx(
-        3 * cm.sync_time(cm.Workload("w", P, 1, grad_bytes=2), n, replace_alpha(hw)))
+        3 * cm.sync_time(cm.Workload("w", P, 1, grad_bytes=2), n, replace_alpha(hw))
+    )
     assert flat < cm.zero1_torch_sync_time(P, n, hw)
 
 
 def replace_alpha(hw):
     from dataclasses import replace
+
     return replace(hw, alpha_intra_s=0.0, alpha_inter_s=0.0)
 
 

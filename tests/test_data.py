@@ -1,5 +1,6 @@
 """Tests of the CPU-scale data pipeline (acco/data): corpus, tokenizer, packing, rank streams and
 the cached, concurrency-safe preparation."""
+
 import hashlib
 import json
 import multiprocessing as mp
@@ -53,13 +54,17 @@ def test_stories_deterministic_and_seed_dependent():
     assert generate_stories(40, 7) == a[:40]
 
 
+@pytest.mark.integration
 def test_stories_identical_in_another_process():
-    code = ("import hashlib, sys; sys.path.insert(0, sys.argv[1]); "
-            "from acco.data.stories import generate_stories; "
-            "print(hashlib.sha256('\\x00'.join(generate_stories(200, 3)).encode()).hexdigest())")
+    code = (
+        "import hashlib, sys; sys.path.insert(0, sys.argv[1]); "
+        "from acco.data.stories import generate_stories; "
+        "print(hashlib.sha256('\\x00'.join(generate_stories(200, 3)).encode()).hexdigest())"
+    )
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT)], env=env, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT)], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == hashlib.sha256("\x00".join(generate_stories(200, 3)).encode()).hexdigest()
 
 
@@ -121,7 +126,7 @@ def test_tokenizer_round_trip_and_eos(tmp_path, small_corpus):
     assert tok.eos_token == EOS_TOKEN and tok.eos_token_id == 0
     assert tok.convert_tokens_to_ids(EOS_TOKEN) == tok.eos_token_id
     n_bytes = n_tokens = 0
-    for text in small_corpus[:50] + ["Hello, wörld! 😀\n\n  tabs\tand \"quotes\""]:
+    for text in small_corpus[:50] + ['Hello, wörld! 😀\n\n  tabs\tand "quotes"']:
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert tok.eos_token_id not in ids
         assert tok.decode(ids) == text
@@ -141,8 +146,7 @@ def test_tokenizer_rejects_too_small_vocab(tmp_path, small_corpus):
 # ----------------------------------------------------------------------------------------------
 def test_pack_documents():
     g = torch.Generator().manual_seed(0)
-    docs = [torch.randint(1, 100, (int(n),), generator=g).tolist()
-            for n in torch.randint(0, 40, (57,), generator=g)]
+    docs = [torch.randint(1, 100, (int(n),), generator=g).tolist() for n in torch.randint(0, 40, (57,), generator=g)]
     eos, L = 0, 16
     blocks = pack_documents(docs, eos, L)
     stream = [t for d in docs for t in d + [eos]]
@@ -203,8 +207,7 @@ def test_rank_stream_batch_is_pure():
     seq[0].fill_(-1)
     assert torch.equal(b.batch(0), a.batch(0)) and (a.batch(0) >= 0).all()
     # other seeds / ranks give other orders
-    assert [_ids(RankBatchStream(blocks, 1, 2, 4, seed=10).batch(k)) for k in range(8)] != \
-        [_ids(x) for x in seq[:8]]
+    assert [_ids(RankBatchStream(blocks, 1, 2, 4, seed=10).batch(k)) for k in range(8)] != [_ids(x) for x in seq[:8]]
 
 
 def test_rank_stream_reshuffles_every_epoch():
@@ -325,6 +328,7 @@ def test_prepare_story_data_removes_stale_temporary_folder(tmp_path):
     assert not stale.exists() and folder.is_dir()
 
 
+@pytest.mark.integration
 def test_prepare_story_data_concurrent_processes(tmp_path, monkeypatch):
     # offline, with a private HF home: the build must not need the hub nor write a cache there
     hf_home = tmp_path / "hf_home"

@@ -2,6 +2,7 @@
 token files (uint16/uint32) written chunk by chunk and read through a memory map, a build whose
 result does not depend on its number of tokenizer processes, and whose peak memory does not grow
 with the number of tokens."""
+
 import json
 import os
 import pickle
@@ -20,22 +21,30 @@ try:
 except ImportError:  # plain `pytest` without the project root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from acco.data import (RankBatchStream, generate_stories, load_tokenizer, pack_documents, prepare_pretraining_data,
-                       train_bpe_tokenizer, write_story_jsonl)
+from acco.data import (
+    RankBatchStream,
+    generate_stories,
+    load_tokenizer,
+    pack_documents,
+    prepare_pretraining_data,
+    train_bpe_tokenizer,
+    write_story_jsonl,
+)
 from acco.data.build_blocks import _max_id
 from acco.data.cache import quiet_datasets
 from acco.data.split import DROPPED, TRAIN, VAL, split_indices, split_roles
 from acco.data.token_file import TokenBlocks, TokenFileWriter, token_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
-MB = 2 ** 20
+MB = 2**20
 
 
 # ----------------------------------------------------------------------------------------------
 # split
 # ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n,fraction,seed", [(0, 0.1, 0), (1, 0.5, 3), (37, 0.05, 1234), (1000, 0.1, 7),
-                                              (5000, 0.3, 2), (200, 0.0, 1)])
+@pytest.mark.parametrize(
+    "n,fraction,seed", [(0, 0.1, 0), (1, 0.5, 3), (37, 0.05, 1234), (1000, 0.1, 7), (5000, 0.3, 2), (200, 0.0, 1)]
+)
 def test_split_roles_is_split_indices(n, fraction, seed):
     rng = np.random.default_rng(n + seed)
     keep = np.zeros(n + n // 10 + 3, dtype=bool)  # n kept documents among dropped (empty) ones
@@ -60,7 +69,7 @@ def _random_docs(n, high, seed, max_len=40):
 def _write(path, docs, dtype, eos, seq_len, chunk):
     w = TokenFileWriter(path, dtype, eos)
     for i in range(0, len(docs), chunk):
-        part = docs[i:i + chunk]
+        part = docs[i : i + chunk]
         w.write(np.array([t for d in part for t in d], dtype=np.int64), np.array([len(d) for d in part]))
     return w, w.finish(seq_len)
 
@@ -72,6 +81,7 @@ def test_token_dtype(tmp_path):
         token_dtype(2**32)
     # a tokenizer with more than 65536 ids needs uint32 files
     from transformers import PreTrainedTokenizerFast
+
     train_bpe_tokenizer(generate_stories(50, 1), 300, tmp_path / "t.json")
     tok = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "t.json"), eos_token="<|endoftext|>")
     assert token_dtype(_max_id(tok)) == np.dtype("<u2")
@@ -114,9 +124,14 @@ def test_token_blocks_behave_like_the_block_tensor(tmp_path):
     assert len(blocks) == ref.shape[0] and blocks.shape == ref.shape and blocks.dim() == 2
     assert blocks.size(1) == 8 and blocks.numel() == ref.numel() and blocks.dtype == torch.long
     idx = torch.tensor([5, 0, 17, 5])
-    for got, want in [(blocks[3], ref[3]), (blocks[-1], ref[-1]), (blocks[2:9], ref[2:9]),
-                      (blocks[1::3], ref[1::3]), (blocks[idx], ref[idx]),
-                      (blocks.index_select(0, idx), ref.index_select(0, idx))]:
+    for got, want in [
+        (blocks[3], ref[3]),
+        (blocks[-1], ref[-1]),
+        (blocks[2:9], ref[2:9]),
+        (blocks[1::3], ref[1::3]),
+        (blocks[idx], ref[idx]),
+        (blocks.index_select(0, idx), ref.index_select(0, idx)),
+    ]:
         assert got.dtype == torch.long and torch.equal(got, want)
     # a copy: writing to it does not touch the file
     b = blocks[0:2]
@@ -139,8 +154,12 @@ def test_pipeline_is_the_in_memory_packing_whatever_num_proc(tmp_path):
     n = 3000
     write_story_jsonl(tmp_path / "c.jsonl", n, 4)
     spec = {"kind": "bpe", "vocab_size": 320}
-    built = {p: prepare_pretraining_data({"path": str(tmp_path / "c.jsonl")}, spec, 32, 0.1, 3, tmp_path / f"c{p}",
-                                         num_proc=p) for p in (1, 2)}
+    built = {
+        p: prepare_pretraining_data(
+            {"path": str(tmp_path / "c.jsonl")}, spec, 32, 0.1, 3, tmp_path / f"c{p}", num_proc=p
+        )
+        for p in (1, 2)
+    }
     one, two = built[1], built[2]
     assert torch.equal(one.train_blocks[:], two.train_blocks[:]) and torch.equal(one.val_blocks[:], two.val_blocks[:])
     meta = json.loads((Path(two.tokenizer_path).parent / "meta.json").read_text())
@@ -183,6 +202,7 @@ print(json.dumps({"tokens": (len(d.train_blocks) + len(d.val_blocks)) * 256}))
 def _corpus(folder: Path, n_words: int, words: list[str]) -> None:
     """OpenWebText's schema ({"text"}), saved with datasets' save_to_disk in 16 MB shards."""
     import datasets
+
     g = np.random.default_rng(n_words)
     vocab = np.array(words, dtype=object)
     texts, total = [], 0
@@ -241,8 +261,12 @@ def _peak_of_build(args: list[str], log: Path) -> dict:
             time.sleep(0.01)
     out = log.read_text()
     assert proc.returncode == 0, out[-3000:]
-    return {"peak_mb": round(peak / 1024, 1), "vm_hwm_mb": round(hwm / 1024, 1), "samples": samples,
-            "tokens": json.loads(out.strip().splitlines()[-1])["tokens"]}
+    return {
+        "peak_mb": round(peak / 1024, 1),
+        "vm_hwm_mb": round(hwm / 1024, 1),
+        "samples": samples,
+        "tokens": json.loads(out.strip().splitlines()[-1])["tokens"],
+    }
 
 
 def _can_measure() -> bool:
@@ -254,16 +278,23 @@ def _can_measure() -> bool:
         return False
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not _can_measure(), reason="needs Linux /proc/<pid>/smaps_rollup (Pss_Anon) and task children")
 def test_build_peak_memory_does_not_grow_with_tokens(tmp_path):
     from transformers import PreTrainedTokenizerFast
+
     r = random.Random(0)
-    words = sorted({"".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 8)))
-                    for _ in range(2000)})
+    words = sorted(
+        {"".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 8))) for _ in range(2000)}
+    )
     # a pretrained-style byte-level BPE (as GPT-Neo's for OpenWebText), saved as a folder
     train_bpe_tokenizer([" ".join(r.choice(words) for _ in range(300)) for _ in range(300)], 4096, tmp_path / "t.json")
-    PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "t.json"), eos_token="<|endoftext|>",
-                            bos_token="<|endoftext|>", unk_token="<|endoftext|>").save_pretrained(str(tmp_path / "tok"))
+    PreTrainedTokenizerFast(
+        tokenizer_file=str(tmp_path / "t.json"),
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    ).save_pretrained(str(tmp_path / "tok"))
     runs = {}
     for name, n_words in (("small", SMALL_WORDS), ("large", LARGE_WORDS)):
         _corpus(tmp_path / name, n_words, words)

@@ -1,5 +1,6 @@
 """Raw dataset loading from local files (every format), the one-line offline errors, pretrained
 tokenizers, and the general pretraining pipeline (cache reuse, validation split)."""
+
 import json
 import os
 import subprocess
@@ -16,9 +17,18 @@ except ImportError:  # plain `pytest` without the project root on sys.path
 
 import datasets
 
-from acco.data import (DataNotFoundError, generate_stories, load_pretrained_tokenizer, load_raw_dataset,
-                       load_tokenizer, prepare_pretraining_data, prepare_story_data, pretraining_cache_path,
-                       train_bpe_tokenizer, write_story_jsonl)
+from acco.data import (
+    DataNotFoundError,
+    generate_stories,
+    load_pretrained_tokenizer,
+    load_raw_dataset,
+    load_tokenizer,
+    prepare_pretraining_data,
+    prepare_story_data,
+    pretraining_cache_path,
+    train_bpe_tokenizer,
+    write_story_jsonl,
+)
 from acco.data import pretrain as pretrain_mod
 from acco.data import sources as sources_mod
 
@@ -57,9 +67,13 @@ def test_load_saved_dataset_and_dataset_dict(tmp_path):
     ds = load_raw_dataset(None, str(tmp_path / "solo"), split="train")
     assert isinstance(ds, datasets.Dataset) and _texts(ds) == [r["text"] for r in _rows(5, "solo")]
 
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_list(_rows(4, "tr")),
-                               "validation": datasets.Dataset.from_list(_rows(2, "va")),
-                               "test": datasets.Dataset.from_list(_rows(3, "te"))})
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_list(_rows(4, "tr")),
+            "validation": datasets.Dataset.from_list(_rows(2, "va")),
+            "test": datasets.Dataset.from_list(_rows(3, "te")),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "dd"))
     assert _texts(load_raw_dataset(None, str(tmp_path / "dd"), split="test")) == [r["text"] for r in _rows(3, "te")]
     assert _texts(load_raw_dataset(None, str(tmp_path / "dd"), split="train")) == [r["text"] for r in _rows(4, "tr")]
@@ -111,8 +125,10 @@ def test_load_folder_of_files(tmp_path):
     lam = tmp_path / "lambada"
     _write_parquet(lam / "default" / "test" / "0000.parquet", _rows(2, "en"))
     _write_parquet(lam / "de" / "test" / "0000.parquet", _rows(2, "de"))
-    assert _texts(load_raw_dataset(None, str(lam), split="test", config_name="default")) == \
-        ["en document 0", "en document 1"]
+    assert _texts(load_raw_dataset(None, str(lam), split="test", config_name="default")) == [
+        "en document 0",
+        "en document 1",
+    ]
 
     # no file names a split: all files, whatever the split asked; several kinds: parquet first
     plain = tmp_path / "plain"
@@ -151,8 +167,14 @@ def test_missing_hub_dataset_error(tmp_path):
     assert (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE) == before  # offline switch restored
 
     with pytest.raises(DataNotFoundError) as ei:
-        load_raw_dataset("EleutherAI/lambada_openai", None, split="test", config_name="default",
-                         cache_dir=tmp_path, config_key="eval.lambada.path")
+        load_raw_dataset(
+            "EleutherAI/lambada_openai",
+            None,
+            split="test",
+            config_name="default",
+            cache_dir=tmp_path,
+            config_key="eval.lambada.path",
+        )
     msg = _one_line(ei)
     assert "EleutherAI/lambada_openai" in msg and msg.endswith("set eval.lambada.path=data/lambada_openai")
     with pytest.raises(DataNotFoundError) as ei:
@@ -173,8 +195,9 @@ def test_missing_path_error(tmp_path):
     assert str(missing) in _one_line(ei)
     # the pipeline reports it the same way, before building anything
     with pytest.raises(DataNotFoundError, match="not found at"):
-        prepare_pretraining_data({"path": str(missing)}, {"kind": "bpe", "vocab_size": 300}, 16, 0.1, 0,
-                                 tmp_path / "cache")
+        prepare_pretraining_data(
+            {"path": str(missing)}, {"kind": "bpe", "vocab_size": 300}, 16, 0.1, 0, tmp_path / "cache"
+        )
     assert not (tmp_path / "cache").exists()
 
 
@@ -194,23 +217,33 @@ def test_pretrained_tokenizer_errors_and_loading(tmp_path):
 
     # a saved tokenizer without a pad token gets pad = eos
     from transformers import PreTrainedTokenizerFast
+
     train_bpe_tokenizer(generate_stories(100, 0), 300, tmp_path / "t.json")
-    PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "t.json"), eos_token="<|endoftext|>") \
-        .save_pretrained(str(tmp_path / "saved"))
+    PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "t.json"), eos_token="<|endoftext|>").save_pretrained(
+        str(tmp_path / "saved")
+    )
     tok = load_pretrained_tokenizer(str(tmp_path / "saved"), "EleutherAI/gpt-neo-125M")
     assert tok.pad_token == tok.eos_token == "<|endoftext|>" and tok.pad_token_id == tok.eos_token_id == 0
     assert load_tokenizer(tmp_path / "saved")("a cat")["input_ids"] == tok("a cat")["input_ids"]
 
 
+@pytest.mark.integration
 def test_local_loading_under_offline_environment(tmp_path):
     _write_jsonl(tmp_path / "d" / "train.jsonl", _rows(3, "x"))
     datasets.Dataset.from_list(_rows(2, "y")).save_to_disk(str(tmp_path / "saved"))
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from acco.data import load_raw_dataset; "
-            "a = load_raw_dataset(None, sys.argv[2], cache_dir=sys.argv[4]); "
-            "b = load_raw_dataset(None, sys.argv[3]); print(len(a), len(b))")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from acco.data import load_raw_dataset; "
+        "a = load_raw_dataset(None, sys.argv[2], cache_dir=sys.argv[4]); "
+        "b = load_raw_dataset(None, sys.argv[3]); print(len(a), len(b))"
+    )
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
-    out = subprocess.run([sys.executable, "-c", code, str(ROOT), str(tmp_path / "d"), str(tmp_path / "saved"),
-                          str(tmp_path / "hf")], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(ROOT), str(tmp_path / "d"), str(tmp_path / "saved"), str(tmp_path / "hf")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["3", "2"]
 
@@ -250,8 +283,9 @@ def test_pretraining_split_and_documents(tmp_path):
     d2 = prepare_pretraining_data({"path": str(tmp_path / "corpus")}, BPE, 32, 0.1, 8, tmp_path / "cache")
     assert set(tok.decode(x) for x in _docs(d2.val_blocks, d2.eos_id)) != set(val_docs)
     # max_documents keeps the first documents
-    d3 = prepare_pretraining_data({"path": str(tmp_path / "corpus"), "max_documents": 50}, BPE, 32, 0.0, 7,
-                                  tmp_path / "cache")
+    d3 = prepare_pretraining_data(
+        {"path": str(tmp_path / "corpus"), "max_documents": 50}, BPE, 32, 0.0, 7, tmp_path / "cache"
+    )
     tok3 = load_tokenizer(d3.tokenizer_path)
     assert set(tok3.decode(x) for x in _docs(d3.train_blocks, d3.eos_id)) <= set(stories[:50])
     assert d3.val_blocks.shape == (0, 32)
@@ -266,17 +300,19 @@ def test_pretraining_uses_the_sources_validation_split(tmp_path):
     tok = load_tokenizer(d.tokenizer_path)
     val_docs = [tok.decode(x) for x in _docs(d.val_blocks, d.eos_id)]
     assert val_docs and set(val_docs) <= set(stories[100:])
-    assert val_docs == stories[100:100 + len(val_docs)]  # in order, not shuffled
+    assert val_docs == stories[100 : 100 + len(val_docs)]  # in order, not shuffled
     assert set(tok.decode(x) for x in _docs(d.train_blocks, d.eos_id)) <= set(stories[:100])
     with pytest.raises(ValueError, match="no field 'text'"):
         prepare_pretraining_data(dict(src, text_field="text"), BPE, 16, 0.0, 0, tmp_path / "cache")
     _write_jsonl(tmp_path / "single.jsonl", [{"text": s} for s in stories])
     with pytest.raises(ValueError, match="no separate splits"):
-        prepare_pretraining_data({"path": str(tmp_path / "single.jsonl"), "val_split": "validation"}, BPE, 16,
-                                 0.0, 0, tmp_path / "cache")
+        prepare_pretraining_data(
+            {"path": str(tmp_path / "single.jsonl"), "val_split": "validation"}, BPE, 16, 0.0, 0, tmp_path / "cache"
+        )
     with pytest.raises(ValueError, match="unknown key"):
-        prepare_pretraining_data({"path": str(tmp_path / "single.jsonl"), "txt_field": "x"}, BPE, 16, 0.0, 0,
-                                 tmp_path / "cache")
+        prepare_pretraining_data(
+            {"path": str(tmp_path / "single.jsonl"), "txt_field": "x"}, BPE, 16, 0.0, 0, tmp_path / "cache"
+        )
 
 
 def test_pretraining_cache_reuse_and_key(tmp_path, monkeypatch):
@@ -297,8 +333,13 @@ def test_pretraining_cache_reuse_and_key(tmp_path, monkeypatch):
     assert (d1.vocab_size, d1.eos_id, d1.tokenizer_path) == (d2.vocab_size, d2.eos_id, d2.tokenizer_path)
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == mtimes
     # every ingredient of the key matters
-    for args in [(src, BPE, 64, 0.1, 0), (src, BPE, 32, 0.2, 0), (src, BPE, 32, 0.1, 1),
-                 (src, {"kind": "bpe", "vocab_size": 320}, 32, 0.1, 0), (dict(src, max_documents=10), BPE, 32, 0.1, 0)]:
+    for args in [
+        (src, BPE, 64, 0.1, 0),
+        (src, BPE, 32, 0.2, 0),
+        (src, BPE, 32, 0.1, 1),
+        (src, {"kind": "bpe", "vocab_size": 320}, 32, 0.1, 0),
+        (dict(src, max_documents=10), BPE, 32, 0.1, 0),
+    ]:
         assert pretraining_cache_path(*args, tmp_path / "cache") != folder
         with pytest.raises(AssertionError, match="rebuilt"):
             prepare_pretraining_data(*args, tmp_path / "cache")
@@ -310,10 +351,15 @@ def test_pretraining_cache_reuse_and_key(tmp_path, monkeypatch):
 
 def test_pretraining_with_pretrained_tokenizer(tmp_path):
     from transformers import PreTrainedTokenizerFast
+
     train_bpe_tokenizer(generate_stories(200, 9), 320, tmp_path / "t.json")
     # like GPT-2/GPT-Neo's: <|endoftext|> is the EOS, BOS and UNK token, there is no PAD
-    PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "t.json"), eos_token="<|endoftext|>",
-                            bos_token="<|endoftext|>", unk_token="<|endoftext|>").save_pretrained(str(tmp_path / "tok"))
+    PreTrainedTokenizerFast(
+        tokenizer_file=str(tmp_path / "t.json"),
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+    ).save_pretrained(str(tmp_path / "tok"))
     spec = {"kind": "pretrained", "path": str(tmp_path / "tok"), "hub_id": "EleutherAI/gpt-neo-125M"}
     write_story_jsonl(tmp_path / "c.jsonl", 80, 2)
     d = prepare_pretraining_data({"path": str(tmp_path / "c.jsonl")}, spec, 16, 0.1, 0, tmp_path / "cache")
@@ -327,11 +373,14 @@ def test_pretraining_with_pretrained_tokenizer(tmp_path):
     for f in (tmp_path / "tok").iterdir():
         (tmp_path / "tok2" / f.name).write_bytes(f.read_bytes())
     spec2 = dict(spec, path=str(tmp_path / "tok2"))
-    assert pretraining_cache_path({"path": str(tmp_path / "c.jsonl")}, spec2, 16, 0.1, 0, tmp_path / "cache") == \
-        Path(d.tokenizer_path).parent
+    assert (
+        pretraining_cache_path({"path": str(tmp_path / "c.jsonl")}, spec2, 16, 0.1, 0, tmp_path / "cache")
+        == Path(d.tokenizer_path).parent
+    )
     with pytest.raises(DataNotFoundError, match="tokenizer.path=data/tokenizers/gpt-neo-125M"):
-        prepare_pretraining_data({"path": str(tmp_path / "c.jsonl")}, dict(spec, path=str(tmp_path / "no")), 16,
-                                 0.1, 0, tmp_path / "cache")
+        prepare_pretraining_data(
+            {"path": str(tmp_path / "c.jsonl")}, dict(spec, path=str(tmp_path / "no")), 16, 0.1, 0, tmp_path / "cache"
+        )
 
 
 def test_story_data_is_the_pipeline_on_its_corpus(tmp_path):

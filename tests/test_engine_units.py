@@ -1,5 +1,6 @@
 """Unit tests of the shared machinery: sharded AdamW, schedules, flat buffers, collectives,
 the distributed-start environment."""
+
 from __future__ import annotations
 
 import copy
@@ -9,7 +10,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from acco.engine.collectives import all_gather_into, reduce_scatter_sum
+from acco.engine import collectives
+from acco.engine.collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from acco.engine.flat import FlatModel, ShardLayout
 from acco.engine.schedule import make_lr_schedule, per_step
 from acco.engine.sharded_adamw import ShardedAdamW
@@ -25,9 +27,13 @@ def test_sharded_adamw_commit_equals_torch_adamw_and_tentative_touches_nothing()
     opt = ShardedAdamW(p0, decayed_ranges, per_step(lr_at), betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     decayed = torch.nn.Parameter(p0[mask.bool()].clone())
     plain = torch.nn.Parameter(p0[~mask.bool()].clone())
-    ref = torch.optim.AdamW([{"params": [decayed], "weight_decay": 0.1},
-                             {"params": [plain], "weight_decay": 0.0}],
-                            lr=1e-2, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    ref = torch.optim.AdamW(
+        [{"params": [decayed], "weight_decay": 0.1}, {"params": [plain], "weight_decay": 0.0}],
+        lr=1e-2,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+        foreach=False,
+    )
     for step in range(6):
         g = torch.randn(50)
         before = {k: v.clone() for k, v in opt.state_dict().items() if torch.is_tensor(v)}
@@ -68,7 +74,7 @@ def test_flat_model_views_and_padding():
     model(torch.randn(2, 3)).sum().backward()
     g1 = flat.grads.clone()
     model(torch.randn(2, 3)).sum().backward()
-    assert not torch.equal(flat.grads, g1) and flat.grads[flat.numel:].abs().sum() == 0
+    assert not torch.equal(flat.grads, g1) and flat.grads[flat.numel :].abs().sum() == 0
     flat.params[0] = 42.0
     assert model[0].weight.reshape(-1)[0].item() == 42.0
     # decay only on the two weight matrices (HF rule): 12 + 4 entries, as ranges of each rank's shard
@@ -86,33 +92,92 @@ def _collectives_worker(rank, world, port, results):
     expected = sum(torch.arange(world * shard, dtype=torch.float32) * (r + 1) + r for r in range(world))
     out = torch.empty(shard)
     reduce_scatter_sum(full.clone(), out, dist.group.WORLD)
-    ok_rs = torch.equal(out, expected[rank * shard:(rank + 1) * shard])
+    ok_rs = torch.equal(out, expected[rank * shard : (rank + 1) * shard])
     buf = torch.zeros(world * shard)
-    buf[rank * shard:(rank + 1) * shard] = rank + 0.5
-    all_gather_into(buf, buf[rank * shard:(rank + 1) * shard], dist.group.WORLD)
+    buf[rank * shard : (rank + 1) * shard] = rank + 0.5
+    all_gather_into(buf, buf[rank * shard : (rank + 1) * shard], dist.group.WORLD)
     ok_ag = torch.equal(buf, torch.arange(world).float().repeat_interleave(shard) + 0.5)
-    results[rank] = (ok_rs, ok_ag)
+    # every collective, on every branch, reaches the collective hooks (the emulated link charges
+    # them there): the ring, the all-gather, an all-reduce and NCCL's reduce-scatter (its branch
+    # taken on gloo, whose reduce_scatter_tensor gives the same sums)
+    calls = []
+    collectives.register_collective_hook(lambda op, nbytes, w, started: calls.append((op, nbytes, w)))
+    reduce_scatter_sum(full.clone(), out, dist.group.WORLD)
+    all_gather_into(buf, buf[rank * shard : (rank + 1) * shard], dist.group.WORLD)
+    all_reduce_sum(torch.ones(3), dist.group.WORLD)
+    collectives.backend_of = lambda group: "nccl"
+    out.zero_()
+    reduce_scatter_sum(full.clone(), out, dist.group.WORLD)
+    ok_rs = ok_rs and torch.equal(out, expected[rank * shard : (rank + 1) * shard])
+    nbytes = world * shard * 4
+    ok_hooks = calls == [
+        ("reduce_scatter", nbytes, world),
+        ("all_gather", nbytes, world),
+        ("all_reduce", 12, world),
+        ("reduce_scatter", nbytes, world),
+    ]
+    results[rank] = (ok_rs, ok_ag, ok_hooks)
     dist.destroy_process_group()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_ring_reduce_scatter_and_all_gather_on_gloo(world):
     from acco.run.launch import free_port
+
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()
-    mp.start_processes(_collectives_worker, args=(world, free_port(), results), nprocs=world,
-                       start_method="spawn")
-    assert dict(results) == {r: (True, True) for r in range(world)}
+    mp.start_processes(_collectives_worker, args=(world, free_port(), results), nprocs=world, start_method="spawn")
+    assert dict(results) == {r: (True, True, True) for r in range(world)}
+
+
+def test_the_engine_knows_nothing_of_the_testbed():
+    """The emulated link reaches the engine's collectives through the hook it registers; no module
+    of acco/engine imports acco/testbed."""
+    import ast
+    import pathlib
+
+    engine = pathlib.Path(collectives.__file__).parent
+    for path in engine.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any("testbed" in n for n in names), f"{path.name} imports {names}"
 
 
 def test_external_env_torchrun_and_slurm():
     assert external_env({}) is None
-    env = external_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-                        "MASTER_ADDR": "node7", "MASTER_PORT": "1234"})
-    assert (env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.source) == \
-        (3, 4, 1, "node7", 1234, "torchrun")
-    slurm = {"SLURM_PROCID": "2", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "0",
-             "SLURM_STEP_NODELIST": "n[3-4]", "SLURM_JOB_ID": "1234", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+    env = external_env(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "4",
+            "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "node7",
+            "MASTER_PORT": "1234",
+        }
+    )
+    assert (env.rank, env.world_size, env.local_rank, env.master_addr, env.master_port, env.source) == (
+        3,
+        4,
+        1,
+        "node7",
+        1234,
+        "torchrun",
+    )
+    slurm = {
+        "SLURM_PROCID": "2",
+        "SLURM_STEP_ID": "0",
+        "SLURM_STEP_NUM_TASKS": "4",
+        "SLURM_LOCALID": "0",
+        "SLURM_STEP_NODELIST": "n[3-4]",
+        "SLURM_JOB_ID": "1234",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    }
     env = external_env(slurm)
     assert (env.rank, env.world_size, env.local_rank, env.local_world_size, env.source) == (2, 4, 0, 2, "slurm")
     assert env.master_addr == "n3" and env.master_port == 20000 + 1234
@@ -123,6 +188,7 @@ def test_external_env_torchrun_and_slurm():
 
 def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():
     from acco.run.launch import slurm_master_port
+
     ports = [slurm_master_port({"SLURM_JOB_ID": str(job)}) for job in range(173, 173 + 64)]
     assert len(set(ports)) == len(ports)  # jobs side by side (an array's tasks) rendezvous apart
     assert all(20000 <= p < 32768 for p in ports + [slurm_master_port({"SLURM_JOB_ID": "987654321"})])

@@ -1,6 +1,7 @@
 """Single-process evaluation: LAMBADA splitting and scoring (checked against a hand computation),
 block perplexity (against the model's own loss), the LAMBADA-like generator, and instruction
 accuracy with greedy generation, on tiny GPT-Neo models."""
+
 import json
 import math
 import sys
@@ -16,11 +17,25 @@ except ImportError:  # plain `pytest` without the project root on sys.path
 
 from transformers import GPTNeoConfig, GPTNeoForCausalLM
 
-from acco.data import (format_alpaca, generate_instructions, load_raw_dataset, load_tokenizer, task_of,
-                       train_bpe_tokenizer)
-from acco.evaluation import (block_perplexity, evaluation_suite, generate_lambada_like, heldout_evaluation,
-                             instruction_accuracy, lambada_evaluation, lambada_examples, lambada_scores,
-                             write_lambada_jsonl)
+from acco.data import (
+    format_alpaca,
+    generate_instructions,
+    load_raw_dataset,
+    load_tokenizer,
+    task_of,
+    train_bpe_tokenizer,
+)
+from acco.evaluation import (
+    block_perplexity,
+    evaluation_suite,
+    generate_lambada_like,
+    heldout_evaluation,
+    instruction_accuracy,
+    lambada_evaluation,
+    lambada_examples,
+    lambada_scores,
+    write_lambada_jsonl,
+)
 from acco.evaluation.instruct_eval import greedy_generate
 
 
@@ -35,9 +50,18 @@ def tok(tmp_path_factory):
 
 def tiny_gptneo(vocab_size, max_positions=256, seed=0):
     torch.manual_seed(seed)
-    cfg = GPTNeoConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                       attention_types=[[["global", "local"], 1]], window_size=max_positions,
-                       max_position_embeddings=max_positions, bos_token_id=0, eos_token_id=0)
+    cfg = GPTNeoConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        attention_types=[[["global", "local"], 1]],
+        window_size=max_positions,
+        max_position_embeddings=max_positions,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPTNeoForCausalLM(cfg)
 
 
@@ -47,8 +71,8 @@ def memorize(model, sequences, steps=200, lr=1e-2):
     ids = torch.zeros((len(sequences), width), dtype=torch.long)
     labels = torch.full((len(sequences), width), -100, dtype=torch.long)
     for i, s in enumerate(sequences):
-        ids[i, :len(s)] = torch.tensor(s)
-        labels[i, :len(s)] = torch.tensor(s)
+        ids[i, : len(s)] = torch.tensor(s)
+        labels[i, : len(s)] = torch.tensor(s)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(steps):
         loss = model(input_ids=ids, labels=labels).loss
@@ -67,6 +91,7 @@ def test_lambada_examples_split():
     assert lambada_examples([text, "a b c"]) == [('"Good morning," said Lila, smiling at', " Maya"), ("a b", " c")]
     assert lambada_examples([{"passage": "x  y"}], text_field="passage") == [("x ", " y")]
     import datasets
+
     ds = datasets.Dataset.from_list([{"text": "one two three"}, {"text": "four five"}])
     assert lambada_examples(ds) == [("one two", " three"), ("four", " five")]
     with pytest.raises(ValueError, match="no field"):
@@ -96,10 +121,10 @@ def test_lambada_like_generator(tmp_path):
 def _hand_scores(model, tok, context, target, limit=None):
     ctx = tok(context, add_special_tokens=False)["input_ids"]
     whole = tok(context + target, add_special_tokens=False)["input_ids"]
-    cont = whole[len(ctx):]
+    cont = whole[len(ctx) :]
     full = ctx + cont
     if limit is not None:
-        full = full[-(limit + 1):]
+        full = full[-(limit + 1) :]
     inp = full[:-1]
     was_training = model.training
     model.eval()  # GPT-Neo has dropout: compare in eval mode
@@ -179,8 +204,12 @@ def test_sharded_evaluations_add_up_to_the_single_process_scores(tok):
     model = tiny_gptneo(len(tok))
     memorize(model, [tok(records[0]["text"])["input_ids"], tok(records[3]["text"])["input_ids"]], steps=150)
     blocks = torch.randint(0, len(tok), (7, 16), generator=torch.Generator().manual_seed(1))
-    suite = evaluation_suite({"heldout": heldout_evaluation(blocks, "cpu", batch_size=3),
-                              "lambada": lambada_evaluation(tok, lambda: examples, "cpu", batch_size=4)})
+    suite = evaluation_suite(
+        {
+            "heldout": heldout_evaluation(blocks, "cpu", batch_size=3),
+            "lambada": lambada_evaluation(tok, lambda: examples, "cpu", batch_size=4),
+        }
+    )
     single = {"heldout": block_perplexity(model, blocks, "cpu"), "lambada": lambada_scores(model, tok, examples, "cpu")}
     assert 0 < single["lambada"]["accuracy"] < 1  # some examples right, some wrong: the counts matter
     for n in (1, 2, 3, 5, 12):  # 12 > 11 examples > 7 blocks: some shards are empty
@@ -200,8 +229,12 @@ def test_instruction_accuracy_with_greedy_generation(tok):
     records = generate_instructions(200, 8)
     add = next(r for r in records if task_of(r) == "add")
     opp = next(r for r in records if task_of(r) == "opposite")
-    seqs = [tok(format_alpaca(r)[0])["input_ids"] + tok(r["output"], add_special_tokens=False)["input_ids"]
-            + [tok.eos_token_id] for r in (add, opp)]
+    seqs = [
+        tok(format_alpaca(r)[0])["input_ids"]
+        + tok(r["output"], add_special_tokens=False)["input_ids"]
+        + [tok.eos_token_id]
+        for r in (add, opp)
+    ]
     model = memorize(tiny_gptneo(len(tok)), seqs, steps=200)
     model.eval()
     # the cached greedy loop equals recomputing the whole sequence at every step

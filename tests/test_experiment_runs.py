@@ -1,6 +1,7 @@
 """Every CPU-scale experiment runs end to end for a few steps through the real entry point; sweeps
 write one folder per run named after what varies; the fine-tuning run starts from the pretraining
 run's checkpoint, trained first when missing; missing data offline is one clear line."""
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,15 @@ from acco.config.experiments import compose, expand_runs
 
 from .conftest import load_run, run_train
 
+pytestmark = pytest.mark.integration  # every test here starts processes
+
 FAST = ["train.steps=2", "train.log_every=0", "data.source.num_stories=1500"]
 
 
 @pytest.mark.parametrize("exp", ["fig4", "fig5", "fig6", "fig7", "fig9", "fig10", "fig11"])
 def test_cpu_experiment_runs(tmp_path, exp):
-    first = expand_runs(compose([f"+experiment={exp}", "scale=cpu"])["experiment"], "cpu")[0]
-    run_train([f"+experiment={exp}", "scale=cpu", *first, *FAST, f"results_root={tmp_path}"])
+    first = expand_runs(compose([f"experiment={exp}/cpu"])["experiment"])[0]
+    run_train([f"experiment={exp}/cpu", *first, *FAST, f"results_root={tmp_path}"])
     runs = list((tmp_path / "cpu" / exp).iterdir())
     assert len(runs) == 1
     summary = load_run(str(runs[0]))["summary"]
@@ -31,8 +34,9 @@ def test_cpu_experiment_runs(tmp_path, exp):
 
 def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
     dep = "+model.pretrained_from.overrides=['method=ddp','train.steps=2','data.source.num_stories=1500']"
-    proc = run_train(["+experiment=fig8", "scale=cpu", "method=acco", "layout=2x1", "train.steps=2",
-                      f"results_root={tmp_path}", dep])
+    proc = run_train(
+        ["experiment=fig8/cpu", "method=acco", "layout=2x1", "train.steps=2", f"results_root={tmp_path}", dep]
+    )
     assert "training it first" in proc.stderr
     pre = tmp_path / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
     assert load_run(str(pre))["summary"]["status"] == "completed" and (pre / "model").is_dir()
@@ -43,16 +47,17 @@ def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
     assert run["cfg"]["model"]["pretrained_path"] == str((pre / "model").resolve())
     assert run["cfg"]["data"]["kind"] == "instruct"
     # a second fine-tuning run reuses the checkpoint instead of pretraining again
-    proc = run_train(["+experiment=fig8", "scale=cpu", "method=ddp", "train.steps=1",
-                      f"results_root={tmp_path}", dep])
+    proc = run_train(["experiment=fig8/cpu", "method=ddp", "train.steps=1", f"results_root={tmp_path}", dep])
     assert "training it first" not in proc.stderr
 
 
 def test_multirun_sweep_one_folder_per_run(tmp_path):
-    run_train(["-m", "+experiment=fig5", "scale=cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
+    run_train(["-m", "experiment=fig5/cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
     names = sorted(p.name for p in (tmp_path / "cpu" / "fig5").iterdir())
-    assert names == ["acco_data.source.num_stories=1500_train.steps=2",
-                     "ddp_data.source.num_stories=1500_train.steps=2"]
+    assert names == [
+        "acco_data.source.num_stories=1500_train.steps=2",
+        "ddp_data.source.num_stories=1500_train.steps=2",
+    ]
     for name in names:
         assert load_run(str(tmp_path / "cpu" / "fig5" / name))["summary"]["status"] == "completed"
 
@@ -66,7 +71,7 @@ def one_line_error(args, tmp_path):
 
 
 def test_offline_missing_data_tokenizer_and_model(tmp_path):
-    line = one_line_error(["+experiment=fig5", "scale=cpu", "data=tinystories", "data.seq_len=128"], tmp_path)
+    line = one_line_error(["experiment=fig5/cpu", "data=tinystories", "data.seq_len=128"], tmp_path)
     assert "roneneldan/TinyStories" in line and "huggingface-cli download" in line
     assert "data.source.path=data/" in line
     line = one_line_error(["data=openwebtext", "data.seq_len=128", "data.source.path=/nonexistent/owt"], tmp_path)
@@ -80,9 +85,11 @@ def test_offline_missing_data_tokenizer_and_model(tmp_path):
 
 
 def test_unknown_experiment_lists_the_valid_ones(tmp_path):
-    line = one_line_error(["+experiment=fig12"], tmp_path)
-    assert "unknown experiment 'fig12'" in line and "fig5" in line and "table3" in line
-    line = one_line_error(["+experiment=table2"], tmp_path)
+    line = one_line_error(["experiment=fig12/cpu"], tmp_path)
+    assert "unknown experiment 'fig12/cpu'" in line and "fig5/cpu" in line and "table3/paper" in line
+    line = one_line_error(["experiment=table2/cpu"], tmp_path)
     assert "no training runs of its own" in line
-    line = one_line_error(["+experiment=fig7", "scale=paper"], tmp_path)
-    assert "scale=cpu" in line and "launcher=slurm" in line
+    line = one_line_error(["experiment=fig7/paper"], tmp_path)
+    assert "experiment=fig7/cpu" in line and "launcher=slurm" in line
+    line = one_line_error(["+experiment=fig5", "scale=cpu", "method=acco"], tmp_path)  # the form before issue 12
+    assert "use experiment=fig5/cpu" in line

@@ -1,19 +1,25 @@
-"""Every experiment composes at every scale (Hydra's compose API, then the experiment's scale and
-method blocks; the rehearsal: the paper block plus its overlay), and its key hyperparameters are
-the paper's."""
+"""Every experiment composes at every scale (plain Hydra composition: `experiment=<id>/<scale>`, the
+experiment's per-method file merged last; the rehearsal: the paper file plus sizes), its key
+hyperparameters are the paper's, and what experiments/train.py prints with --cfg job is what runs."""
+
 from __future__ import annotations
 
-import pytest
+import os
+import subprocess
+import sys
 
-from acco.config.validate import parse_layout, validate
-from acco.config.experiments import compose, expand_runs
+import pytest
+import yaml
+
+from acco.config.experiments import CONF_DIR, ROOT, compose, expand_runs
+from acco.config.validate import ConfigError, check_overrides, parse_layout, validate
 
 EXPERIMENTS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "table1", "table2", "table3"]
 TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 
 
 def cfg_of(exp, scale, *extra):
-    return compose([f"+experiment={exp}", f"scale={scale}", *extra])
+    return compose([f"experiment={exp}/{scale}", *extra])
 
 
 def world(cfg):
@@ -31,7 +37,7 @@ def committed_batch(cfg):
 def test_every_experiment_composes(exp, scale):
     cfg = cfg_of(exp, scale)
     assert cfg["experiment"]["id"] == exp and cfg["scale"] == scale
-    runs = expand_runs(cfg["experiment"], scale)
+    runs = expand_runs(cfg["experiment"])
     if exp in TRAINING:
         assert runs, f"{exp} at {scale} lists no runs"
         for overrides in runs:  # every listed run composes and validates
@@ -51,10 +57,9 @@ def test_fig5_tinystories_setting():
     assert cfg["data"]["seq_len"] == 512 and world(cfg) == 8
     assert cfg["optim"]["lr"] == 5e-4 and cfg["optim"]["weight_decay"] == 0.1
     assert cfg["optim"]["betas"] == [0.9, 0.95]
-    runs = expand_runs(cfg["experiment"], "paper")
+    runs = expand_runs(cfg["experiment"])
     dpu = [r for r in runs if "method=dpu" in r]
-    assert sorted({r[1] for r in dpu}) == ["method.warmup_steps=0", "method.warmup_steps=40",
-                                          "method.warmup_steps=500"]
+    assert sorted({r[1] for r in dpu}) == ["method.warmup_steps=0", "method.warmup_steps=40", "method.warmup_steps=500"]
     assert len(dpu) == 9  # 3 warmups x 3 seeds, as the paper averaged
     # the same committed batch for every method (ACCO accumulates half as much per stage)
     batches = {m: committed_batch(cfg_of("fig5", "paper", f"method={m}")) for m in ("ddp", "dpu", "acco")}
@@ -100,9 +105,10 @@ def test_fig8_finetuning_setting():
             assert cfg["train"]["samples"] / committed_batch(cfg) == pytest.approx(1562.5)
             if method == "dpu":
                 assert cfg["method"]["warmup_steps"] == 50
-    runs = expand_runs(cfg_of("fig8", "paper")["experiment"], "paper")
-    assert {tuple(r) for r in runs} == {(f"method={m}", f"layout={l}") for m in ("ddp", "dpu", "acco")
-                                        for l in ("1x8", "2x4")}
+    runs = expand_runs(cfg_of("fig8", "paper")["experiment"])
+    assert {tuple(r) for r in runs} == {
+        (f"method={m}", f"layout={lay}") for m in ("ddp", "dpu", "acco") for lay in ("1x8", "2x4")
+    }
     cpu = cfg_of("fig8", "cpu", "method=acco")
     assert cpu["model"]["pretrained_from"]["experiment"] == "fig7"  # starts from the CPU pretraining
     assert cpu["optim"]["betas"] == [0.9, 0.95]
@@ -113,9 +119,9 @@ def test_fig9_fig10_fig4_and_tables():
         cfg = cfg_of("fig9", scale, "method=acco")
         assert world(cfg) == 4 and cfg["hetero"] == {"slow_rank": 3, "factor": 4.0}
         assert cfg["train"]["deterministic"] is False  # fast workers keep accumulating
-        assert {tuple(r) for r in expand_runs(cfg["experiment"], scale)} == {("method=ddp",), ("method=acco",)}
+        assert {tuple(r) for r in expand_runs(cfg["experiment"])} == {("method=ddp",), ("method=acco",)}
         # fig10: DPU with 1 vs 2 micro-batches per step, over the same samples (accum 1: 2x steps)
-        runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"], scale)]
+        runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"])]
         by_accum = {c["train"]["accum"]: c for c in runs}
         assert set(by_accum) == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}
         assert by_accum[1]["train"]["steps"] == 2 * by_accum[2]["train"]["steps"]
@@ -126,20 +132,33 @@ def test_fig9_fig10_fig4_and_tables():
     assert fig4["data"]["tokenizer"]["hub_id"] == "meta-llama/Llama-2-7b-hf" and llama["vocab_size"] == 32000
     t1 = cfg_of("table1", "cpu")["experiment"]["paper"]
     assert (t1["K"], t1["N"], t1["psi"]) == (12, 64, 7.5e9)
-    assert t1["gb"] == {"ddp": 120, "zero1": 31, "zero2": 16, "zero3": 2, "diloco": 150, "slowmo": 150,
-                        "co2": 180, "dpu": 46, "wp": 46, "acco": 46}
+    assert t1["gb"] == {
+        "ddp": 120,
+        "zero1": 31,
+        "zero2": 16,
+        "zero3": 2,
+        "diloco": 150,
+        "slowmo": 150,
+        "co2": 180,
+        "dpu": 46,
+        "wp": 46,
+        "acco": 46,
+    }
     t2 = cfg_of("table2", "cpu")["experiment"]["paper"]["perplexity"]
     assert t2["1x8"]["acco"] == {"lambada": 47.1, "openwebtext": 24.2}
     assert t2["4x8"]["ddp"] == {"lambada": 44.1, "openwebtext": 21.7}
     rows = cfg_of("table3", "cpu")["experiment"]["paper"]["rows"]
-    assert [(r["ddp_s"], r["acco_s"]) for r in rows] == [(4 * 3600 + 41 * 60, 4 * 3600 + 25 * 60),
-                                                        (14 * 3600 + 41 * 60, 10 * 3600 + 55 * 60),
-                                                        (43 * 60, 25 * 60), (3 * 3600 + 46 * 60, 29 * 60)]
+    assert [(r["ddp_s"], r["acco_s"]) for r in rows] == [
+        (4 * 3600 + 41 * 60, 4 * 3600 + 25 * 60),
+        (14 * 3600 + 41 * 60, 10 * 3600 + 55 * 60),
+        (43 * 60, 25 * 60),
+        (3 * 3600 + 46 * 60, 29 * 60),
+    ]
 
 
 @pytest.mark.parametrize("exp", TRAINING)
 def test_cpu_scale_is_small(exp):
-    for overrides in expand_runs(cfg_of(exp, "cpu")["experiment"], "cpu"):
+    for overrides in expand_runs(cfg_of(exp, "cpu")["experiment"]):
         cfg = cfg_of(exp, "cpu", *overrides)
         assert 1 <= world(cfg) <= 4 and cfg["device"] == "auto"
         assert cfg["model"]["name"] in ("gptneo_tiny", "llama_tiny")
@@ -151,3 +170,54 @@ def test_user_overrides_win_over_the_experiment():
     assert cfg["train"]["steps"] == 3 and cfg["optim"]["lr"] == 0.01
     assert cfg["train"]["accum"] == 1  # still the experiment's per-method value
     assert cfg_of("fig5", "cpu", "method=acco", "train.accum=5")["train"]["accum"] == 5
+
+
+def test_experiment_with_another_logger_composes():
+    """`experiment=... logger=wandb`: the logger group is Hydra's like any other (the old merge layer
+    re-applied `logger=wandb` after composing, as the string "wandb" in place of the group)."""
+    cfg = cfg_of("fig5", "cpu", "method=acco", "logger=wandb")
+    assert cfg["logger"]["name"] == "wandb" and cfg["logger"]["mode"] == "offline"
+    assert cfg["train"]["accum"] == 1 and cfg["optim"]["lr"] == 2e-3  # and the experiment's settings
+
+
+def test_a_group_chosen_on_the_command_line_wins_over_the_experiments():
+    cfg = cfg_of("fig5", "paper", "method=ddp", "model=gptneo_tiny")
+    assert cfg["model"]["name"] == "gptneo_tiny" and cfg["data"]["name"] == "tinystories"
+    assert cfg["train"]["accum"] == 2 and cfg["world_size"] == 8
+
+
+@pytest.mark.parametrize(
+    "argv", [["+experiment=fig5", "scale=cpu"], ["experiment=fig5"], ["experiment=fig5/cpu", "scale=paper"]]
+)
+def test_the_old_experiment_form_names_the_new_one(argv):
+    with pytest.raises(ConfigError, match=r"^the scale is part of the experiment choice now: use experiment=fig5/"):
+        check_overrides(argv, CONF_DIR)
+    check_overrides(["experiment=fig5/cpu", "method=acco"], CONF_DIR)
+    with pytest.raises(ConfigError, match="unknown experiment 'fig5/huge'.*fig5/rehearsal"):
+        check_overrides(["experiment=fig5/huge"], CONF_DIR)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["experiment=fig5/cpu", "method=acco"],
+        ["experiment=fig8/rehearsal", "method=dpu", "layout=2x1"],
+        ["experiment=fig7/paper", "method=ddp", "train.steps=7"],
+    ],
+)
+def test_cfg_job_prints_the_config_the_run_uses(overrides):
+    """`train.py ... --cfg job --resolve` shows the experiment's settings (the old merge layer added
+    them only after Hydra, so --cfg job showed the base config); out_dir is filled in at start."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "train.py"), *overrides, "--cfg", "job", "--resolve"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    printed = yaml.safe_load(proc.stdout)
+    expected = compose(overrides)
+    assert printed.pop("out_dir") is None and expected.pop("out_dir")
+    assert printed == expected

@@ -2,6 +2,7 @@
 rank down within the issue's 60 s (no worker left behind), summary.json names the rank and the
 reason, metrics.csv keeps every step completed before; a NaN in the loss stops the run at that
 step and leaves the last good checkpoint."""
+
 from __future__ import annotations
 
 import json
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 import time
+
+import pytest
 
 from acco.train.checkpoint import verify
 
@@ -38,8 +41,9 @@ def worker_pids(parent: int) -> set[int]:
 def run_to_failure(args: list[str], out, fault_step: int) -> tuple[subprocess.CompletedProcess, float, set]:
     """Run the launcher; returns (result, seconds from the fault step's metrics row to the
     launcher's exit, every child process seen)."""
-    proc = subprocess.Popen([sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     seen, fault_at = set(), None
     metrics_csv = out / "metrics.csv"
     deadline = time.time() + 300
@@ -67,10 +71,12 @@ def _state(pid: int) -> str:
         return "zombie"
 
 
+@pytest.mark.integration
 def test_kill_9_of_one_rank_ends_every_rank(tmp_path):
     out = tmp_path / "run"
-    proc, ended_s, pids = run_to_failure(["method=acco", *BASE, "fault.kill_rank=1", "fault.at_step=4",
-                                          f"out_dir={out}"], out, fault_step=4)
+    proc, ended_s, pids = run_to_failure(
+        ["method=acco", *BASE, "fault.kill_rank=1", "fault.at_step=4", f"out_dir={out}"], out, fault_step=4
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "rank 1 was killed by SIGKILL" in proc.stderr
     s = summary(out)
@@ -81,12 +87,16 @@ def test_kill_9_of_one_rank_ends_every_rank(tmp_path):
     assert_no_process_left(pids)
 
 
+@pytest.mark.integration
 def test_hung_rank_ends_every_rank(tmp_path):
     """Rank 1 stops outside any collective (PyTorch DDP: its peer waits inside DDP's all-reduce):
     the peer's training collective times out, the launcher stops the hung rank."""
     out = tmp_path / "run"
-    proc, ended_s, pids = run_to_failure(["method=ddp", *BASE, "fault.hang_rank=1", "fault.at_step=3",
-                                          "dist.step_timeout_s=10", f"out_dir={out}"], out, fault_step=3)
+    proc, ended_s, pids = run_to_failure(
+        ["method=ddp", *BASE, "fault.hang_rank=1", "fault.at_step=3", "dist.step_timeout_s=10", f"out_dir={out}"],
+        out,
+        fault_step=3,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     s = summary(out)
     assert s["status"] == "failed" and s["failed_rank"] == 1 and "rank 1 hung" in s["error"], s
@@ -96,10 +106,12 @@ def test_hung_rank_ends_every_rank(tmp_path):
     assert_no_process_left(pids)
 
 
+@pytest.mark.integration
 def test_nan_loss_stops_at_that_step_and_keeps_the_last_good_checkpoint(tmp_path):
     out = tmp_path / "run"
-    proc = run_train(["method=acco", *BASE, "train.checkpoint_every=2", "fault.nan_at_step=5",
-                      f"out_dir={out}"], expect=1)
+    proc = run_train(
+        ["method=acco", *BASE, "train.checkpoint_every=2", "fault.nan_at_step=5", f"out_dir={out}"], expect=1
+    )
     s = summary(out)
     assert s["status"] == "failed" and "non-finite" in s["error"] and "at step 5" in s["error"], s
     assert "non-finite" in proc.stderr

@@ -18,6 +18,7 @@ GPU: gpu-check records the actual distances (reference.json).
 
 The rest of the file runs on CPU: the gpu-check machinery itself (skip without CUDA, the interval
 arithmetic, the overlap and throughput measurements on a tiny model)."""
+
 from __future__ import annotations
 
 import csv
@@ -40,8 +41,13 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU visible")
 needs_two = pytest.mark.skipif(GPUS < 2, reason="2 ranks over NCCL need 2 GPUs (one device per rank)")
 
 CHECK = os.path.join(ROOT, "experiments", "gpu_check.py")
-METHODS = {"ddp": ["method=ddp"], "ddp_flat": ["method=ddp", "method.impl=flat"],
-           "dpu": ["method=dpu", "method.warmup_steps=1"], "wp": ["method=wp"], "acco": ["method=acco"]}
+METHODS = {
+    "ddp": ["method=ddp"],
+    "ddp_flat": ["method=ddp", "method.impl=flat"],
+    "dpu": ["method=dpu", "method.warmup_steps=1"],
+    "wp": ["method=wp"],
+    "acco": ["method=acco"],
+}
 SAME_RULE = {frozenset({"ddp", "ddp_flat"})}  # one update rule, two implementations
 STEPS = 10
 TINY_CPU = ["device=cpu", "model=gptneo_tiny", *SMALL_LM]
@@ -70,6 +76,7 @@ def references():
 
 def reference_of(cfg: dict, method: str, world: int, references: dict):
     from acco.analytic.reference import replay
+
     key = (method, world)
     if key not in references:
         references[key] = replay(cfg)
@@ -78,9 +85,19 @@ def reference_of(cfg: dict, method: str, world: int, references: dict):
 
 def check_against_references(method: str, world: int, tmp_path, references) -> None:
     out = str(tmp_path / f"{method}_{world}")
-    common = [*SMALL_LM, "device=cuda", f"world_size={world}", f"train.steps={STEPS}", "train.accum=2",
-              "train.deterministic=true", "train.save_final_params=true", "optim.lr=2e-3",
-              "optim.clip_norm=1.0", "optim.schedule=cosine", "optim.warmup_steps=3"]
+    common = [
+        *SMALL_LM,
+        "device=cuda",
+        f"world_size={world}",
+        f"train.steps={STEPS}",
+        "train.accum=2",
+        "train.deterministic=true",
+        "train.save_final_params=true",
+        "optim.lr=2e-3",
+        "optim.clip_norm=1.0",
+        "optim.schedule=cosine",
+        "optim.warmup_steps=3",
+    ]
     run_train([*METHODS[method], *common, f"out_dir={out}"])
     run = load_run(out)
     assert run["summary"]["status"] == "completed" and run["summary"]["device"].startswith("cuda")
@@ -95,19 +112,25 @@ def check_against_references(method: str, world: int, tmp_path, references) -> N
         if other == method or frozenset({other, method}) in SAME_RULE:
             continue
         from acco.config.experiments import compose
-        other_cfg = compose([*overrides, *[o for o in common if o != "device=cuda"], "device=cpu",
-                             f"out_dir={tmp_path / 'ref'}"])
+
+        other_cfg = compose(
+            [*overrides, *[o for o in common if o != "device=cuda"], "device=cpu", f"out_dir={tmp_path / 'ref'}"]
+        )
         others[other] = float((final - reference_of(other_cfg, other, world, references).history[-1]).norm() / change)
     with open(os.path.join(out, "metrics.csv")) as f:
         losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
     loss_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, ref.losses))
-    record("reference", f"{method} x{world}", {"rel_error": rel, "nearest_other": min(others.values()),
-                                               "others": others, "loss_rel_diff": loss_rel})
+    record(
+        "reference",
+        f"{method} x{world}",
+        {"rel_error": rel, "nearest_other": min(others.values()), "others": others, "loss_rel_diff": loss_rel},
+    )
     assert rel < 0.10, (method, rel)
     assert rel < min(others.values()) / 2, (method, rel, others)
     assert loss_rel < 0.02, (method, loss_rel)
 
 
+@pytest.mark.integration
 @gpu
 @needs_cuda
 @pytest.mark.parametrize("method", list(METHODS))
@@ -117,6 +140,7 @@ def test_every_method_on_one_gpu_matches_the_reference(method, tmp_path, referen
     check_against_references(method, 1, tmp_path, references)
 
 
+@pytest.mark.integration
 @gpu
 @needs_two
 @pytest.mark.parametrize("method", list(METHODS))
@@ -128,13 +152,20 @@ def test_every_method_on_two_gpus_over_nccl_matches_the_reference(method, tmp_pa
 def overlap(method: str, world: int, tmp_path, extra: list[str] = ()) -> list[dict]:
     path = str(tmp_path / "overlap.json")
     env = dict(os.environ, ACCO_GPU_TMP=str(tmp_path))
-    proc = subprocess.run([sys.executable, CHECK, "--part", "overlap", "--method", method, "--world", str(world),
-                           "--json", path, *extra], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, CHECK, "--part", "overlap", "--method", method, "--world", str(world), "--json", path, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(path) as f:
         return json.load(f)
 
 
+@pytest.mark.integration
 @gpu
 @needs_cuda
 @pytest.mark.parametrize("method", ["dpu", "wp", "acco", "ddp_flat"])
@@ -158,6 +189,7 @@ def test_the_communication_stream_overlaps_compute_on_gpu(method, tmp_path):
                 assert r["overlap_fraction"] > 0.5, r["overlap_fraction"]
 
 
+@pytest.mark.integration
 @gpu
 @needs_cuda
 def test_torch_ddp_keeps_fp32_parameters_under_bf16_autocast(tmp_path):
@@ -167,10 +199,12 @@ def test_torch_ddp_keeps_fp32_parameters_under_bf16_autocast(tmp_path):
 
 
 # -- the gpu-check machinery, on CPU ------------------------------------------------------------------
+@pytest.mark.integration
 @pytest.mark.skipif(CUDA, reason="checks the no-GPU path")
 def test_gpu_check_skips_cleanly_without_cuda(tmp_path):
-    proc = subprocess.run([sys.executable, CHECK, "--out", str(tmp_path / "gpu")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, CHECK, "--out", str(tmp_path / "gpu")], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "skipped: no CUDA GPU" in proc.stdout
     assert not (tmp_path / "gpu").exists()
@@ -190,6 +224,7 @@ def test_peak_table():
     assert peak_tflops("Some Future GPU")[0] is None
 
 
+@pytest.mark.integration
 def test_overlap_measurement_tells_overlapped_from_sequential_on_cpu(tmp_path):
     """The same instrumentation on CPU (host clock, gloo): ACCO's syncs run while the compute side
     computes; flat DDP's never do."""
@@ -201,12 +236,33 @@ def test_overlap_measurement_tells_overlapped_from_sequential_on_cpu(tmp_path):
     assert ddp["overlap_fraction"] == 0.0
 
 
+@pytest.mark.integration
 def test_throughput_measurement_on_cpu(tmp_path):
     path = str(tmp_path / "t.json")
-    proc = subprocess.run([sys.executable, CHECK, "--part", "throughput", "--model", "gptneo_tiny", "--seq", "32",
-                           "--mb", "4", "--micro-batches", "3", "--json", path, *TINY_CPU],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            CHECK,
+            "--part",
+            "throughput",
+            "--model",
+            "gptneo_tiny",
+            "--seq",
+            "32",
+            "--mb",
+            "4",
+            "--micro-batches",
+            "3",
+            "--json",
+            path,
+            *TINY_CPU,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(path) as f:
         row = json.load(f)

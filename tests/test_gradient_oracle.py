@@ -1,5 +1,6 @@
 """Where each method computes its gradients, proven with a gradient oracle that records the
 parameters every micro-batch saw, and a replay of the run with PyTorch's own AdamW."""
+
 from __future__ import annotations
 
 import os
@@ -10,14 +11,33 @@ import torch
 from .conftest import load_run, run_train
 from .oracle import Replay
 
-ORACLE = ["task=tests.oracle:build_oracle_task", "train.log_every=0", "train.save_final_params=true",
-          "optim.lr=0.05", "optim.weight_decay=0.1", "optim.schedule=linear", "optim.warmup_steps=2"]
+pytestmark = pytest.mark.integration  # every test here starts processes
+
+ORACLE = [
+    "task=tests.oracle:build_oracle_task",
+    "train.log_every=0",
+    "train.save_final_params=true",
+    "optim.lr=0.05",
+    "optim.weight_decay=0.1",
+    "optim.schedule=linear",
+    "optim.warmup_steps=2",
+]
 
 
 def oracle_run(tmp_path, method_args, world=2, steps=12, accum=2, extra=()):
     out = str(tmp_path / "run")
-    run_train([*method_args, *ORACLE, f"world_size={world}", f"train.steps={steps}",
-               f"train.accum={accum}", "train.deterministic=true", f"out_dir={out}", *extra])
+    run_train(
+        [
+            *method_args,
+            *ORACLE,
+            f"world_size={world}",
+            f"train.steps={steps}",
+            f"train.accum={accum}",
+            "train.deterministic=true",
+            f"out_dir={out}",
+            *extra,
+        ]
+    )
     run = load_run(out)
     counts = [r["round_micro_batches"] for r in run["summary"]["per_rank"]]
     final = torch.load(os.path.join(out, "final_params.pt"))
@@ -26,6 +46,7 @@ def oracle_run(tmp_path, method_args, world=2, steps=12, accum=2, extra=()):
 
 def check_lr_column(out, rp_lr_at, steps):
     import csv
+
     with open(os.path.join(out, "metrics.csv")) as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == list(range(1, steps + 1))
@@ -44,10 +65,10 @@ def test_acco_gradients_at_theta_and_estimate(tmp_path, world):
     estimate = theta  # θ̃_0 = θ_0
     g_est, n_est = rp.grads(0, estimate, "θ̃_0")
     for t in range(steps):
-        g, n = rp.grads(2 * t + 1, theta, f"θ_{t}")                  # G_t at θ_t
-        estimate = rp.step(g_est / n_est, tentative=True)           # θ̃_{t+1}
+        g, n = rp.grads(2 * t + 1, theta, f"θ_{t}")  # G_t at θ_t
+        estimate = rp.step(g_est / n_est, tentative=True)  # θ̃_{t+1}
         moments = {k: v.clone() for k, v in rp.opt.state[rp.param].items()} if t else None
-        theta = rp.step((g_est + g) / (n_est + n))                  # θ_{t+1}: both halves
+        theta = rp.step((g_est + g) / (n_est + n))  # θ_{t+1}: both halves
         assert n_est + n == 2 * accum * world
         if t < steps - 1:
             assert not torch.equal(estimate, theta)
@@ -63,8 +84,7 @@ def test_acco_gradients_at_theta_and_estimate(tmp_path, world):
 @pytest.mark.parametrize("warmup", [0, 3])
 def test_dpu_sequential_warmup_then_one_step_stale(tmp_path, warmup):
     steps, accum, world = 10, 2, 2
-    out, run, counts, final = oracle_run(tmp_path, ["method=dpu", f"method.warmup_steps={warmup}"],
-                                         world, steps, accum)
+    out, run, counts, final = oracle_run(tmp_path, ["method=dpu", f"method.warmup_steps={warmup}"], world, steps, accum)
     rp = Replay(run["cfg"], out, world, counts)
     thetas = [rp.theta()]
     for t in range(warmup):  # sequential: gradients of step t at θ_t
@@ -84,8 +104,7 @@ def test_dpu_sequential_warmup_then_one_step_stale(tmp_path, warmup):
 
 def test_wp_gradients_at_predicted_parameters(tmp_path):
     steps, accum, world, warmup = 10, 2, 2, 1
-    out, run, counts, final = oracle_run(tmp_path, ["method=wp", f"method.warmup_steps={warmup}"],
-                                         world, steps, accum)
+    out, run, counts, final = oracle_run(tmp_path, ["method=wp", f"method.warmup_steps={warmup}"], world, steps, accum)
     rp = Replay(run["cfg"], out, world, counts)
     theta = rp.theta()
     for t in range(warmup):
@@ -111,9 +130,21 @@ def test_adaptive_fast_ranks_accumulate_more_and_update_divides_by_global_count(
     (large eps makes AdamW sensitive to the gradient's scale, not only its direction)."""
     steps, accum, world = 6, 1, 2
     out = str(tmp_path / "run")
-    run_train(["method=acco", *ORACLE, "optim.eps=1.0", f"world_size={world}", f"train.steps={steps}",
-               f"train.accum={accum}", "train.deterministic=false", f"out_dir={out}",
-               "hetero.slow_rank=1", "hetero.factor=4", "+oracle.busy_ms=20"])
+    run_train(
+        [
+            "method=acco",
+            *ORACLE,
+            "optim.eps=1.0",
+            f"world_size={world}",
+            f"train.steps={steps}",
+            f"train.accum={accum}",
+            "train.deterministic=false",
+            f"out_dir={out}",
+            "hetero.slow_rank=1",
+            "hetero.factor=4",
+            "+oracle.busy_ms=20",
+        ]
+    )
     run = load_run(out)
     counts = [r["round_micro_batches"] for r in run["summary"]["per_rank"]]
     fast, slow = counts
@@ -125,6 +156,7 @@ def test_adaptive_fast_ranks_accumulate_more_and_update_divides_by_global_count(
     theta = rp.theta()
     g_est, n_est = rp.grads(0, theta, "θ̃_0")
     import csv
+
     with open(os.path.join(out, "metrics.csv")) as f:
         rows = list(csv.DictReader(f))
     for t in range(steps):

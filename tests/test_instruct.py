@@ -1,5 +1,6 @@
 """Instruction data: the embedded Alpaca-schema corpus and its answer checker, the Alpaca prompt
 templates, tokenized examples with loss masking (cached), and the per-rank padded stream."""
+
 import json
 import sys
 from collections import Counter
@@ -13,9 +14,22 @@ try:
 except ImportError:  # plain `pytest` without the project root on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from acco.data import (IGNORE_INDEX, InstructBatchStream, TokenizedExamples, check_answer, format_alpaca,
-                       generate_instructions, generate_stories, label_tokens, load_raw_dataset, load_tokenizer,
-                       prepare_instruction_data, task_of, train_bpe_tokenizer, write_alpaca_json)
+from acco.data import (
+    IGNORE_INDEX,
+    InstructBatchStream,
+    TokenizedExamples,
+    check_answer,
+    format_alpaca,
+    generate_instructions,
+    generate_stories,
+    label_tokens,
+    load_raw_dataset,
+    load_tokenizer,
+    prepare_instruction_data,
+    task_of,
+    train_bpe_tokenizer,
+    write_alpaca_json,
+)
 from acco.data import instruct as instruct_mod
 from acco.data.instructions import TASKS
 
@@ -28,11 +42,14 @@ def test_alpaca_templates_exact():
     assert prompt == (
         "Below is an instruction that describes a task, paired with an input that provides further context. "
         "Write a response that appropriately completes the request.\n\n"
-        "### Instruction:\nAdd these numbers.\n\n### Input:\n3 and 5\n\n### Response:\n")
+        "### Instruction:\nAdd these numbers.\n\n### Input:\n3 and 5\n\n### Response:\n"
+    )
     assert response == "8"
-    expected_no_input = ("Below is an instruction that describes a task. "
-                         "Write a response that appropriately completes the request.\n\n"
-                         "### Instruction:\nWhat is 3 plus 5?\n\n### Response:\n")
+    expected_no_input = (
+        "Below is an instruction that describes a task. "
+        "Write a response that appropriately completes the request.\n\n"
+        "### Instruction:\nWhat is 3 plus 5?\n\n### Response:\n"
+    )
     assert format_alpaca({"instruction": "What is 3 plus 5?", "input": "", "output": "8"}) == (expected_no_input, "8")
     assert format_alpaca({"instruction": "What is 3 plus 5?", "output": "8"})[0] == expected_no_input
     assert format_alpaca({"instruction": "What is 3 plus 5?", "input": None, "output": "8"})[0] == expected_no_input
@@ -45,8 +62,7 @@ def test_instruction_generator_is_deterministic(tmp_path):
     a = generate_instructions(400, 3)
     assert a == generate_instructions(400, 3) and generate_instructions(50, 3) == a[:50]
     assert sum(x != y for x, y in zip(a, generate_instructions(400, 4))) > 300
-    assert all(set(r) == {"instruction", "input", "output"} and all(isinstance(v, str) for v in r.values())
-               for r in a)
+    assert all(set(r) == {"instruction", "input", "output"} and all(isinstance(v, str) for v in r.values()) for r in a)
     with_input = sum(r["input"] != "" for r in a)
     assert 100 < with_input < 300
     kinds = Counter(task_of(r) for r in a)
@@ -58,11 +74,17 @@ def test_instruction_generator_is_deterministic(tmp_path):
     for r in a:
         kind = task_of(r)
         if kind == "add":
-            x, y = map(int, (r["input"].split(" and ") if r["input"] else
-                             r["instruction"][len("What is "):-1].split(" plus ")))
+            x, y = map(
+                int,
+                (r["input"].split(" and ") if r["input"] else r["instruction"][len("What is ") : -1].split(" plus ")),
+            )
             assert int(r["output"]) == x + y
         elif kind == "sort":
-            words = r["input"].split() if r["input"] else r["instruction"][len("Sort the words "):].split(" in ")[0].split()
+            words = (
+                r["input"].split()
+                if r["input"]
+                else r["instruction"][len("Sort the words ") :].split(" in ")[0].split()
+            )
             assert r["output"].split() == sorted(words)
         elif kind == "capitalize":
             assert r["output"] == (r["input"] or r["instruction"].split(": ", 1)[1]).upper()
@@ -101,7 +123,9 @@ def test_check_answer_accepts_right_and_rejects_wrong():
     who = next(r for r in by_kind["story"] if r["output"][0].isupper())
     assert check_answer(who, who["output"].lower() + ".")
     what = next(r for r in by_kind["story"] if r["output"].startswith(("a ", "an ")))
-    assert check_answer(what, what["output"].split(" ", 1)[1]) and check_answer(what, "the " + what["output"].split(" ", 1)[1])
+    assert check_answer(what, what["output"].split(" ", 1)[1]) and check_answer(
+        what, "the " + what["output"].split(" ", 1)[1]
+    )
     assert not check_answer(what, what["output"] + " and a ball")
     with pytest.raises(ValueError, match="not an instruction"):
         check_answer({"instruction": "Give three tips for staying healthy.", "input": "", "output": "x"}, "x")
@@ -131,7 +155,7 @@ def _manual(tok, record, max_len, response_only):
     ids = (p + tok(response, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])[:max_len]
     labels = list(ids)
     if response_only:
-        labels[:len(p)] = [IGNORE_INDEX] * min(len(p), len(ids))
+        labels[: len(p)] = [IGNORE_INDEX] * min(len(p), len(ids))
     return ids, labels, len(p)
 
 
@@ -181,8 +205,15 @@ def test_instruction_cache_reuse(tmp_path, tok_path, alpaca_file, monkeypatch):
     assert torch.equal(d1.train.input_ids, d2.train.input_ids) and torch.equal(d1.val.labels, d2.val.labels)
     assert d1.val_records == d2.val_records
     for change in [dict(response_only_loss=False), dict(max_len=128), dict(seed=1), dict(val_fraction=0.2)]:
-        kw = dict(source=src, tokenizer=tok_path, max_len=256, val_fraction=0.1, seed=0, cache_dir=tmp_path,
-                  response_only_loss=True)
+        kw = dict(
+            source=src,
+            tokenizer=tok_path,
+            max_len=256,
+            val_fraction=0.1,
+            seed=0,
+            cache_dir=tmp_path,
+            response_only_loss=True,
+        )
         kw.update(change)
         with pytest.raises(AssertionError, match="rebuilt"):
             prepare_instruction_data(**kw)
@@ -198,7 +229,7 @@ def _examples(n=37, pad=0):
         length = int(torch.randint(3, 20, (1,), generator=g))
         x = [1000 + i] * length  # example i is recognisable by its tokens
         ids.append(x)
-        labels.append([IGNORE_INDEX] * (length // 2) + x[length // 2:])
+        labels.append([IGNORE_INDEX] * (length // 2) + x[length // 2 :])
     return TokenizedExamples.from_lists(ids, labels, pad_id=pad)
 
 
@@ -245,8 +276,9 @@ def test_stream_is_pure_and_ranks_are_disjoint():
         assert _which(next(it)) == _which(s.batch(0)) and _which(next(it)) == _which(s.batch(1))
     assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])
     other = InstructBatchStream(ex, 0, W, B, seed=6)
-    assert [_which(other.batch(k)) for k in range(3)] != [_which(InstructBatchStream(ex, 0, W, B, seed=5).batch(k))
-                                                          for k in range(3)]
+    assert [_which(other.batch(k)) for k in range(3)] != [
+        _which(InstructBatchStream(ex, 0, W, B, seed=5).batch(k)) for k in range(3)
+    ]
     with pytest.raises(ValueError, match="micro_batch_size"):
         InstructBatchStream(ex, 0, 4, 11, seed=0)
     with pytest.raises(ValueError, match="pad_id"):

@@ -1,6 +1,7 @@
 """Results integrity: runs started at once into the same results root each get their own folder and
 complete intact; a folder being written by a live run is refused; a local sweep skips the runs that
 already have a completed result."""
+
 from __future__ import annotations
 
 import json
@@ -14,18 +15,30 @@ from acco.run.lock import RunInUse, claim
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_train
 
+pytestmark = pytest.mark.integration  # every test here starts processes
+
 BASE = [*SMALL_LM, "world_size=2", "train.steps=4", "train.deterministic=true", "train.trace=false"]
 
 
 def start(args):
-    return subprocess.Popen([sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, TRAIN, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 # few overrides: the default folder name lists them all
-NAMED = ["model.config.hidden_size=64", "model.config.max_position_embeddings=32", "data.seq_len=32",
-         "data.source.num_stories=1500", "data.tokenizer.vocab_size=384", "train.log_every=0",
-         "world_size=2", "train.steps=4", "train.deterministic=true", "train.trace=false"]
+NAMED = [
+    "model.config.hidden_size=64",
+    "model.config.max_position_embeddings=32",
+    "data.seq_len=32",
+    "data.source.num_stories=1500",
+    "data.tokenizer.vocab_size=384",
+    "train.log_every=0",
+    "world_size=2",
+    "train.steps=4",
+    "train.deterministic=true",
+    "train.trace=false",
+]
 
 
 def test_two_runs_at_once_into_one_results_root(tmp_path):
@@ -72,8 +85,14 @@ def test_a_folder_being_written_is_refused(tmp_path):
 
 def test_local_sweep_skips_completed_runs(tmp_path):
     root = tmp_path / "results"
-    common = ["+experiment=fig5", "scale=cpu", "method=acco", "train.steps=2", *SMALL_LM, "train.trace=false",
-              f"results_root={root}"]
+    common = [
+        "experiment=fig5/cpu",
+        "method=acco",
+        "train.steps=2",
+        *SMALL_LM,
+        "train.trace=false",
+        f"results_root={root}",
+    ]
     run_train([*common, "seed=0"])
     (done,) = os.listdir(root / "cpu" / "fig5")
     before = (root / "cpu" / "fig5" / done / "metrics.csv").stat().st_mtime_ns

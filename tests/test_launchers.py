@@ -1,24 +1,42 @@
 """The same worker code under three starts: local spawn (the other tests), torchrun, and srun
 (its SLURM_* environment, here set by hand for two tasks on this machine; the real Slurm cluster
 runs it in the Slurm tests)."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
+import pytest
+
 from acco.run.launch import free_port
 
 from .conftest import ROOT, SMALL_LM, TRAIN, load_run
+
+pytestmark = pytest.mark.integration  # every test here starts processes
 
 ARGS = ["method=acco", *SMALL_LM, "train.steps=4", "train.deterministic=true"]
 
 
 def test_torchrun(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-                           f"--master-port={free_port()}", TRAIN, *ARGS, f"out_dir={out}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node=2",
+            f"--master-port={free_port()}",
+            TRAIN,
+            *ARGS,
+            f"out_dir={out}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = load_run(str(out))["summary"]
     assert summary["status"] == "completed" and summary["launcher"] == "torchrun"
@@ -32,13 +50,29 @@ def test_srun_environment(tmp_path):
     procs = []
     for rank in range(2):
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR")}
-        env.update({"SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "SLURM_STEP_ID": "0",
-                    "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_TASKS_PER_NODE": "2",
-                    "SLURM_STEP_NODELIST": "localhost", "SLURM_JOB_ID": str(job_id)})
+        env.update(
+            {
+                "SLURM_PROCID": str(rank),
+                "SLURM_LOCALID": str(rank),
+                "SLURM_STEP_ID": "0",
+                "SLURM_STEP_NUM_TASKS": "2",
+                "SLURM_STEP_TASKS_PER_NODE": "2",
+                "SLURM_STEP_NODELIST": "localhost",
+                "SLURM_JOB_ID": str(job_id),
+            }
+        )
         if not 20000 <= port < 40000:
             env["MASTER_PORT"] = str(port)
-        procs.append(subprocess.Popen([sys.executable, TRAIN, *ARGS, f"out_dir={out}"], cwd=ROOT, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, TRAIN, *ARGS, f"out_dir={out}"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-4000:]

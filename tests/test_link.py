@@ -1,6 +1,7 @@
 """The emulated interconnect (acco/testbed): a shaped link delivers about its rate, the namespaces
 go away even when a run fails, the in-process fallback is used and recorded, bad link values are
 refused up front."""
+
 from __future__ import annotations
 
 import json
@@ -17,14 +18,16 @@ from acco.testbed.probe import probe
 
 from .conftest import SMALL_LM, run_train
 
-needs_netns = pytest.mark.skipif(netns_possible() is not None,
-                                 reason=f"network namespaces not possible here: {netns_possible()}")
+needs_netns = pytest.mark.skipif(
+    netns_possible() is not None, reason=f"network namespaces not possible here: {netns_possible()}"
+)
 
 
 def acco_namespaces() -> set[str]:
     return {n for n in netns.list_namespaces() if n.startswith("acco")}
 
 
+@pytest.mark.integration
 @needs_netns
 def test_shaped_link_moves_a_collective_at_about_its_rate():
     rate, nbytes = 100.0, 8_000_000
@@ -57,12 +60,25 @@ def test_fallback_to_delay_when_namespaces_are_not_possible(monkeypatch):
     assert topo is None and cfg["link"]["runtime"]["mode"] == "none"
 
 
+@pytest.mark.integration
 @needs_netns
 def test_namespaces_removed_after_a_failing_run(tmp_path):
     before = acco_namespaces()
     out = tmp_path / "run"
-    proc = run_train(["method=acco", *SMALL_LM, "world_size=2", "train.steps=6", "link.rate_mbit=200",
-                      "fault.kill_rank=1", "fault.at_step=2", f"out_dir={out}"], expect=None, timeout=300)
+    proc = run_train(
+        [
+            "method=acco",
+            *SMALL_LM,
+            "world_size=2",
+            "train.steps=6",
+            "link.rate_mbit=200",
+            "fault.kill_rank=1",
+            "fault.at_step=2",
+            f"out_dir={out}",
+        ],
+        expect=None,
+        timeout=300,
+    )
     assert proc.returncode != 0, proc.stderr[-2000:]
     with open(out / "summary.json") as f:
         summary = json.load(f)
@@ -72,9 +88,10 @@ def test_namespaces_removed_after_a_failing_run(tmp_path):
     assert acco_namespaces() == before, proc.stderr[-2000:]
 
 
+@pytest.mark.integration
 @needs_netns
 def test_stale_namespaces_of_a_dead_launcher_are_swept():
-    dead = 2 ** 22 + 12345  # above the default pid_max: no such process
+    dead = 2**22 + 12345  # above the default pid_max: no such process
     while True:
         try:
             os.kill(dead, 0)
@@ -90,10 +107,23 @@ def test_stale_namespaces_of_a_dead_launcher_are_swept():
         subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
+@pytest.mark.integration
 def test_delay_mode_run_records_it_and_shapes_pytorch_ddp(tmp_path):
     out = tmp_path / "run"
-    run_train(["method=ddp", "method.impl=torch", *SMALL_LM, "world_size=2", "train.steps=2",
-               "link.mode=delay", "link.rate_mbit=100", "link.delay_ms=2", f"out_dir={out}"], timeout=300)
+    run_train(
+        [
+            "method=ddp",
+            "method.impl=torch",
+            *SMALL_LM,
+            "world_size=2",
+            "train.steps=2",
+            "link.mode=delay",
+            "link.rate_mbit=100",
+            "link.delay_ms=2",
+            f"out_dir={out}",
+        ],
+        timeout=300,
+    )
     with open(out / "summary.json") as f:
         summary = json.load(f)
     assert summary["status"] == "completed"
@@ -105,15 +135,18 @@ def test_delay_mode_run_records_it_and_shapes_pytorch_ddp(tmp_path):
     allreduce = [e["dur"] / 1e6 for e in hooked if e["name"].startswith("bwd + all_reduce")]
     zero = [e["dur"] / 1e6 for e in hooked if e["name"] == "adamw (zero-1) + broadcast"]
     assert allreduce and zero
-    assert min(allreduce) >= 0.9 * (param_bytes / rate + 2 * 2e-3)   # 2(N-1)/N = 1 of the buffer, 2 steps
-    assert min(zero) >= 0.9 * (0.5 * param_bytes / rate + 2e-3)      # (N-1)/N = 1/2, 1 step
+    assert min(allreduce) >= 0.9 * (param_bytes / rate + 2 * 2e-3)  # 2(N-1)/N = 1 of the buffer, 2 steps
+    assert min(zero) >= 0.9 * (0.5 * param_bytes / rate + 2e-3)  # (N-1)/N = 1/2, 1 step
 
 
-BAD = [(["link.rate_mbit=-5"], "link.rate_mbit must be >= 0"),
-       (["link.delay_ms=fast"], "link.delay_ms must be a number"),
-       (["link.mode=wifi"], "link.mode must be one of")]
+BAD = [
+    (["link.rate_mbit=-5"], "link.rate_mbit must be >= 0"),
+    (["link.delay_ms=fast"], "link.delay_ms must be a number"),
+    (["link.mode=wifi"], "link.mode must be one of"),
+]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args,message", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_link_values_fail_fast(tmp_path, args, message):
     out = tmp_path / "run"
@@ -123,6 +156,7 @@ def test_bad_link_values_fail_fast(tmp_path, args, message):
     assert not out.exists()
 
 
+@pytest.mark.integration
 def test_link_under_an_external_launcher_is_in_process_delays(tmp_path, monkeypatch):
     """torchrun/srun ranks cannot be put in namespaces by us: a rate becomes in-process delays on
     top of the real network (recorded), and an explicit link.mode=netns is refused before starting."""

@@ -7,14 +7,18 @@ test failure. At the end the cluster is stopped again, unless it was already run
 tests (a developer's cluster is left as it was). About 10 s with the packages installed, ~35 s on a
 machine without them.
 """
+
 from __future__ import annotations
 
 import os
 import subprocess
 import time
 
+import pytest
 
 from .slurm_cluster import cluster, output, run, sacct_fields, script  # noqa: F401 - cluster is a fixture
+
+pytestmark = pytest.mark.integration  # every test here starts processes
 
 
 def started(cmd: str = "start", timeout: float = 900) -> subprocess.CompletedProcess:
@@ -55,11 +59,9 @@ def test_four_idle_nodes(cluster):
 
 def test_two_node_job_ranks_on_two_virtual_nodes(cluster, tmp_path):
     job = tmp_path / "job.sh"
-    job.write_text("#!/bin/bash\n"
-                   "srun bash -c 'echo RANK $SLURM_PROCID $SLURM_NODEID $SLURMD_NODENAME'\n")
+    job.write_text("#!/bin/bash\nsrun bash -c 'echo RANK $SLURM_PROCID $SLURM_NODEID $SLURMD_NODENAME'\n")
     out = tmp_path / "job.out"
-    proc, job_id = sbatch_wait(["--nodes=2", "--ntasks-per-node=1", f"--output={out}", str(job)],
-                               cwd=str(tmp_path))
+    proc, job_id = sbatch_wait(["--nodes=2", "--ntasks-per-node=1", f"--output={out}", str(job)], cwd=str(tmp_path))
     assert proc.returncode == 0, output(proc)
     rows = sorted(line.split()[1:] for line in out.read_text().splitlines() if line.startswith("RANK "))
     assert [r[:2] for r in rows] == [["0", "0"], ["1", "1"]], out.read_text()
@@ -69,8 +71,7 @@ def test_two_node_job_ranks_on_two_virtual_nodes(cluster, tmp_path):
 
 
 def test_failing_job_is_failed_in_accounting(cluster, tmp_path):
-    proc, job_id = sbatch_wait([f"--output={tmp_path / 'fail.out'}", "--wrap", "exit 3"],
-                               cwd=str(tmp_path))
+    proc, job_id = sbatch_wait([f"--output={tmp_path / 'fail.out'}", "--wrap", "exit 3"], cwd=str(tmp_path))
     assert proc.returncode == 3, output(proc)
     assert sacct_state(job_id, "FAILED") == ("FAILED", "3:0")
 
@@ -94,7 +95,6 @@ def test_stop_then_start_again(cluster, tmp_path):
 
     started()
     assert len(wait_idle(4)) >= 4
-    proc, job_id = sbatch_wait([f"--output={tmp_path / 'again.out'}", "--wrap", "true"],
-                               cwd=str(tmp_path))
+    proc, job_id = sbatch_wait([f"--output={tmp_path / 'again.out'}", "--wrap", "true"], cwd=str(tmp_path))
     assert proc.returncode == 0, output(proc)
     assert sacct_state(job_id, "COMPLETED")[0] == "COMPLETED"

@@ -3,6 +3,7 @@ the model on the meta device equals Table 1's formulas and what a real run repor
 summary.json; a run that cannot fit stops with one line naming the figure and a setting that
 fits; `experiments/reproduce.py <id> --scale paper --dry-run` prints a row per run and submits
 nothing."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -59,7 +60,7 @@ def test_model_state_equals_table1_formulas():
 def test_paper_runs_flat_estimate_is_table1_at_their_size():
     """A real paper config (fig7's ACCO run, GPT-Neo 125M on 32 GPUs): the model state is the
     Table 1 formula of DPU/WP/ACCO at the model's parameter count padded to 32 shards."""
-    cfg = compose(["+experiment=fig7", "scale=paper", "method=acco"])
+    cfg = compose(["experiment=fig7/paper", "method=acco"])
     K, _, _, _ = table1_point()
     est = me.estimate(cfg, 32)
     shape = me.model_shape(cfg)
@@ -70,14 +71,24 @@ def test_paper_runs_flat_estimate_is_table1_at_their_size():
 
 
 # -- a real run ---------------------------------------------------------------------------------
+@pytest.mark.integration
 @pytest.mark.parametrize("method,world", [("ddp", 2), ("acco", 3)])
 def test_model_state_equals_a_real_runs_summary(tmp_path, method, world):
     """The estimate from the run's own config (model on the meta device, nothing trained) equals,
     byte for byte and rank by rank, what the run's ranks report: PyTorch's ZeRO partition of whole
     tensors (ddp), the flat padded shards (acco, 3 ranks pad the last shard)."""
     out = str(tmp_path / "run")
-    run_train([f"method={method}", *SMALL_LM, f"world_size={world}", "train.steps=1", "train.accum=1",
-               "train.deterministic=true", f"out_dir={out}"])
+    run_train(
+        [
+            f"method={method}",
+            *SMALL_LM,
+            f"world_size={world}",
+            "train.steps=1",
+            "train.accum=1",
+            "train.deterministic=true",
+            f"out_dir={out}",
+        ]
+    )
     run = load_run(out)
     assert run["summary"]["status"] == "completed"
     layout = me.state_layout(run["cfg"], gpu=False)
@@ -93,7 +104,7 @@ def test_model_state_equals_a_real_runs_summary(tmp_path, method, world):
 def test_activation_formula_is_korthikanti_for_a_gelu_model():
     """GPT-Neo (GELU MLP of width 4h, eager attention): per layer 34·sbh + 5·a·s²·b bytes at 16
     bit; with checkpointing 2·sbh per layer plus one layer recomputed; fp32 compute doubles it."""
-    cfg = compose(["+experiment=fig7", "scale=paper", "method=acco"])
+    cfg = compose(["experiment=fig7/paper", "method=acco"])
     shape = me.model_shape(cfg)
     assert shape.intermediate == 4 * shape.hidden and shape.attention == "eager"
     s, b, h, a, L = 1024, 3, shape.hidden, shape.heads, shape.layers
@@ -106,16 +117,25 @@ def test_activation_formula_is_korthikanti_for_a_gelu_model():
 
 
 # -- the check before submission --------------------------------------------------------------------
-FIG8_ACCO = ["+experiment=fig8", "scale=paper", "method=acco", "layout=1x8", "launcher=slurm",
-             "device=auto"]  # device=auto: this machine has no GPU; the estimate is at GPU precision
+FIG8_ACCO = [
+    "experiment=fig8/paper",
+    "method=acco",
+    "layout=1x8",
+    "launcher=slurm",
+    "device=auto",
+]  # device=auto: this machine has no GPU; the estimate is at GPU precision
 
 
+@pytest.mark.integration
 def test_a_run_that_cannot_fit_stops_with_one_line(tmp_path):
     proc = run_train([*FIG8_ACCO, "launcher.gpu_mem_gb=1", f"results_root={tmp_path}"], expect=2, timeout=300)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    m = re.fullmatch(r"error: fig8 run acco_layout=1x8: estimated ([\d.]+) GB per GPU exceeds the profile's "
-                     r"gpu_mem_gb=1: (.+)", lines[0])
+    m = re.fullmatch(
+        r"error: fig8 run acco_layout=1x8: estimated ([\d.]+) GB per GPU exceeds the profile's "
+        r"gpu_mem_gb=1: (.+)",
+        lines[0],
+    )
     assert m, lines[0]
     cfg = compose([*FIG8_ACCO, "launcher.gpu_mem_gb=1"])
     assert float(m.group(1)) == pytest.approx(me.estimate(cfg, 8).total_gb, abs=0.05)
@@ -142,6 +162,7 @@ def test_the_line_names_a_setting_that_fits():
         assert me.fit_problem(fixed, 8) is None, (key, value)
 
 
+@pytest.mark.integration
 def test_a_run_that_fits_passes_the_memory_check(tmp_path):
     proc = run_train([*FIG8_ACCO, f"results_root={tmp_path}"], expect=None, timeout=300)
     assert "estimated" not in proc.stderr and "gpu_mem_gb" not in proc.stderr, proc.stderr
@@ -155,25 +176,27 @@ def load_reproduce():
     return module
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("exp", PAPER_EXPERIMENTS)
 def test_dry_run_prints_a_row_per_run_and_submits_nothing(exp, tmp_path, capsys, monkeypatch):
     reproduce = load_reproduce()
     import subprocess
+
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail(f"dry run started {a}"))
     code = reproduce.main([exp, "--scale", "paper", "--dry-run", "--results", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
     assert not os.listdir(tmp_path)
-    runs = expand_runs(compose([f"+experiment={exp}", "scale=paper"])["experiment"], "paper")
+    runs = expand_runs(compose([f"experiment={exp}/paper"])["experiment"])
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("run "))
     cols = lines[header].split()
     assert all(c in lines[header] for c in ("GPUs", "nodes", "GB/GPU", "hours", "GPU-hours"))
-    rows = lines[header + 1: header + 1 + len(runs)]
+    rows = lines[header + 1 : header + 1 + len(runs)]
     assert len(rows) == len(runs)
     assert any(line.startswith("assumptions: ") and "MFU" in line for line in lines)
     for run, line in zip(runs, rows):
-        cfg = compose([f"+experiment={exp}", "scale=paper", *run])
+        cfg = compose([f"experiment={exp}/paper", *run])
         plan = run_plan.plan(cfg)
         cells = line.split()
         assert cells[0] == os.path.basename(cfg["out_dir"])
@@ -190,9 +213,8 @@ def test_dry_run_prints_a_row_per_run_and_submits_nothing(exp, tmp_path, capsys,
 def test_dry_run_steps_follow_the_token_budget():
     """fig11 trains on a 6e9-token budget: DDP reaches it after ⌈6e9 / (8·2·24·1024)⌉ steps
     (the config's numbers), and the wall-clock is that many DDP steps of c + m."""
-    cfg = compose(["+experiment=fig11", "scale=paper", "method=ddp"])
+    cfg = compose(["experiment=fig11/paper", "method=ddp"])
     plan = run_plan.plan(cfg)
     per_step = 8 * cfg["train"]["accum"] * cfg["data"]["micro_batch_size"] * cfg["data"]["seq_len"]
     assert plan["steps"] == math.ceil(float(cfg["train"]["tokens"]) / per_step)
-    assert plan["wall_clock_h"] * 3600 == pytest.approx(
-        plan["steps"] * (plan["compute_per_round_s"] + plan["sync_s"]))
+    assert plan["wall_clock_h"] * 3600 == pytest.approx(plan["steps"] * (plan["compute_per_round_s"] + plan["sync_s"]))

@@ -10,6 +10,7 @@ autocast and evaluates alike, so the torch DDP baseline (fp32 parameters) and th
 parameters, fp32 master shard) see the same initial evaluation exactly and train along the same
 curve up to bf16 storage round-off. train.activation_checkpointing recomputes activations and
 changes nothing numerically in fp32."""
+
 from __future__ import annotations
 
 import csv
@@ -28,7 +29,7 @@ from acco.engine.sharded_adamw import ShardedAdamW
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train
 
-MB = 2 ** 20
+MB = 2**20
 
 
 def _vm_hwm() -> int:
@@ -52,8 +53,9 @@ needs_hwm = pytest.mark.skipif(not _can_reset_hwm(), reason="needs Linux /proc/s
 # -- memory ---------------------------------------------------------------------------------------
 def _model() -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(40, 30), torch.nn.LayerNorm(30), torch.nn.Linear(30, 50),
-                               torch.nn.Linear(50, 7))
+    return torch.nn.Sequential(
+        torch.nn.Linear(40, 30), torch.nn.LayerNorm(30), torch.nn.Linear(30, 50), torch.nn.Linear(50, 7)
+    )
 
 
 def test_only_this_ranks_shard_is_kept_in_fp32_and_decay_is_ranges():
@@ -73,8 +75,14 @@ def test_only_this_ranks_shard_is_kept_in_fp32_and_decay_is_ranges():
         assert t.dtype == torch.float32 and t.untyped_storage().nbytes() == 4 * shard
     # every tensor the flat model and the optimizer hold: fp32 ones are at most shard-sized
     held = [v for obj in (flat, opt) for v in vars(obj).values() if torch.is_tensor(v)]
-    held += [v for obj in (flat, opt) for lst in vars(obj).values() if isinstance(lst, list)
-             for v in lst if torch.is_tensor(v)]
+    held += [
+        v
+        for obj in (flat, opt)
+        for lst in vars(obj).values()
+        if isinstance(lst, list)
+        for v in lst
+        if torch.is_tensor(v)
+    ]
     for t in held:
         if t.dtype == torch.float32:
             assert t.untyped_storage().nbytes() <= 4 * shard, (t.shape, t.untyped_storage().nbytes())
@@ -84,7 +92,7 @@ def test_only_this_ranks_shard_is_kept_in_fp32_and_decay_is_ranges():
     assert flat.params.untyped_storage().nbytes() == 2 * padded
     # decay: the three weight matrices' entries in [lo, hi), as ranges (no mask anywhere)
     decayed = torch.zeros(padded, dtype=torch.bool)
-    for (a, b), (name, p) in zip(flat.slices, model.named_parameters()):
+    for (a, b), (_name, p) in zip(flat.slices, model.named_parameters()):
         decayed[a:b] = p.ndim == 2
     covered = torch.zeros(shard, dtype=torch.bool)
     for a, b in flat.decay_ranges:
@@ -114,6 +122,7 @@ print(json.dumps({"model": model_bytes, "peak": rss("VmHWM") - base, "after": rs
 """
 
 
+@pytest.mark.integration
 @needs_hwm
 def test_construction_peak_stays_near_the_low_precision_buffers():
     """A 134 MB fp32 model flattened into bf16 buffers for 4 ranks: params + grads (2 x 67 MB) and
@@ -122,8 +131,9 @@ def test_construction_peak_stays_near_the_low_precision_buffers():
     Afterwards, with the originals released and the optimizer built, less than the model remains
     (old: the mask stayed, ~1.75x)."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", PYTHONPATH=ROOT)  # big blocks: mmap, freed at once
-    proc = subprocess.run([sys.executable, "-c", CONSTRUCTION], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CONSTRUCTION], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     m = json.loads(proc.stdout.strip().splitlines()[-1])
     assert m["peak"] < 2.0 * m["model"], m
@@ -134,6 +144,7 @@ def startup_spike_task(cfg, rank, world_size, device):
     """The oracle task, built after a 512 MB host temporary (a start-up such as a model built in
     fp32 on the host): records the high-water mark the temporary left, for the test to compare."""
     from .oracle import build_oracle_task
+
     spike = torch.ones(int(cfg["spike"]["mb"]) * MB // 4)  # written: resident
     hwm = _vm_hwm()
     del spike
@@ -144,16 +155,29 @@ def startup_spike_task(cfg, rank, world_size, device):
         oracle_finish(out_dir)
         with open(os.path.join(out_dir, f"spike_rank{rank}.json"), "w") as f:
             json.dump({"hwm": hwm}, f)
+
     task.on_finish = on_finish
     return task
 
 
+@pytest.mark.integration
 @needs_hwm
 def test_peak_rss_reports_training_not_startup(tmp_path):
     out = str(tmp_path / "run")
-    run_train(["method=ddp", "method.impl=flat", "task=tests.test_memory_precision:startup_spike_task",
-               "+spike.mb=512", "world_size=1", "train.steps=3", "train.deterministic=true",
-               "train.log_every=0", "train.trace=false", f"out_dir={out}"])
+    run_train(
+        [
+            "method=ddp",
+            "method.impl=flat",
+            "task=tests.test_memory_precision:startup_spike_task",
+            "+spike.mb=512",
+            "world_size=1",
+            "train.steps=3",
+            "train.deterministic=true",
+            "train.log_every=0",
+            "train.trace=false",
+            f"out_dir={out}",
+        ]
+    )
     summary = load_run(out)["summary"]
     assert summary["status"] == "completed"
     with open(os.path.join(out, "spike_rank0.json")) as f:
@@ -165,8 +189,17 @@ def test_peak_rss_reports_training_not_startup(tmp_path):
 
 
 # -- precision ------------------------------------------------------------------------------------
-BF16 = [*SMALL_LM, "world_size=2", "train.accum=2", "train.deterministic=true", "train.precision=bf16",
-        "train.trace=false", "optim.lr=2e-3", "optim.schedule=cosine", "optim.warmup_steps=2"]
+BF16 = [
+    *SMALL_LM,
+    "world_size=2",
+    "train.accum=2",
+    "train.deterministic=true",
+    "train.precision=bf16",
+    "train.trace=false",
+    "optim.lr=2e-3",
+    "optim.schedule=cosine",
+    "optim.warmup_steps=2",
+]
 STEPS = 8
 
 
@@ -188,10 +221,10 @@ def _in_group(rank, world, port, fn, args, results):
 def run_in_group(fn, world: int, *args) -> list:
     """fn(rank, world, *args) in `world` spawned processes joined in a gloo group; their results."""
     from acco.run.launch import free_port
+
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()
-    mp.start_processes(_in_group, args=(world, free_port(), fn, args, results), nprocs=world,
-                       start_method="spawn")
+    mp.start_processes(_in_group, args=(world, free_port(), fn, args, results), nprocs=world, start_method="spawn")
     out = [results.get(r) for r in range(world)]
     for value in out:
         assert not (isinstance(value, str) and value.startswith("error")), value
@@ -202,6 +235,7 @@ def _trainer(cfg, rank, world):
     from acco.engine.trace import TraceRecorder
     from acco.tasks import load_task_factory
     from acco.train.trainer import Trainer
+
     device = torch.device("cpu")
     task = load_task_factory(cfg["task"])(cfg, rank, world, device)
     return Trainer(cfg, task, rank, world, device, TraceRecorder(rank, enabled=False), None), task
@@ -219,12 +253,14 @@ def _initial_evaluations(rank, world, cfg):
     return losses
 
 
+@pytest.mark.integration
 def test_bf16_torch_ddp_and_flat_ddp_evaluate_alike_and_train_along_the_same_curve(tmp_path):
     runs = {}
     for impl in ("torch", "flat"):
         out = str(tmp_path / impl)
-        run_train(["method=ddp", f"method.impl={impl}", *BF16, f"train.steps={STEPS}", "train.eval_every=2",
-                   f"out_dir={out}"])
+        run_train(
+            ["method=ddp", f"method.impl={impl}", *BF16, f"train.steps={STEPS}", "train.eval_every=2", f"out_dir={out}"]
+        )
         runs[impl] = _rows(out)
     sizes = {impl: load_run(str(tmp_path / impl))["summary"]["per_rank"][0] for impl in runs}
     # the baseline keeps fp32 parameters and gradients (PyTorch's mixed precision), the flat path
@@ -251,8 +287,10 @@ def test_bf16_torch_ddp_and_flat_ddp_evaluate_alike_and_train_along_the_same_cur
 
 
 def _block_forward_calls_with_and_without(rank, world, cfg):
-    return [_block_forward_calls(rank, world, dict(cfg, train=dict(cfg["train"], activation_checkpointing=on)))
-            for on in (True, False)]
+    return [
+        _block_forward_calls(rank, world, dict(cfg, train=dict(cfg["train"], activation_checkpointing=on)))
+        for on in (True, False)
+    ]
 
 
 def _block_forward_calls(rank, world, cfg):
@@ -268,13 +306,26 @@ def _block_forward_calls(rank, world, cfg):
     return len(calls)
 
 
+@pytest.mark.integration
 def test_activation_checkpointing_recomputes_and_changes_nothing_in_fp32(tmp_path):
     finals, losses, cfg = {}, {}, None
     for ckpt in ("false", "true"):
         out = str(tmp_path / ckpt)
-        run_train(["method=ddp", "method.impl=flat", *SMALL_LM, "world_size=1", "train.steps=3",
-                   "train.deterministic=true", "train.precision=fp32", "train.trace=false",
-                   "train.save_final_params=true", f"train.activation_checkpointing={ckpt}", f"out_dir={out}"])
+        run_train(
+            [
+                "method=ddp",
+                "method.impl=flat",
+                *SMALL_LM,
+                "world_size=1",
+                "train.steps=3",
+                "train.deterministic=true",
+                "train.precision=fp32",
+                "train.trace=false",
+                "train.save_final_params=true",
+                f"train.activation_checkpointing={ckpt}",
+                f"out_dir={out}",
+            ]
+        )
         finals[ckpt] = torch.load(os.path.join(out, "final_params.pt"))
         losses[ckpt] = [float(r["train_loss"]) for r in _rows(out)]
         cfg = load_run(out)["cfg"]

@@ -1,5 +1,6 @@
 """Each method's distributed run (deterministic mode, real GPT-Neo on the embedded corpus) equals
 the single-process reference of its update rule, for 2 and 3 workers (3 pads the last shard)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,15 @@ from acco.analytic.reference import replay
 
 from .conftest import SMALL_LM, load_run, run_train
 
-METHODS = {"ddp": ["method=ddp"], "ddp_flat": ["method=ddp", "method.impl=flat"],
-           "dpu": ["method=dpu", "method.warmup_steps=4"], "wp": ["method=wp"], "acco": ["method=acco"]}
+pytestmark = pytest.mark.integration  # every test here starts processes
+
+METHODS = {
+    "ddp": ["method=ddp"],
+    "ddp_flat": ["method=ddp", "method.impl=flat"],
+    "dpu": ["method=dpu", "method.warmup_steps=4"],
+    "wp": ["method=wp"],
+    "acco": ["method=acco"],
+}
 STEPS = 10
 
 
@@ -25,9 +33,22 @@ def references():
 @pytest.mark.parametrize("method", list(METHODS))
 def test_distributed_equals_reference(tmp_path, method, world, references):
     out = str(tmp_path / "run")
-    run_train([*METHODS[method], *SMALL_LM, f"world_size={world}", f"train.steps={STEPS}",
-               "train.accum=2", "train.deterministic=true", "train.save_final_params=true",
-               "optim.lr=2e-3", "optim.clip_norm=1.0", "optim.schedule=cosine", "optim.warmup_steps=3", f"out_dir={out}"])
+    run_train(
+        [
+            *METHODS[method],
+            *SMALL_LM,
+            f"world_size={world}",
+            f"train.steps={STEPS}",
+            "train.accum=2",
+            "train.deterministic=true",
+            "train.save_final_params=true",
+            "optim.lr=2e-3",
+            "optim.clip_norm=1.0",
+            "optim.schedule=cosine",
+            "optim.warmup_steps=3",
+            f"out_dir={out}",
+        ]
+    )
     run = load_run(out)
     assert run["summary"]["status"] == "completed" and run["summary"]["steps_completed"] == STEPS
     final = torch.load(os.path.join(out, "final_params.pt"))
@@ -36,6 +57,7 @@ def test_distributed_equals_reference(tmp_path, method, world, references):
     torch.testing.assert_close(final, ref.history[-1], rtol=1e-4, atol=2e-6)
     # the logged training losses are the reference's too
     import csv
+
     with open(os.path.join(out, "metrics.csv")) as f:
         losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
     assert losses == pytest.approx(ref.losses, rel=1e-4)
@@ -43,5 +65,4 @@ def test_distributed_equals_reference(tmp_path, method, world, references):
     # methods really differ from one another (so agreeing with the right one means something)
     others = [m for (m, w) in references if w == world and m != method and {m, method} != {"ddp", "ddp_flat"}]
     for other in others:
-        assert not torch.allclose(references[(other, world)], ref.history[-1], rtol=1e-4, atol=2e-6), \
-            (method, other)
+        assert not torch.allclose(references[(other, world)], ref.history[-1], rtol=1e-4, atol=2e-6), (method, other)

@@ -1,6 +1,7 @@
 """After the last step: a final evaluation longer than dist.timeout_s still ends the run completed,
 the ranks share it and get what one process gets, and the trace is recorded in a window of steps
 and merged by streaming (memory bounded however many events)."""
+
 from __future__ import annotations
 
 import csv
@@ -23,14 +24,26 @@ LAMBADA_LIKE = ["+final_eval.lambada_source.generator=lambada_like", "+final_eva
 # ----------------------------------------------------------------------------------------------
 # the final evaluation
 # ----------------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_final_evaluation_longer_than_the_collective_timeout_completes(tmp_path):
     # Rank 0's share sleeps 12 s, more than twice dist.timeout_s: before the post-training group,
     # rank 1 waited for rank 0's (then whole) evaluation on the default group and timed out, and
     # the run failed without summary.json's evaluation.
     out = tmp_path / "run"
-    proc = run_train(["method=acco", *BASE, "world_size=2", "train.steps=4", "final_eval.heldout=true",
-                      "final_eval.lambada=true", *LAMBADA_LIKE, "dist.timeout_s=5",
-                      "fault.final_eval_sleep_s=12", f"out_dir={out}"])
+    proc = run_train(
+        [
+            "method=acco",
+            *BASE,
+            "world_size=2",
+            "train.steps=4",
+            "final_eval.heldout=true",
+            "final_eval.lambada=true",
+            *LAMBADA_LIKE,
+            "dist.timeout_s=5",
+            "fault.final_eval_sleep_s=12",
+            f"out_dir={out}",
+        ]
+    )
     assert "final evaluation slowed by 12 s" in proc.stderr
     summary = load_run(str(out))["summary"]
     assert summary["status"] == "completed" and summary["error"] is None
@@ -40,14 +53,33 @@ def test_final_evaluation_longer_than_the_collective_timeout_completes(tmp_path)
     assert (out / "trace.json").exists() and not list(out.glob(".trace.rank*"))
 
 
+@pytest.mark.integration
 def test_ranks_share_the_final_evaluation_and_agree_with_one_process(tmp_path):
     out = tmp_path / "run"
-    run_train(["method=ddp", "method.impl=flat", *BASE, "world_size=3", "train.steps=3", "train.save_model=true",
-               "final_eval.heldout=true", "final_eval.lambada=true", *LAMBADA_LIKE, f"out_dir={out}"])
+    run_train(
+        [
+            "method=ddp",
+            "method.impl=flat",
+            *BASE,
+            "world_size=3",
+            "train.steps=3",
+            "train.save_model=true",
+            "final_eval.heldout=true",
+            "final_eval.lambada=true",
+            *LAMBADA_LIKE,
+            f"out_dir={out}",
+        ]
+    )
     shared = load_run(str(out))["summary"]["final_eval"]
     # the saved model scored again in one process (experiments/evaluate.py rewrites eval.json)
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     single = json.loads((out / "eval.json").read_text())
     assert shared["heldout"]["tokens"] == single["heldout"]["tokens"] > 0
@@ -75,12 +107,12 @@ def test_recorder_keeps_only_the_window():
     assert [e["args"] for e in everything.events] == [{"step": 1, "k": 1}, {"step": 2, "k": 2}]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("method", [["method=acco"], ["method=ddp"]], ids=["acco", "ddp"])
 def test_trace_window_records_the_work_of_its_steps(tmp_path, method):
     out = tmp_path / "run"
     world = 2
-    run_train([*method, *BASE, f"world_size={world}", "train.steps=7", "train.trace_steps=[3,5]",
-               f"out_dir={out}"])
+    run_train([*method, *BASE, f"world_size={world}", "train.steps=7", "train.trace_steps=[3,5]", f"out_dir={out}"])
     path = str(out / "trace.json")
     with open(path) as f:
         data = json.load(f)
@@ -88,8 +120,9 @@ def test_trace_window_records_the_work_of_its_steps(tmp_path, method):
     lanes = {(e["pid"], e["args"]["name"]) for e in data["traceEvents"] if e["name"] == "thread_name"}
     assert lanes == {(r, lane) for r in range(world) for lane in ("compute", "communication")}
     spans = load_spans(path)
-    assert {(e["pid"], e["tid"], e["args"]["step"]) for e in spans} == \
-        {(r, lane, s) for r in range(world) for lane in (COMPUTE, COMM) for s in (3, 4, 5)}
+    assert {(e["pid"], e["tid"], e["args"]["step"]) for e in spans} == {
+        (r, lane, s) for r in range(world) for lane in (COMPUTE, COMM) for s in (3, 4, 5)
+    }
     with open(out / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if 3 <= int(r["step"]) <= 5]
     micro = [e for e in spans if e["tid"] == COMPUTE and "k" in e["args"]]  # one per micro-batch
@@ -109,8 +142,17 @@ def test_merge_streams_a_million_events(tmp_path):
 
     def events(rank):
         for i in range(per_rank):
-            yield {"name": "fwd+bwd", "ph": "X", "pid": rank, "tid": i % 2, "ts": 1.7e15 + i, "dur": 0.5,
-                   "cat": "compute", "args": {"step": i // 100, "k": i}}
+            yield {
+                "name": "fwd+bwd",
+                "ph": "X",
+                "pid": rank,
+                "tid": i % 2,
+                "ts": 1.7e15 + i,
+                "dur": 0.5,
+                "cat": "compute",
+                "args": {"step": i // 100, "k": i},
+            }
+
     for rank in range(2):
         write_part(str(tmp_path / f".trace.rank{rank}.part"), events(rank))
     size = sum(p.stat().st_size for p in tmp_path.iterdir())
@@ -141,11 +183,14 @@ def test_merge_streams_a_million_events(tmp_path):
     small.mkdir()
     for rank in range(3):  # rank 1 recorded nothing at all
         if rank != 1:
-            write_part(str(small / f".trace.rank{rank}.part"),
-                       ({"name": "x", "ph": "X", "pid": rank, "tid": 0, "ts": t, "dur": 1.0} for t in range(3)))
+            write_part(
+                str(small / f".trace.rank{rank}.part"),
+                ({"name": "x", "ph": "X", "pid": rank, "tid": 0, "ts": t, "dur": 1.0} for t in range(3)),
+            )
     merge_trace_parts(str(small), 3)
-    assert [(e["pid"], e["ts"]) for e in load_spans(str(small / "trace.json"))] == \
-        [(r, t) for r in (0, 2) for t in range(3)]
+    assert [(e["pid"], e["ts"]) for e in load_spans(str(small / "trace.json"))] == [
+        (r, t) for r in (0, 2) for t in range(3)
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,11 +202,14 @@ BAD = [
     (["train.trace_steps=[4]"], "train.trace_steps must be null or two steps"),
     (["dist.final_timeout_s=0"], "dist.final_timeout_s must be > 0"),
     (["fault.final_eval_sleep_s=-1"], "fault.final_eval_sleep_s must be >= 0"),
-    (["world_size=2", "fault.final_eval_sleep_s=1", "fault.final_eval_sleep_rank=2"],
-     "fault.final_eval_sleep_rank=2 but there are only 2 ranks"),
+    (
+        ["world_size=2", "fault.final_eval_sleep_s=1", "fault.final_eval_sleep_rank=2"],
+        "fault.final_eval_sleep_rank=2 but there are only 2 ranks",
+    ),
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args,message", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_post_training_settings_fail_fast(tmp_path, args, message):
     out = tmp_path / "run"

@@ -1,4 +1,5 @@
 """Rank 0's progress display and the optional Weights & Biases logging (offline)."""
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,15 @@ from tests.conftest import run_train
 
 def feed(progress: Progress, steps: int) -> None:
     for step in range(1, steps + 1):
-        progress.update(step, loss=5.0 - 0.1 * step, samples=16 * step, wall_s=0.5 * step, lr=1e-3,
-                        micro_batches=4, eval_loss=4.5 if step == steps else None)
+        progress.update(
+            step,
+            loss=5.0 - 0.1 * step,
+            samples=16 * step,
+            wall_s=0.5 * step,
+            lr=1e-3,
+            micro_batches=4,
+            eval_loss=4.5 if step == steps else None,
+        )
     progress.close()
 
 
@@ -61,11 +69,21 @@ def test_logger_choices_are_checked_before_anything_starts():
     assert "logger=tensorboard" in check_logger({"logger": {"name": "tensorboard"}})
 
 
+@pytest.mark.integration
 def test_wandb_offline_run_records_every_metrics_row(tmp_path):
     pytest.importorskip("wandb")
     out = str(tmp_path / "run")
-    run_train(["method=acco", "world_size=2", "train.steps=6", "train.deterministic=true",
-               "logger=wandb", f"out_dir={out}", "train.log_every=0"])
+    run_train(
+        [
+            "method=acco",
+            "world_size=2",
+            "train.steps=6",
+            "train.deterministic=true",
+            "logger=wandb",
+            f"out_dir={out}",
+            "train.log_every=0",
+        ]
+    )
     files = glob.glob(os.path.join(out, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(files) == 1, os.listdir(out)
     raw = open(files[0], "rb").read()

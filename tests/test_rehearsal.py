@@ -1,4 +1,4 @@
-"""The dress rehearsal (scale=rehearsal): every experiment's paper configuration with only sizes shrunk.
+"""The dress rehearsal (experiment=<id>/rehearsal): every experiment's paper configuration with only sizes shrunk.
 
 * the overlay changes nothing but what it names, and names only sizes, paths and placement (every
   experiment, every run; no training);
@@ -8,6 +8,7 @@
   make_figures.py draws fig7, fig8, Table 2 and Table 3 from them;
 * a tokenizer with more ids than the model's embedding stops the run before it starts (defect 7).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,17 +19,16 @@ import sys
 import pandas as pd
 import pytest
 
-from acco.config.validate import validate
 from acco.config.experiments import compose, expand_runs
+from acco.config.validate import validate
 from acco.rehearsal.make import FOLDERS, make_rehearsal_data
-from acco.rehearsal.overlay import ALLOWED, allowed, apply_overlay, check_overlay, map_run_specs
+from acco.rehearsal.overlay import ALLOWED, allowed, check_maps, map_run_specs, overlay_problems
 
 from .conftest import ROOT, load_run, run_train
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
 
 TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 # what differs between a rehearsal run and its paper run without the overlay naming it
-ALWAYS_DIFFERENT = {"scale", "out_dir"}
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +63,11 @@ def world(cfg: dict) -> int:
 # -- the overlay changes only sizes ---------------------------------------------------------------
 @pytest.mark.parametrize("exp", TRAINING)
 def test_rehearsal_differs_from_paper_only_in_overlay_keys(exp, rehearsal_data):
-    base = compose([f"+experiment={exp}", "scale=rehearsal"])
-    overlay = base["experiment"]["rehearsal"]
-    check_overlay(overlay, exp)  # (b) every key is a size, a path or where it runs
-    named = set(overlay.get("set") or {}) | set(overlay.get("runs") or {})
-    assert all(allowed(k) for k in named) and named, named
-    paper_runs = expand_runs(compose([f"+experiment={exp}", "scale=paper"])["experiment"], "paper")
-    runs = expand_runs(base["experiment"], "rehearsal")
+    base = compose([f"experiment={exp}/rehearsal"])
+    maps = base["experiment"].get("rehearsal_maps") or {}
+    check_maps(maps, exp)  # (b) the run list's value maps are of sizes, paths or where it runs
+    paper_runs = expand_runs(compose([f"experiment={exp}/paper"])["experiment"])
+    runs = expand_runs(base["experiment"])
     assert len(runs) == len(paper_runs), "the rehearsal has the paper's runs, nothing added or left out"
     out_dirs = set()
     for paper_run, run in zip(paper_runs, runs):
@@ -77,57 +75,82 @@ def test_rehearsal_differs_from_paper_only_in_overlay_keys(exp, rehearsal_data):
         assert [o.split("=")[0] for o in run] == [o.split("=")[0] for o in paper_run]
         for p, r in zip(paper_run, run):
             if p != r:
-                assert p.split("=")[0] in (overlay.get("runs") or {}), (p, r)
-        paper = compose([f"+experiment={exp}", "scale=paper", *paper_run])
-        rehearsal = compose([f"+experiment={exp}", "scale=rehearsal", *run])
-        fp, fr = flatten(paper), flatten(rehearsal)
-        differ = {k for k in set(fp) | set(fr) if fp.get(k, "<absent>") != fr.get(k, "<absent>")}
-        allowed_here = named | ALWAYS_DIFFERENT | ({"world_size"} if "layout" in named else set())
-        # (a) a key the overlay names (or its section, e.g. model.config.attention_types.0.1)
-        sneaked = {k for k in differ if not any(k == n or k.startswith(n + ".") for n in allowed_here)}
-        assert not sneaked, f"{exp} {run}: the rehearsal changes {sorted(sneaked)} without the overlay naming it"
+                assert p.split("=")[0] in maps, (p, r)
+        paper = compose([f"experiment={exp}/paper", *paper_run])
+        rehearsal = compose([f"experiment={exp}/rehearsal", *run])
+        fr = flatten(rehearsal)
+        # (a) the composed configs differ only in sizes, paths and where it runs
+        assert overlay_problems(paper, rehearsal) == [], f"{exp} {run}"
         # small enough for the local cluster, on CPU, and every rehearsal run has its own folder
         assert rehearsal["device"] == "cpu" and 1 <= world(rehearsal) <= 4
         assert rehearsal["out_dir"].startswith(f"results/rehearsal/{exp}/")
         out_dirs.add(rehearsal["out_dir"])
         # where the paper reads downloads, the rehearsal reads its local copies
-        for key in ("data.source.path", "data.tokenizer.path", "model.pretrained_path",
-                    "final_eval.lambada_source.path"):
+        for key in (
+            "data.source.path",
+            "data.tokenizer.path",
+            "model.pretrained_path",
+            "final_eval.lambada_source.path",
+        ):
             if fr.get(key):
                 assert os.path.exists(fr[key]), f"{exp}: {key}={fr[key]} was not generated"
     assert len(out_dirs) == len(runs)
 
 
 def test_overlay_refuses_anything_but_sizes_paths_and_placement():
-    for key in ("optim.lr", "optim.betas", "method.name", "train.accum", "data.source.hub_id", "model.name",
-                "train.deterministic", "hetero.factor", "seed", "link.rate_mbit", "model.config.tie_word_embeddings"):
+    for key in (
+        "optim.lr",
+        "optim.betas",
+        "method.name",
+        "train.accum",
+        "data.source.hub_id",
+        "model.name",
+        "train.deterministic",
+        "hetero.factor",
+        "seed",
+        "link.rate_mbit",
+        "model.config.tie_word_embeddings",
+    ):
         assert not allowed(key), key
         with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-            check_overlay({"set": {key: 1}}, "figX")
-        with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-            apply_overlay({}, {"runs": {key: {1: 2}}}, "figX")
+            check_maps({key: {1: 2}}, "figX")
+        (problem,) = overlay_problems({"a": 0, **nested(key, 1)}, {"a": 0, **nested(key, 2)})
+        assert problem.startswith(f"{key}: 1 -> 2 is not a size")
     for key in ("model.config.hidden_size", "train.tokens", "data.source.path", "dist.step_timeout_s", "layout"):
         assert allowed(key), key
     assert "optim" not in ALLOWED and "method" not in ALLOWED
     # the layer pattern of GPT-Neo may shrink in depth, not change kind
-    cfg = {"model": {"config": {"attention_types": [[["global", "local"], 6]]}}}
-    apply_overlay(cfg, {"set": {"model.config.attention_types": [[["global", "local"], 1]]}}, "figX")
-    with pytest.raises(ValueError, match="pattern"):
-        apply_overlay(cfg, {"set": {"model.config.attention_types": [[["global", "global"], 1]]}}, "figX")
+    paper = nested("model.config.attention_types", [[["global", "local"], 6]])
+    assert overlay_problems(paper, nested("model.config.attention_types", [[["global", "local"], 1]])) == []
+    (problem,) = overlay_problems(paper, nested("model.config.attention_types", [[["global", "global"], 1]]))
+    assert "pattern" in problem
     # a paper value the overlay's map does not know is an error, not a paper-sized run
     with pytest.raises(ValueError, match="no rehearsal value for the paper's '8x8'"):
-        map_run_specs([{"layout": ["1x8", "8x8"]}], {"runs": {"layout": {"1x8": "1x2"}}}, "figX")
+        map_run_specs([{"layout": ["1x8", "8x8"]}], {"layout": {"1x8": "1x2"}}, "figX")
+    # a rehearsal composed with a method or optimizer setting of its own is caught
+    paper = compose(["experiment=fig5/paper", "method=acco"])
+    rehearsal = compose(["experiment=fig5/rehearsal", "method=acco", "optim.lr=0.1", "train.accum=3"])
+    assert [p.split(":")[0] for p in overlay_problems(paper, rehearsal)] == ["optim.lr", "train.accum"]
+
+
+def nested(dotted: str, value) -> dict:
+    out = node = {}
+    *parents, last = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return out
 
 
 def test_rehearsal_overlay_resolves_where_the_paper_sets_values():
     # fig8's DPU warmup comes from the per-method block, the layout from the run list
-    dpu = compose(["+experiment=fig8", "scale=rehearsal", "method=dpu", "layout=2x1"])
+    dpu = compose(["experiment=fig8/rehearsal", "method=dpu", "layout=2x1"])
     assert dpu["method"]["warmup_steps"] == 4 and dpu["world_size"] == 2
-    assert dpu["optim"] == compose(["+experiment=fig8", "scale=paper", "method=dpu", "layout=2x4"])["optim"]
+    assert dpu["optim"] == compose(["experiment=fig8/paper", "method=dpu", "layout=2x4"])["optim"]
     # the command line still wins over the overlay
-    assert compose(["+experiment=fig5", "scale=rehearsal", "method=acco", "train.steps=3"])["train"]["steps"] == 3
+    assert compose(["experiment=fig5/rehearsal", "method=acco", "train.steps=3"])["train"]["steps"] == 3
     # tables have no runs: they compose at the rehearsal scale and list none
-    assert expand_runs(compose(["+experiment=table3", "scale=rehearsal"])["experiment"], "rehearsal") == []
+    assert expand_runs(compose(["experiment=table3/rehearsal"])["experiment"]) == []
 
 
 # -- the local data ---------------------------------------------------------------------------------
@@ -135,6 +158,7 @@ def test_rehearsal_data_in_the_real_layouts(rehearsal_data, tmp_path):
     out, manifest = rehearsal_data
     from acco.data.sources import load_raw_dataset
     from acco.data.tokenizer import load_pretrained_tokenizer
+
     owt = load_raw_dataset("Skylion007/openwebtext", str(out / "openwebtext"), "train")
     assert owt.column_names == ["text"] and len(owt) == manifest["sizes"]["openwebtext_documents"]
     assert all(t.count("\n\n") >= 3 for t in owt["text"][:50])  # multi-paragraph pages
@@ -158,10 +182,11 @@ def test_rehearsal_data_in_the_real_layouts(rehearsal_data, tmp_path):
     config = json.loads((model_dir / "config.json").read_text())
     assert config["model_type"] == "gpt_neo" and config["vocab_size"] == len(neo)
     # the fig8 overlay describes the saved model's shape
-    fig8 = compose(["+experiment=fig8", "scale=rehearsal", "method=ddp", "layout=1x2"])["model"]
+    fig8 = compose(["experiment=fig8/rehearsal", "method=ddp", "layout=1x2"])["model"]
     assert fig8["pretrained_path"] == str(model_dir)
-    assert {k: fig8["config"][k] for k in ("hidden_size", "num_layers", "num_heads", "vocab_size")} == \
-        {k: config[k] for k in ("hidden_size", "num_layers", "num_heads", "vocab_size")}
+    assert {k: fig8["config"][k] for k in ("hidden_size", "num_layers", "num_heads", "vocab_size")} == {
+        k: config[k] for k in ("hidden_size", "num_layers", "num_heads", "vocab_size")
+    }
     # deterministic: a second build gives the same bytes
     again = tmp_path / "again"
     make_rehearsal_data(again, log=lambda *_: None)
@@ -178,13 +203,16 @@ def one_line_error(args, tmp_path):
     return lines[0]
 
 
+@pytest.mark.integration
 def test_tokenizer_larger_than_the_embedding_stops_before_anything(rehearsal_data, tmp_path):
     out, _ = rehearsal_data
     neo = out / FOLDERS["gpt_neo_tokenizer"]
     # fig4's old pairing at rehearsal size: the GPT-Neo tokenizer (1024 ids) with the Llama model (768)
     # (+: the key is not in the default data group that Hydra composes before the experiment's)
-    line = one_line_error(["+experiment=fig4", "scale=rehearsal", "method=ddp", "method.impl=flat",
-                           "layout=1x1", f"+data.tokenizer.path={neo}"], tmp_path)
+    line = one_line_error(
+        ["experiment=fig4/rehearsal", "method=ddp", "method.impl=flat", "layout=1x1", f"+data.tokenizer.path={neo}"],
+        tmp_path,
+    )
     assert f"the tokenizer at {neo} has 1024 token ids" in line and "model.config.vocab_size=768" in line
     # a BPE asked for more ids than the model has
     line = one_line_error(["model.config.vocab_size=512", "data.tokenizer.vocab_size=1024"], tmp_path)
@@ -193,44 +221,65 @@ def test_tokenizer_larger_than_the_embedding_stops_before_anything(rehearsal_dat
     small = tmp_path.parent / "small-model"
     small.mkdir()
     (small / "config.json").write_text(json.dumps({"model_type": "gpt_neo", "vocab_size": 512}))
-    line = one_line_error(["+experiment=fig8", "scale=rehearsal", "method=ddp", "layout=1x2",
-                           f"+data.tokenizer.path={out / FOLDERS['llama_tokenizer']}",
-                           f"model.pretrained_path={small}"], tmp_path)
+    line = one_line_error(
+        [
+            "experiment=fig8/rehearsal",
+            "method=ddp",
+            "layout=1x2",
+            f"+data.tokenizer.path={out / FOLDERS['llama_tokenizer']}",
+            f"model.pretrained_path={small}",
+        ],
+        tmp_path,
+    )
     assert f"vocab_size=512 in {small}/config.json" in line and "has 768 token ids" in line
 
 
 def test_fig4_paper_tokenizer_matches_the_model():
-    cfg = compose(["+experiment=fig4", "scale=paper"])
+    cfg = compose(["experiment=fig4/paper"])
     assert cfg["data"]["tokenizer"]["hub_id"] == "meta-llama/Llama-2-7b-hf" == cfg["model"]["hub_id"]
     assert cfg["data"]["tokenizer"]["path"].endswith("Llama-2-7b-hf")
     assert cfg["model"]["config"]["vocab_size"] == 32000
 
 
 # -- data prepared before a job is submitted ---------------------------------------------------------------
+@pytest.mark.integration
 def test_prepare_data_builds_each_runs_cache_once_and_refuses_missing_data(rehearsal_data, tmp_path):
     env = dict(os.environ, ACCO_CACHE=str(tmp_path / "cache"))
 
     def prepare(*args):
-        return subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "prepare_data.py"), *args],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    first = prepare("+experiment=fig7", "scale=rehearsal")
+        return subprocess.run(
+            [sys.executable, os.path.join(ROOT, "experiments", "prepare_data.py"), *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    first = prepare("experiment=fig7/rehearsal")
     assert first.returncode == 0, first.stderr[-3000:]
     # fig7's two runs (ddp, acco) read one data configuration: built once
     assert "2 run(s), 1 data configuration(s)" in first.stdout
     built = json.loads(first.stdout.split("(pretrain): ")[1].rsplit(" in ", 1)[0])
     assert built["train_blocks"] > 0 and built["tokenizer"].startswith(str(tmp_path / "cache"))
     caches = sorted(p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith("pretrain-"))
-    assert prepare("+experiment=fig7", "scale=rehearsal").returncode == 0  # found, not rebuilt
+    assert prepare("experiment=fig7/rehearsal").returncode == 0  # found, not rebuilt
     assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.name.startswith("pretrain-")) == caches
-    missing = prepare("+experiment=fig7", "scale=rehearsal", f"data.source.path={tmp_path / 'nowhere'}")
+    missing = prepare("experiment=fig7/rehearsal", f"data.source.path={tmp_path / 'nowhere'}")
     lines = [line for line in missing.stderr.splitlines() if line.strip()]
     assert missing.returncode == 2 and len(lines) == 1 and "not found at" in lines[0], missing.stderr
 
 
 # -- fig7 and fig8 through the local Slurm cluster ------------------------------------------------------
 def _script(name: str, args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, os.path.join(ROOT, "experiments", name), *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    return subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "experiments", name), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -238,10 +287,12 @@ def rehearsed(cluster, rehearsal_data, tmp_path_factory):  # noqa: F811
     """fig7 (both runs, one job array, as `make rehearse` submits it) and fig8's first layout (DDP and
     ACCO: what Table 3's fine-tuning row compares) through Slurm, at the same time."""
     root = tmp_path_factory.mktemp("rehearsal-results")
-    common = ["scale=rehearsal", f"results_root={root}", "launcher=slurm_local", "train.log_every=0"]
-    procs = [_script("submit.py", ["+experiment=fig7", *common, "--wait"])]
-    procs += [_script("train.py", ["+experiment=fig8", *common, "launcher.wait=true", f"method={m}", "layout=1x2"])
-              for m in ("ddp", "acco")]
+    common = [f"results_root={root}", "launcher=slurm_local", "train.log_every=0"]
+    procs = [_script("submit.py", ["experiment=fig7/rehearsal", *common, "--wait"])]
+    procs += [
+        _script("train.py", ["experiment=fig8/rehearsal", *common, "launcher.wait=true", f"method={m}", "layout=1x2"])
+        for m in ("ddp", "acco")
+    ]
     failed = []
     for proc in procs:
         out, err = proc.communicate(timeout=420)
@@ -251,11 +302,12 @@ def rehearsed(cluster, rehearsal_data, tmp_path_factory):  # noqa: F811
     return root
 
 
+@pytest.mark.integration
 def test_fig7_rehearsal_completes_through_slurm(rehearsed, rehearsal_data):
     out, _ = rehearsal_data
     runs = {p.name: p for p in (rehearsed / "rehearsal" / "fig7").iterdir()}
     assert set(runs) == {"ddp", "acco"}
-    for name, path in runs.items():
+    for _name, path in runs.items():
         run = load_run(str(path))
         s, cfg = run["summary"], run["cfg"]
         assert s["status"] == "completed" and s["launcher"] == "slurm" and s["world_size"] == 4
@@ -271,12 +323,14 @@ def test_fig7_rehearsal_completes_through_slurm(rehearsed, rehearsal_data):
         assert ev["heldout"]["perplexity"] > 1 and ev["lambada"]["perplexity"] > 1
         # the saved model loads as a pretrained folder with its GPT-Neo-format tokenizer
         from transformers import AutoConfig, AutoTokenizer
+
         assert AutoConfig.from_pretrained(path / "model").vocab_size == 1024
         assert len(AutoTokenizer.from_pretrained(path / "model")) == 1024
         assert (path / "trace.json").exists()
     assert list((runs["ddp"] / "checkpoints").iterdir())  # the checkpoint path ran (every 4 steps)
 
 
+@pytest.mark.integration
 def test_fig8_rehearsal_finetunes_the_saved_model_through_slurm(rehearsed, rehearsal_data):
     out, _ = rehearsal_data
     runs = {p.name: p for p in (rehearsed / "rehearsal" / "fig8").iterdir()}
@@ -292,14 +346,27 @@ def test_fig8_rehearsal_finetunes_the_saved_model_through_slurm(rehearsed, rehea
         assert metrics["samples"].iloc[-1] >= cfg["train"]["samples"]
 
 
+@pytest.mark.integration
 def test_figures_and_tables_from_the_rehearsal(rehearsed):
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "analysis", "make_figures.py"), str(rehearsed),
-                           "--scale", "rehearsal", "--only", "fig7,fig8,table2,table3", "--no-timelines"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "analysis", "make_figures.py"),
+            str(rehearsed),
+            "--scale",
+            "rehearsal",
+            "--only",
+            "fig7,fig8,table2,table3",
+            "--no-timelines",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     base = rehearsed / "rehearsal"
-    for path in ("fig7/figures/fig7.png", "fig8/figures/fig8.png", "tables/table2.md", "tables/table3.md",
-                 "REPORT.md"):
+    for path in ("fig7/figures/fig7.png", "fig8/figures/fig8.png", "tables/table2.md", "tables/table3.md", "REPORT.md"):
         assert (base / path).exists(), f"{path} missing:\n{proc.stdout}"
     t3 = pd.read_csv(base / "tables" / "table3.csv")
     fig7_row = t3[t3["source"] == "fig7"].iloc[0]

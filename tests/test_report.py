@@ -1,5 +1,6 @@
 """REPORT.md: numbers computed from the runs and verdicts following the stated rules; and the
 committed CPU-scale reproduction (results/cpu) regenerates with `make figures`."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.report import build_report, final_loss, same, Group
 from analysis.load import discover_runs
+from analysis.report import Group, build_report, final_loss, same
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "results")
@@ -24,19 +25,43 @@ def write_run(root, exp, name, method, losses, seed=0, warmup=None, wall=10.0, s
     d = os.path.join(root, "cpu", exp, name)
     os.makedirs(d)
     n = len(losses)
-    cfg = {"method": {"name": method, **({"warmup_steps": warmup} if warmup is not None else {})},
-           "seed": seed, "world_size": 2, "train": {"accum": accum, "steps": steps or n},
-           "model": {"name": "gptneo_tiny"}, "data": {"name": "synthetic"},
-           "experiment": {"id": exp, "scales": {"cpu": {"runs": []}}}}
+    cfg = {
+        "method": {"name": method, **({"warmup_steps": warmup} if warmup is not None else {})},
+        "seed": seed,
+        "world_size": 2,
+        "train": {"accum": accum, "steps": steps or n},
+        "model": {"name": "gptneo_tiny"},
+        "data": {"name": "synthetic"},
+        "experiment": {"id": exp, "runs": []},
+    }
     with open(os.path.join(d, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg, f)
     with open(os.path.join(d, "summary.json"), "w") as f:
-        json.dump({"method": method, "world_size": 2, "status": "completed", "total_wall_time_s": wall,
-                   "samples": 16 * n, "final_eval_loss": losses[-1], "per_rank": []}, f)
-    pd.DataFrame({"step": range(1, n + 1), "samples": [16 * (i + 1) for i in range(n)], "tokens": 0,
-                  "wall_time_s": [wall * (i + 1) / n for i in range(n)], "train_loss": losses, "lr": 0.0,
-                  "micro_batches": 4, "eval_loss": None, "grad_norm": None}).to_csv(
-        os.path.join(d, "metrics.csv"), index=False)
+        json.dump(
+            {
+                "method": method,
+                "world_size": 2,
+                "status": "completed",
+                "total_wall_time_s": wall,
+                "samples": 16 * n,
+                "final_eval_loss": losses[-1],
+                "per_rank": [],
+            },
+            f,
+        )
+    pd.DataFrame(
+        {
+            "step": range(1, n + 1),
+            "samples": [16 * (i + 1) for i in range(n)],
+            "tokens": 0,
+            "wall_time_s": [wall * (i + 1) / n for i in range(n)],
+            "train_loss": losses,
+            "lr": 0.0,
+            "micro_batches": 4,
+            "eval_loss": None,
+            "grad_norm": None,
+        }
+    ).to_csv(os.path.join(d, "metrics.csv"), index=False)
 
 
 def test_final_loss_is_the_mean_of_the_last_tenth(tmp_path):
@@ -71,35 +96,64 @@ def test_a_clear_gap_is_reported_as_disagreement(tmp_path):
         write_run(root, "fig6", f"acco_seed={seed}", "acco", [5.0] * 10 + [3.3] * 10, seed=seed)
         write_run(root, "fig6", f"wp_seed={seed}", "wp", [5.0] * 10 + [3.0] * 10, seed=seed)
     runs = discover_runs(root, "fig6", "cpu")
-    ok, gap, spread = same(Group("a", [r for r in runs if r.method == "acco"]),
-                           Group("d", [r for r in runs if r.method == "ddp"]))
+    ok, gap, spread = same(
+        Group("a", [r for r in runs if r.method == "acco"]), Group("d", [r for r in runs if r.method == "ddp"])
+    )
     assert (ok, round(gap, 6), spread) == (False, 10.0, 0.0)
     fig6 = build_report(root, "cpu").split("## Fig. 6")[1].split("## Fig. 7")[0]
     assert "ACCO vs DDP: +10.0% at the end" in fig6 and "**disagrees** with 'ACCO matches DDP throughout'" in fig6
     assert "WP vs DDP early (25% of samples): +0.0%" in fig6 and "**disagrees** with 'WP is worse" in fig6
 
 
+@pytest.mark.integration
 def test_report_from_fixture_runs_has_every_section(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(FIXTURES, results)
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "analysis", "report.py"), str(results)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "analysis", "report.py"), str(results)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     text = (results / "cpu" / "REPORT.md").read_text()
-    for title in ("Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9", "Fig. 10", "Fig. 11",
-                  "Table 1", "Table 2", "Table 3"):
+    for title in (
+        "Fig. 4",
+        "Fig. 5",
+        "Fig. 6",
+        "Fig. 7",
+        "Fig. 8",
+        "Fig. 9",
+        "Fig. 10",
+        "Fig. 11",
+        "Table 1",
+        "Table 2",
+        "Table 3",
+    ):
         assert f"## {title} " in text
     assert "Not reproduced here" not in text  # the fixtures hold runs for every figure
     assert "9/10 equal after rounding" in text  # Table 1 formulas vs the paper (ZeRO-2: 16.64 vs 16)
 
 
+@pytest.mark.integration
 def test_make_figures_regenerates_the_committed_cpu_reproduction(tmp_path):
     """The committed results/cpu (small files only) is enough for every figure, table and the report."""
     assert os.path.isdir(COMMITTED), "results/cpu (the committed CPU-scale reproduction) is missing"
     dst = tmp_path / "results"
     shutil.copytree(COMMITTED, dst / "cpu", ignore=shutil.ignore_patterns("figures", "tables", "REPORT.md"))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "analysis", "make_figures.py"), str(dst),
-                           "--scale", "cpu", "--no-timelines"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "analysis", "make_figures.py"),
+            str(dst),
+            "--scale",
+            "cpu",
+            "--no-timelines",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not [line for line in proc.stdout.splitlines() if line.startswith("skipped")], proc.stdout
     assert ", 0 skipped, 0 errors" in proc.stdout

@@ -2,6 +2,7 @@
 run's resources, quoting and profile; the generator's run list and bad input; and, on the local Slurm
 cluster of slurm/local-cluster/, every generated CPU-scale script accepted by `sbatch --test-only`
 and one run (fig5, ACCO, 2 nodes x 1 task) trained by `sbatch --wait <script>` unchanged."""
+
 from __future__ import annotations
 
 import csv
@@ -27,8 +28,14 @@ NO_PROFILE = {**DEFAULT_PROFILE, "time_min": None, "signal_delay_s": 90}
 
 
 def render(overrides, profile=None, environ=None) -> str:
-    return sbatch_script(overrides, compose(overrides), NO_PROFILE if profile is None else profile, ROOT,
-                         PYTHON, environ={} if environ is None else environ)
+    return sbatch_script(
+        overrides,
+        compose(overrides),
+        NO_PROFILE if profile is None else profile,
+        ROOT,
+        PYTHON,
+        environ={} if environ is None else environ,
+    )
 
 
 def directives(text: str) -> dict[str, str | None]:
@@ -36,7 +43,7 @@ def directives(text: str) -> dict[str, str | None]:
     out = {}
     for line in text.splitlines():
         if line.startswith("#SBATCH"):
-            for token in shlex.split(line[len("#SBATCH"):]):
+            for token in shlex.split(line[len("#SBATCH") :]):
                 key, _, value = token.partition("=")
                 out[key] = value if _ else None
         elif line and not line.startswith("#"):
@@ -53,8 +60,14 @@ def srun_argv(text: str) -> list[str]:
 
 
 def make_sbatch(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, MAKE_SBATCH, *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env=env or os.environ.copy())
+    return subprocess.run(
+        [sys.executable, MAKE_SBATCH, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env or os.environ.copy(),
+    )
 
 
 def make_sbatch_here(capsys, *args) -> tuple[int, str, str]:
@@ -73,8 +86,9 @@ def make_sbatch_here(capsys, *args) -> tuple[int, str, str]:
 
 # --- rendering --------------------------------------------------------------------------------------
 
+
 def test_fig8_paper_two_nodes_of_four_gpus():
-    text = render(["+experiment=fig8", "scale=paper", "method=acco", "layout=2x4"])
+    text = render(["experiment=fig8/paper", "method=acco", "layout=2x4"])
     assert text.startswith("#!/bin/bash\n")
     d = directives(text)
     assert d["--nodes"] == "2" and d["--ntasks-per-node"] == "4" and d["--gpus-per-node"] == "4"
@@ -86,15 +100,15 @@ def test_fig8_paper_two_nodes_of_four_gpus():
     logs = os.path.join(ROOT, "results", ".slurm")
     assert d["--output"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.out"
     assert d["--error"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.err"
-    assert "experiment fig8" in text and "scale paper" in text and "make_sbatch.py fig8 scale=paper" in text
+    assert "experiment fig8" in text and "scale paper" in text and "make_sbatch.py fig8 --scale paper" in text
     assert "\nset -euo pipefail\n" in text and f"\ncd {ROOT}\n" in text
     argv = srun_argv(text)
     assert argv[:3] == ["srun", PYTHON, "experiments/train.py"]
-    assert argv[3:7] == ["+experiment=fig8", "scale=paper", "method=acco", "layout=2x4"]
+    assert argv[3:6] == ["experiment=fig8/paper", "method=acco", "layout=2x4"]
 
 
 def test_fig5_cpu_one_node_two_tasks_no_gpus():
-    text = render(["+experiment=fig5", "scale=cpu", "method=ddp"])
+    text = render(["experiment=fig5/cpu", "method=ddp"])
     d = directives(text)
     assert d["--nodes"] == "1" and d["--ntasks-per-node"] == "2"
     assert "--gpus-per-node" not in d and "--gpus" not in text
@@ -109,9 +123,9 @@ def test_no_layout_no_experiment_is_one_node_of_world_size():
 
 def test_out_dir_quoted_for_shell_and_hydra(tmp_path):
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
     root = tmp_path / "res ults$x"  # a space and a '$' for the shell
-    overrides = ["+experiment=fig5", "scale=cpu", "method=dpu", "method.warmup_steps=4", "seed=1",
-                 f"results_root={root}"]
+    overrides = ["experiment=fig5/cpu", "method=dpu", "method.warmup_steps=4", "seed=1", f"results_root={root}"]
     text = render(overrides)
     argv = srun_argv(text)
     out_dir = str(root / "cpu" / "fig5" / "dpu_method.warmup_steps=4_seed=1")
@@ -127,7 +141,7 @@ def test_out_dir_quoted_for_shell_and_hydra(tmp_path):
 
 
 def test_quoting_helpers():
-    for arg in ["a=b", "out_dir='/x/a=b'", "x='it''s'", "k=$HOME `x` \"q\"", "p=a b", "e="]:
+    for arg in ["a=b", "out_dir='/x/a=b'", "x='it''s'", 'k=$HOME `x` "q"', "p=a b", "e="]:
         assert shlex.split(shell_quote(arg)) == [arg]
     assert shell_quote("out_dir='/x/a=b'") == "\"out_dir='/x/a=b'\""
     assert hydra_quote("/x/a=b") == "'/x/a=b'" and hydra_quote("/it's") == '"/it\'s"'
@@ -136,12 +150,21 @@ def test_quoting_helpers():
 
 
 def test_profile_fields_only_when_set():
-    overrides = ["+experiment=fig5", "scale=cpu", "method=acco"]
+    overrides = ["experiment=fig5/cpu", "method=acco"]
     d = directives(render(overrides))
     for key in ("--partition", "--account", "--qos", "--constraint", "--mem", "--time"):
         assert key not in d, key
-    profile = {**NO_PROFILE, "partition": "gpu", "account": "proj42", "qos": "high", "constraint": "h100",
-               "mem_gb": 64, "time_min": 90, "cpus_per_task": 8, "signal_delay_s": 120}
+    profile = {
+        **NO_PROFILE,
+        "partition": "gpu",
+        "account": "proj42",
+        "qos": "high",
+        "constraint": "h100",
+        "mem_gb": 64,
+        "time_min": 90,
+        "cpus_per_task": 8,
+        "signal_delay_s": 120,
+    }
     d = directives(render(overrides, profile))
     assert (d["--partition"], d["--account"], d["--qos"], d["--constraint"]) == ("gpu", "proj42", "high", "h100")
     assert (d["--mem"], d["--time"], d["--cpus-per-task"], d["--signal"]) == ("64G", "01:30:00", "8", "USR1@120")
@@ -149,18 +172,25 @@ def test_profile_fields_only_when_set():
 
 
 def test_environment_passthrough():
-    overrides = ["+experiment=fig5", "scale=cpu", "method=acco"]
+    overrides = ["experiment=fig5/cpu", "method=acco"]
     assert "export" not in render(overrides, environ={})
-    text = render(overrides, environ={"ACCO_CACHE": "/c/acco cache", "HF_HUB_OFFLINE": "1",
-                                      "HF_DATASETS_OFFLINE": "1", "OTHER": "x"})
+    text = render(
+        overrides,
+        environ={"ACCO_CACHE": "/c/acco cache", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OTHER": "x"},
+    )
     assert "export ACCO_CACHE='/c/acco cache'\n" in text
     assert "export HF_HUB_OFFLINE=1\n" in text and "export HF_DATASETS_OFFLINE=1\n" in text
     assert "OTHER" not in text
 
 
+@pytest.mark.integration
 def test_scripts_are_valid_bash(tmp_path):
-    for i, overrides in enumerate([["+experiment=fig8", "scale=paper", "method=dpu", "layout=1x8"],
-                                   ["+experiment=fig5", "scale=cpu", "method=acco", f"results_root={tmp_path}/a b"]]):
+    for i, overrides in enumerate(
+        [
+            ["experiment=fig8/paper", "method=dpu", "layout=1x8"],
+            ["experiment=fig5/cpu", "method=acco", f"results_root={tmp_path}/a b"],
+        ]
+    ):
         path = tmp_path / f"{i}.sbatch"
         path.write_text(render(overrides, environ={"ACCO_CACHE": "/tmp/c"}))
         proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
@@ -170,7 +200,8 @@ def test_scripts_are_valid_bash(tmp_path):
 def test_load_profile(tmp_path):
     (tmp_path / "launcher").mkdir()
     (tmp_path / "launcher" / "mine.yaml").write_text(
-        "name: slurm\npartition: debug\ntimeout_min: 30\nlog_dir: ${results_root}/.slurm\nunknown: 1\n")
+        "name: slurm\npartition: debug\ntimeout_min: 30\nlog_dir: ${results_root}/.slurm\nunknown: 1\n"
+    )
     profile = load_profile("mine", conf_dir=str(tmp_path), overrides={"qos": "low"})
     assert profile["partition"] == "debug" and profile["time_min"] == 30 and profile["qos"] == "low"
     assert "unknown" not in profile and profile["log_dir"] == "${results_root}/.slurm"
@@ -182,16 +213,22 @@ def test_load_profile(tmp_path):
 
 # --- the generator ------------------------------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_make_sbatch_writes_one_script_per_run(tmp_path):
-    proc = make_sbatch("fig5", "scale=cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
+    proc = make_sbatch("fig5", "--scale", "cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
     assert proc.returncode == 0, output(proc)
     folder = tmp_path / "gen" / "fig5" / "cpu"
     printed = proc.stdout.split()
     scripts = sorted(p for p in folder.iterdir() if p.suffix == ".sbatch")
     assert len(scripts) == 21  # ddp, acco, dpu 3 warmups: 3 seeds each; ddp and acco at 2x the budget, 3 seeds
     assert sorted(map(str, scripts)) == sorted(printed[:-1]) and printed[-1] == str(folder / "submit_all.sh")
-    assert {"ddp_seed=0.sbatch", "acco_seed=2.sbatch", "dpu_method.warmup_steps=30_seed=2.sbatch",
-            "acco_seed=1_train.steps=200.sbatch"} <= {p.name for p in scripts}
+    assert {
+        "ddp_seed=0.sbatch",
+        "acco_seed=2.sbatch",
+        "dpu_method.warmup_steps=30_seed=2.sbatch",
+        "acco_seed=1_train.steps=200.sbatch",
+    } <= {p.name for p in scripts}
     for path in [*scripts, folder / "submit_all.sh"]:
         assert os.access(path, os.X_OK), path
     submit = (folder / "submit_all.sh").read_text()
@@ -200,8 +237,19 @@ def test_make_sbatch_writes_one_script_per_run(tmp_path):
 
 
 def test_make_sbatch_overrides_pick_runs(tmp_path, capsys):
-    code, out, err = make_sbatch_here(capsys, "fig8", "scale=paper", "method=acco", "layout=2x4", "train.steps=10",
-                                      "launcher.partition=gpu", f"results_root={tmp_path}", "--out", tmp_path / "gen")
+    code, out, err = make_sbatch_here(
+        capsys,
+        "fig8",
+        "--scale",
+        "paper",
+        "method=acco",
+        "layout=2x4",
+        "train.steps=10",
+        "launcher.partition=gpu",
+        f"results_root={tmp_path}",
+        "--out",
+        tmp_path / "gen",
+    )
     assert code == 0, err
     (script,) = (tmp_path / "gen" / "fig8" / "paper").glob("*.sbatch")
     assert script.name == "acco_layout=2x4_train.steps=10.sbatch"
@@ -211,15 +259,19 @@ def test_make_sbatch_overrides_pick_runs(tmp_path, capsys):
     assert not any(a.startswith("launcher") for a in srun_argv(text))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nope"], "unknown experiment 'nope'"),
-    (["table1"], "no training runs"),
-    (["table3", "scale=paper"], "no training runs"),
-    (["fig5", "scale=huge"], "scale must be one of"),
-    (["fig5", "method=foo"], "no run of fig5"),
-    (["fig5", "method=acco", "layout=3x1"], "layout=3x1"),
-    (["fig5", "launcher=nope"], "unknown launcher profile"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope"], "unknown experiment 'nope'"),
+        (["table1"], "no training runs"),
+        (["table3", "--scale", "paper"], "no training runs"),
+        (["fig5", "--scale", "huge"], "scale must be one of cpu, paper, rehearsal, got 'huge'"),
+        (["fig5", "scale=cpu"], "the scale is an option now: --scale cpu"),
+        (["fig5", "method=foo"], "no run of fig5"),
+        (["fig5", "method=acco", "layout=3x1"], "layout=3x1"),
+        (["fig5", "launcher=nope"], "unknown launcher profile"),
+    ],
+)
 def test_make_sbatch_bad_input_one_line_exit_2(tmp_path, capsys, args, message):
     code, out, err = make_sbatch_here(capsys, *args, "--out", tmp_path)
     assert code == 2, out + err
@@ -230,9 +282,11 @@ def test_make_sbatch_bad_input_one_line_exit_2(tmp_path, capsys, args, message):
 
 # --- on the local Slurm cluster ---------------------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F811
     for exp in ("fig5", "fig8"):
-        proc = make_sbatch(exp, "scale=cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
+        proc = make_sbatch(exp, "--scale", "cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
         assert proc.returncode == 0, output(proc)
     scripts = sorted((tmp_path / "gen").glob("*/cpu/*.sbatch"))
     assert len(scripts) == 21 + 6
@@ -241,11 +295,22 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
         assert proc.returncode == 0 and "to start at" in proc.stderr, f"{path.name}: {output(proc)}"
 
 
+@pytest.mark.integration
 def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache):  # noqa: F811
     results = tmp_path / "results"
     # the job exports the session's ACCO_CACHE (conftest): data an earlier test prepared is reused
-    proc = make_sbatch("fig5", "scale=cpu", "method=acco", "seed=0", "train.steps=3", f"results_root={results}",
-                       "layout=2x1", "--out", tmp_path / "gen")
+    proc = make_sbatch(
+        "fig5",
+        "--scale",
+        "cpu",
+        "method=acco",
+        "seed=0",
+        "train.steps=3",
+        f"results_root={results}",
+        "layout=2x1",
+        "--out",
+        tmp_path / "gen",
+    )
     assert proc.returncode == 0, output(proc)
     script = tmp_path / "gen" / "fig5" / "cpu" / "acco_layout=2x1_seed=0_train.steps=3.sbatch"
     text = script.read_text()
@@ -255,8 +320,9 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
 
     proc = run(["sbatch", "--wait", str(script)], timeout=300, cwd=str(tmp_path))
     job = re.search(r"Submitted batch job (\d+)", proc.stdout)
-    logs = "".join(f"\n--- {p.name} ---\n{p.read_text()[-3000:]}"
-                   for p in sorted((results / ".slurm").glob("*")) if p.is_file())
+    logs = "".join(
+        f"\n--- {p.name} ---\n{p.read_text()[-3000:]}" for p in sorted((results / ".slurm").glob("*")) if p.is_file()
+    )
     assert proc.returncode == 0 and job, output(proc) + logs
 
     out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"

@@ -1,12 +1,15 @@
 """Runs dispatched to the real local Slurm cluster through submitit: ranks from Slurm, an
 experiment's runs as one job array, a killed worker reported as failed in bounded time, and the
 launcher's errors before anything is submitted."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import time
+
+import pytest
 
 from .conftest import ROOT, load_run, run_train
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
@@ -15,14 +18,30 @@ QUICK = ["data.source.num_stories=1500", "train.log_every=0", "launcher=slurm_lo
 
 
 def script(name, args, **kw):
-    return subprocess.run([sys.executable, os.path.join(ROOT, "experiments", name), *args], cwd=ROOT,
-                          capture_output=True, text=True, env=os.environ.copy(), **kw)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", name), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        **kw,
+    )
 
 
+@pytest.mark.integration
 def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noqa: F811
     for layout, distinct_nodes in (("2x1", 2), ("1x2", 1)):
-        run_train(["+experiment=fig5", "scale=cpu", "method=acco", f"layout={layout}", "train.steps=3",
-                   *QUICK, f"results_root={tmp_path}"], timeout=300)
+        run_train(
+            [
+                "experiment=fig5/cpu",
+                "method=acco",
+                f"layout={layout}",
+                "train.steps=3",
+                *QUICK,
+                f"results_root={tmp_path}",
+            ],
+            timeout=300,
+        )
         (out,) = [p for p in (tmp_path / "cpu" / "fig5").iterdir() if f"layout={layout}" in p.name]
         summary = load_run(str(out))["summary"]
         assert summary["status"] == "completed" and summary["launcher"] == "slurm"
@@ -32,8 +51,9 @@ def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noq
         assert len(nodes) == distinct_nodes and nodes <= {"n1", "n2", "n3", "n4"}, nodes
 
 
+@pytest.mark.integration
 def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp_path):  # noqa: F811
-    args = ["+experiment=fig6", "scale=cpu", "train.steps=2", *QUICK[:-1], f"results_root={tmp_path}"]
+    args = ["experiment=fig6/cpu", "train.steps=2", *QUICK[:-1], f"results_root={tmp_path}"]
     proc = script("submit.py", [*args, "--wait"], timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ids = [line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("submitted")]
@@ -47,9 +67,19 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
     assert status.stdout.count("COMPLETED") == 9 and status.stdout.count("completed") == 9, status.stdout
 
 
+@pytest.mark.integration
 def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
-    args = ["+experiment=fig5", "scale=cpu", "method=acco", "seed=0", "layout=2x1", "train.steps=2000", *QUICK,
-            f"results_root={tmp_path}", "fault.kill_rank=1", "fault.at_step=3"]
+    args = [
+        "experiment=fig5/cpu",
+        "method=acco",
+        "seed=0",
+        "layout=2x1",
+        "train.steps=2000",
+        *QUICK,
+        f"results_root={tmp_path}",
+        "fault.kill_rank=1",
+        "fault.at_step=3",
+    ]
     t0 = time.monotonic()
     proc = run_train(args, expect=1, timeout=300)
     assert time.monotonic() - t0 < 120, "the failure took too long to surface"
@@ -63,16 +93,25 @@ def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
     assert "|" in status.stdout  # the tail of the failed job's log
 
 
+@pytest.mark.integration
 def test_launcher_errors_before_submission(tmp_path):
-    base = ["+experiment=fig5", "scale=cpu", "method=acco", "launcher=slurm_local", f"results_root={tmp_path}"]
+    base = ["experiment=fig5/cpu", "method=acco", "launcher=slurm_local", f"results_root={tmp_path}"]
     proc = run_train([*base, "launcher.nodes=3"], expect=2)
     assert "3 nodes x" in proc.stderr and "world_size=2" in proc.stderr
     proc = run_train([*base, "launcher.gpus_per_node=4"], expect=2)
     assert "gpus_per_node=4" in proc.stderr and "tasks per node" in proc.stderr
     env = dict(os.environ, PATH="/usr/local/bin:/bin")  # no sbatch/sinfo here
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if not os.path.exists(os.path.join(p, "sbatch")))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "experiments", "train.py"), *base], cwd=ROOT,
-                          capture_output=True, text=True, env=env, timeout=120)
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not os.path.exists(os.path.join(p, "sbatch"))
+    )
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "train.py"), *base],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "slurm/local-cluster/start" in proc.stderr, proc.stderr
     assert not any(tmp_path.iterdir())
 
@@ -84,7 +123,8 @@ def test_checkpoint_signal_requeues_with_resume_auto():
     resume=auto continues from belongs to the reliability work.)"""
     from acco.config.experiments import compose
     from acco.slurm.submit import SlurmRun
-    cfg = compose(["+experiment=fig5", "scale=cpu", "method=acco", "launcher=slurm_local"])
+
+    cfg = compose(["experiment=fig5/cpu", "method=acco", "launcher=slurm_local"])
     first = SlurmRun(cfg).checkpoint()
     assert first.function.cfg["resume"] == "auto" and first.function.cfg["_requeues"] == 1
     assert first.function.cfg["out_dir"] == cfg["out_dir"]

@@ -55,9 +55,7 @@ def test_lyapunov_non_increasing_for_eta_up_to_half_over_L(
     dim, log10_cond, log10_scale, eta_frac, log10_start, log10_tilde, seed
 ):
     rng = np.random.default_rng(seed)
-    A, b, L, f, grad, f_star = random_quadratic(
-        dim, rng, cond=10.0**log10_cond, scale=10.0**log10_scale
-    )
+    A, b, L, f, grad, f_star = random_quadratic(dim, rng, cond=10.0**log10_cond, scale=10.0**log10_scale)
     theta0, tilde0 = _starts(rng, dim, np.linalg.solve(A, b), log10_start, log10_tilde)
     eta = eta_frac / (2.0 * L)  # η ∈ (0, 1/(2L)]
     inc = max_lyapunov_increase(A, b, eta, theta0, steps=60, theta_tilde0=tilde0)
@@ -80,9 +78,7 @@ def test_full_batch_acco_with_equal_start_is_gradient_descent():
 # --- the check can fail -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "eta_L, increases", [(0.5, False), (1.0, False), (1.2, False), (1.25, True), (1.5, True)]
-)
+@pytest.mark.parametrize("eta_L, increases", [(0.5, False), (1.0, False), (1.2, False), (1.25, True), (1.5, True)])
 def test_lyapunov_1d_increases_just_above_1_22_over_L(eta_L, increases):
     """f(θ) = ½θ² (L = 1), θ_0 = 1, θ̃_0 = −1.8: V_1 > V_0 once ηL exceeds ≈ 1.2238."""
     A, b = np.array([[1.0]]), np.array([0.0])
@@ -132,9 +128,7 @@ def test_iterates_converge_to_minimizer(dim, log10_cond, eta_frac, drifted, seed
     # both streams contract like GD: the slowest mode decays as (1 − ηλ_min)^t
     steps = math.ceil(30.0 / (eta * np.linalg.eigvalsh(A).min()))
     thetas, tildes = acco_gd_iterates(grad, theta0, eta, steps, tilde0)
-    dist0 = np.linalg.norm(theta0 - theta_star) + np.linalg.norm(
-        (theta0 if tilde0 is None else tilde0) - theta_star
-    )
+    dist0 = np.linalg.norm(theta0 - theta_star) + np.linalg.norm((theta0 if tilde0 is None else tilde0) - theta_star)
     tol = 1e-8 * dist0 + 1e-12 * (1.0 + np.linalg.norm(theta_star))
     assert np.linalg.norm(thetas[-1] - theta_star) <= tol
     assert np.linalg.norm(tildes[-1] - theta_star) <= tol

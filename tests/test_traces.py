@@ -1,5 +1,6 @@
 """trace.json: per rank a compute lane (each micro-batch) and a communication lane (each sync
 stage); communication overlaps compute for dpu/wp/acco and never for ddp."""
+
 from __future__ import annotations
 
 import json
@@ -11,22 +12,39 @@ from acco.engine.trace import load_spans, overlap_us
 
 from .conftest import SMALL_LM, load_run, run_train
 
-CASES = {"acco": ["method=acco"], "dpu": ["method=dpu"], "wp": ["method=wp"],
-         "ddp": ["method=ddp"], "ddp_flat": ["method=ddp", "method.impl=flat"]}
+pytestmark = pytest.mark.integration  # every test here starts processes
+
+CASES = {
+    "acco": ["method=acco"],
+    "dpu": ["method=dpu"],
+    "wp": ["method=wp"],
+    "ddp": ["method=ddp"],
+    "ddp_flat": ["method=ddp", "method.impl=flat"],
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_trace_lanes_and_overlap(tmp_path, case):
     out = str(tmp_path / "run")
     world = 2
-    run_train([*CASES[case], *SMALL_LM, f"world_size={world}", "train.steps=6", "train.accum=2",
-               "train.deterministic=true", f"out_dir={out}"])
+    run_train(
+        [
+            *CASES[case],
+            *SMALL_LM,
+            f"world_size={world}",
+            "train.steps=6",
+            "train.accum=2",
+            "train.deterministic=true",
+            f"out_dir={out}",
+        ]
+    )
     path = os.path.join(out, "trace.json")
     with open(path) as f:
         data = json.load(f)
     meta = [e for e in data["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
-    assert {(e["pid"], e["args"]["name"]) for e in meta} == \
-        {(r, lane) for r in range(world) for lane in ("compute", "communication")}
+    assert {(e["pid"], e["args"]["name"]) for e in meta} == {
+        (r, lane) for r in range(world) for lane in ("compute", "communication")
+    }
     summary = load_run(out)["summary"]
     for rank in range(world):
         compute = load_spans(path, rank, "compute")
@@ -45,13 +63,33 @@ def test_trace_lanes_and_overlap(tmp_path, case):
 
 def test_metrics_rows_and_periodic_evaluation(tmp_path):
     import csv
+
     out = str(tmp_path / "run")
-    run_train(["method=wp", *SMALL_LM, "world_size=2", "train.steps=6", "train.accum=2",
-               "train.eval_every=3", "train.eval_batches=2", f"out_dir={out}"])
+    run_train(
+        [
+            "method=wp",
+            *SMALL_LM,
+            "world_size=2",
+            "train.steps=6",
+            "train.accum=2",
+            "train.eval_every=3",
+            "train.eval_batches=2",
+            f"out_dir={out}",
+        ]
+    )
     with open(os.path.join(out, "metrics.csv")) as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr",
-                             "micro_batches", "eval_loss", "grad_norm"]
+    assert list(rows[0]) == [
+        "step",
+        "samples",
+        "tokens",
+        "wall_time_s",
+        "train_loss",
+        "lr",
+        "micro_batches",
+        "eval_loss",
+        "grad_norm",
+    ]
     assert [r["eval_loss"] != "" for r in rows] == [False, False, True, False, False, True]
     samples = [int(r["samples"]) for r in rows]
     assert samples == sorted(samples) and int(rows[-1]["tokens"]) == samples[-1] * 32

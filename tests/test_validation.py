@@ -2,12 +2,13 @@
 names the problem and the fix. The table runs through the same compose + validate as the entry
 point (in process: fast); a few go through experiments/train.py to check exit code 2, one line,
 nothing written (tests/test_bad_input.py does the same for its cases)."""
+
 from __future__ import annotations
 
 import pytest
 
-from acco.config.validate import ConfigError, check_overrides, validate
 from acco.config.experiments import CONF_DIR, compose
+from acco.config.validate import ConfigError, check_overrides, validate
 
 from .conftest import run_train
 
@@ -46,8 +47,10 @@ CASES = [
     (["world_size=2", "fault.kill_rank=2", "fault.at_step=1"], "fault.kill_rank=2 but there are only 2 ranks"),
     (["fault.hang_rank=0"], "fault.hang_rank needs fault.at_step between 1 and train.steps=100"),
     (["fault.kill_rank=0", "fault.at_step=101"], "fault.kill_rank needs fault.at_step between 1 and train.steps=100"),
-    (["fault.signal_rank=0", "fault.at_step=2", "fault.signal=SIGHUP"],
-     "fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM"),
+    (
+        ["fault.signal_rank=0", "fault.at_step=2", "fault.signal=SIGHUP"],
+        "fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM",
+    ),
     (["fault.nan_at_step=200"], "fault.nan_at_step=200 is past train.steps=100"),
     (["method=dpu", "method.warmup_steps=-1"], "method.warmup_steps must be >= 0"),
     (["method=ddp", "method.impl=jax"], "method.impl must be torch or flat"),
@@ -71,9 +74,11 @@ KEY_CASES = [  # caught before Hydra composes anything
 
 @pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_value(args, message, tmp_path):
-    cfg = compose(args)
-    cfg["out_dir"] = str(tmp_path / "run")
+    """As the entry point: the command line against the schema, then compose, then validate."""
     with pytest.raises(ConfigError) as err:
+        check_overrides(args, CONF_DIR)
+        cfg = compose(args)
+        cfg["out_dir"] = str(tmp_path / "run")
         validate(cfg)
     text = str(err.value)
     assert message in text and "\n" not in text, text
@@ -85,17 +90,28 @@ def test_unknown_key(args, message):
     with pytest.raises(ConfigError) as err:
         check_overrides(args, CONF_DIR)
     text = str(err.value)
-    assert message in text and ("check the spelling" in text or "choose one of" in text
-                                or "use train.precision=" in text), text
+    assert message in text and (
+        "check the spelling" in text or "choose one of" in text or "use train.precision=" in text
+    ), text
 
 
 def test_good_config_passes(tmp_path):
-    cfg = compose(["world_size=2", "fault.kill_rank=1", "fault.at_step=3", "train.checkpoint_every=5",
-                   "model=llama_tiny", "+experiment=fig5", "scale=cpu"])
+    cfg = compose(
+        [
+            "world_size=2",
+            "fault.kill_rank=1",
+            "fault.at_step=3",
+            "train.checkpoint_every=5",
+            "model=llama_tiny",
+            "experiment=fig5/cpu",
+        ]
+    )
     cfg["out_dir"] = str(tmp_path / "run")
     assert validate(cfg) == 2
-    check_overrides(["+experiment=fig5", "train.steps=3", "hydra.job.chdir=false", "+model.pretrained_from.x=1"],
-                    CONF_DIR)
+    # model.config is a Hugging Face config: open-ended
+    check_overrides(
+        ["experiment=fig5/cpu", "train.steps=3", "hydra.job.chdir=false", "+model.config.rope_theta=1"], CONF_DIR
+    )
     # a task of one's own may read a config section of its own
     check_overrides(["task=tests.oracle:build_oracle_task", "+oracle.busy_ms=20"], CONF_DIR)
 
@@ -103,7 +119,7 @@ def test_good_config_passes(tmp_path):
 def test_paper_run_submitted_to_slurm_from_a_machine_without_gpus(tmp_path):
     """A login node has no GPU: a device=cuda run submitted to Slurm passes (its GPUs are on the
     compute nodes); started here with the local launcher it is refused."""
-    cfg = compose(["+experiment=fig7", "scale=paper", "launcher=slurm"])
+    cfg = compose(["experiment=fig7/paper", "launcher=slurm"])
     cfg["out_dir"] = str(tmp_path / "run")
     assert cfg["device"] == "cuda" and validate(cfg, cuda_available=False) == 32
     with pytest.raises(ConfigError, match="trains on 32 GPUs and no GPU is visible here"):
@@ -113,11 +129,15 @@ def test_paper_run_submitted_to_slurm_from_a_machine_without_gpus(tmp_path):
         validate(cfg, launcher_world_size=32, cuda_available=False)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["+train.stepz=5"], "unknown key 'train.stepz'"),
-    (["world_size=2", "fault.hang_rank=2", "fault.at_step=1"], "fault.hang_rank=2 but there are only 2 ranks"),
-    (["resume=/nonexistent/run"], "resume=/nonexistent/run: no such folder"),
-])
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["+train.stepz=5"], "unknown key 'train.stepz'"),
+        (["world_size=2", "fault.hang_rank=2", "fault.at_step=1"], "fault.hang_rank=2 but there are only 2 ranks"),
+        (["resume=/nonexistent/run"], "resume=/nonexistent/run: no such folder"),
+    ],
+)
 def test_entry_point_exits_2_with_one_line(tmp_path, args, message):
     out = tmp_path / "run"
     proc = run_train([*args, f"out_dir={out}"], expect=2, timeout=120)

@@ -1,1 +1,2 @@
-"""Models and references that need no training run: the single-process reference of each method, the ACCO theory check, the cost model, memory estimates and the dry-run plan."""
+"""Models and references that need no training run: the single-process reference of each method,
+the ACCO theory check, the cost model, memory estimates and the dry-run plan."""

@@ -33,6 +33,7 @@ A whole run (`run_time`): with c and m per round as above, a run of T committed 
 `zero1_torch_sync_time` is PyTorch's DDP + ZeroRedundancyOptimizer (the ddp baseline with
 impl=torch): an all-reduce of the fp32 gradients, then each rank's updated fp32 partition
 broadcast to all (the bytes of one all-gather)."""
+
 from __future__ import annotations
 
 import math
@@ -74,13 +75,13 @@ def acco_reduction(compute_s: float, sync_s: float) -> float:
 class Hardware:
     name: str
     gpus_per_node: int
-    intra_bytes_per_s: float      # NVLink, per GPU
-    inter_bytes_per_s: float      # network, per node
-    peak_flops: float             # bf16 dense
-    mfu: float = 0.45             # assumed model-FLOPs utilization
+    intra_bytes_per_s: float  # NVLink, per GPU
+    inter_bytes_per_s: float  # network, per node
+    peak_flops: float  # bf16 dense
+    mfu: float = 0.45  # assumed model-FLOPs utilization
     alpha_intra_s: float = 10e-6  # assumed per-step latency inside a node
     alpha_inter_s: float = 30e-6  # assumed per-step latency across nodes
-    memory_gb: float = 80.0       # one GPU's memory (GB = 1e9 bytes; an "80GB" card has 85.9e9)
+    memory_gb: float = 80.0  # one GPU's memory (GB = 1e9 bytes; an "80GB" card has 85.9e9)
 
     def link(self, n: int) -> tuple[float, float]:
         """(α, β) of the slowest link of a ring over n workers."""
@@ -92,8 +93,7 @@ class Hardware:
 GB = 1e9
 A100 = Hardware("A100 (NVLink 300 GB/s, 100 Gb/s between nodes)", 8, 300 * GB, 100e9 / 8, 312e12)
 H100 = Hardware("H100 (NVLink 450 GB/s, 400 Gb/s between nodes)", 8, 450 * GB, 400e9 / 8, 989e12)
-H200 = Hardware("H200 (NVLink 450 GB/s, 400 Gb/s between nodes)", 8, 450 * GB, 400e9 / 8, 989e12,
-                memory_gb=141.0)
+H200 = Hardware("H200 (NVLink 450 GB/s, 400 Gb/s between nodes)", 8, 450 * GB, 400e9 / 8, 989e12, memory_gb=141.0)
 PRESETS = {"A100": A100, "H100": H100, "H200": H200}
 
 
@@ -106,12 +106,13 @@ def on_nodes_of(hw: Hardware, gpus_per_node: int) -> Hardware:
 class Workload:
     """One worker's step: `accum` micro-batches of `tokens` tokens each, a model of `params`
     parameters, gradients communicated at `grad_bytes` per parameter."""
+
     name: str
     params: float
-    tokens: int                # per micro-batch (micro_batch_size x seq_len)
+    tokens: int  # per micro-batch (micro_batch_size x seq_len)
     accum: int = 1
-    grad_bytes: int = 2        # bf16 buffer (ACCO, our ZeRO-1); 4 for fp32 gradients
-    optimizer_s: float = 0.0   # the sharded optimizer step inside a sync
+    grad_bytes: int = 2  # bf16 buffer (ACCO, our ZeRO-1); 4 for fp32 gradients
+    optimizer_s: float = 0.0  # the sharded optimizer step inside a sync
 
     def compute_s(self, hw: Hardware) -> float:
         return self.accum * 6.0 * self.params * self.tokens / (hw.peak_flops * hw.mfu)
@@ -122,8 +123,11 @@ def sync_time(w: Workload, n: int, hw: Hardware) -> float:
     parameters (the same bytes as one all-reduce)."""
     alpha, beta = hw.link(n)
     nbytes = w.params * w.grad_bytes
-    return (reduce_scatter_time(nbytes, n, alpha, beta) + w.optimizer_s / max(n, 1)
-            + all_gather_time(nbytes, n, alpha, beta))
+    return (
+        reduce_scatter_time(nbytes, n, alpha, beta)
+        + w.optimizer_s / max(n, 1)
+        + all_gather_time(nbytes, n, alpha, beta)
+    )
 
 
 def zero1_torch_sync_time(params: float, n: int, hw: Hardware) -> float:
@@ -152,10 +156,18 @@ def run_time(method: str, steps: int, compute_s: float, sync_s: float, warmup_st
 
 def predict(w: Workload, n: int, hw: Hardware) -> dict:
     c, m = w.compute_s(hw), sync_time(w, n, hw)
-    return {"workload": w.name, "hardware": hw.name, "workers": n, "compute_s": c, "sync_s": m,
-            "comm_over_compute": m / c, "ddp_step_s": ddp_step_time(c, m),
-            "acco_round_s": acco_round_time(c, m), "acco_speedup": ddp_step_time(c, m) / acco_round_time(c, m),
-            "acco_reduction": acco_reduction(c, m)}
+    return {
+        "workload": w.name,
+        "hardware": hw.name,
+        "workers": n,
+        "compute_s": c,
+        "sync_s": m,
+        "comm_over_compute": m / c,
+        "ddp_step_s": ddp_step_time(c, m),
+        "acco_round_s": acco_round_time(c, m),
+        "acco_speedup": ddp_step_time(c, m) / acco_round_time(c, m),
+        "acco_reduction": acco_reduction(c, m),
+    }
 
 
 def scaling(w: Workload, hw: Hardware, workers=(8, 16, 24, 32, 64, 128, 256, 512, 1024)) -> list[dict]:
@@ -163,8 +175,7 @@ def scaling(w: Workload, hw: Hardware, workers=(8, 16, 24, 32, 64, 128, 256, 512
 
 
 # -- the paper's workloads ---------------------------------------------------------------------------
-LLAMA2_7B_FIG4 = Workload("Llama-2 7B, seq 4096, micro-batch 1 (Fig. 4)", 6.74e9, 4096, accum=1,
-                          grad_bytes=4)
+LLAMA2_7B_FIG4 = Workload("Llama-2 7B, seq 4096, micro-batch 1 (Fig. 4)", 6.74e9, 4096, accum=1, grad_bytes=4)
 GPTNEO_125M = 125e6
 GPTNEO_2P7B = 2.7e9
 
@@ -174,25 +185,40 @@ def table3_rows() -> list[dict]:
     The paper's DDP accumulates twice ACCO's micro-batches per step (ACCO: one stage of each);
     both process the same samples, so at ACCO's round work c and a sync m: DDP spends 2c + m per
     step and ACCO 2 max(c, m)."""
-    rows = [("125M pretraining, 1x8 H100", Workload("GPT-Neo 125M", GPTNEO_125M, 24 * 1024, 1), 8, H100,
-             16860, 15900),
-            ("125M pretraining, 4x8 A100", Workload("GPT-Neo 125M", GPTNEO_125M, 24 * 1024, 1), 32, A100,
-             52860, 39300),
-            ("2.7B fine-tuning, 1x8", Workload("GPT-Neo 2.7B", GPTNEO_2P7B, 4 * 512, 2), 8, A100, 2580, 1500),
-            ("2.7B fine-tuning, 2x4", Workload("GPT-Neo 2.7B", GPTNEO_2P7B, 4 * 512, 2), 8, replace(
-                A100, gpus_per_node=4), 13560, 1740)]
+    rows = [
+        ("125M pretraining, 1x8 H100", Workload("GPT-Neo 125M", GPTNEO_125M, 24 * 1024, 1), 8, H100, 16860, 15900),
+        ("125M pretraining, 4x8 A100", Workload("GPT-Neo 125M", GPTNEO_125M, 24 * 1024, 1), 32, A100, 52860, 39300),
+        ("2.7B fine-tuning, 1x8", Workload("GPT-Neo 2.7B", GPTNEO_2P7B, 4 * 512, 2), 8, A100, 2580, 1500),
+        (
+            "2.7B fine-tuning, 2x4",
+            Workload("GPT-Neo 2.7B", GPTNEO_2P7B, 4 * 512, 2),
+            8,
+            replace(A100, gpus_per_node=4),
+            13560,
+            1740,
+        ),
+    ]
     out = []
     for name, w, n, hw, ddp_s, acco_s in rows:
         c, m = w.compute_s(hw), sync_time(w, n, hw)
         ddp, acco = 2 * c + m, 2 * max(c, m)
-        out.append({"row": name, "workers": n, "hardware": hw.name, "compute_per_round_s": c, "sync_s": m,
-                    "predicted_reduction_pct": 100 * (1 - acco / ddp),
-                    "paper_reduction_pct": 100 * (1 - acco_s / ddp_s)})
+        out.append(
+            {
+                "row": name,
+                "workers": n,
+                "hardware": hw.name,
+                "compute_per_round_s": c,
+                "sync_s": m,
+                "predicted_reduction_pct": 100 * (1 - acco / ddp),
+                "paper_reduction_pct": 100 * (1 - acco_s / ddp_s),
+            }
+        )
     return out
 
 
-def fig4_curve(hw: Hardware = A100, w: Workload = LLAMA2_7B_FIG4,
-               workers=(8, 16, 24, 32, 48, 64, 128, 256, 512, 1024)) -> list[dict]:
+def fig4_curve(
+    hw: Hardware = A100, w: Workload = LLAMA2_7B_FIG4, workers=(8, 16, 24, 32, 48, 64, 128, 256, 512, 1024)
+) -> list[dict]:
     """Fig. 4: all-reduce time of the gradients over fwd+bwd time as workers grow."""
     rows = []
     for n in workers:
@@ -207,6 +233,7 @@ def fig4_curve(hw: Hardware = A100, w: Workload = LLAMA2_7B_FIG4,
 @dataclass
 class TestbedFit:
     """α per ring step, efficiency η (achieved / configured rate) on shaped links, loopback β."""
+
     alpha_s: float
     efficiency: float
     loopback_bytes_per_s: float
@@ -218,8 +245,7 @@ class TestbedFit:
         return 1.0 / self.loopback_bytes_per_s
 
     def collective_s(self, kind: str, nbytes: float, n: int, rate_mbit: float) -> float:
-        f = {"reduce_scatter": reduce_scatter_time, "all_gather": all_gather_time,
-             "all_reduce": all_reduce_time}[kind]
+        f = {"reduce_scatter": reduce_scatter_time, "all_gather": all_gather_time, "all_reduce": all_reduce_time}[kind]
         return f(nbytes, n, self.alpha_s, self.beta(rate_mbit))
 
 
@@ -227,6 +253,7 @@ def calibrate(samples: list[dict], compute: dict | None = None) -> TestbedFit:
     """Fit α and η from measured collectives: each sample {kind, nbytes, workers, rate_mbit,
     seconds}. Shaped samples (rate > 0): seconds = steps·α + sent / (η · rate) — linear in α and
     1/η, solved by least squares; loopback samples give the loopback bandwidth."""
+
     def steps_and_sent(s):
         n = s["workers"]
         k = 2 if s["kind"] == "all_reduce" else 1

@@ -15,12 +15,14 @@ Model state per rank, exactly as the engine allocates it (the figures summary.js
 
 Precision is `train.precision` (acco/train/precision.py: auto = bf16 on GPU, fp32 on CPU). Around the
 model state (estimates): the sync's working shards, autocast's bf16 weight copies (torch DDP in
-bf16), a CUDA/NCCL reserve, and the activations of one micro-batch (`activation_bytes`: Korthikanti et al. 2022, "Reducing Activation Recomputation in
-Large Transformer Models", per layer s·b·h·34 + 5·a·s²·b bytes at 16 bit, generalised to the
-model's MLP width; with activation checkpointing only each layer's input, 2·s·b·h, is kept, plus
-one layer recomputed in backward; plus the logits and the loss's fp32 copies, 10·s·b·V bytes).
+bf16), a CUDA/NCCL reserve, and the activations of one micro-batch (`activation_bytes`: Korthikanti
+et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", per layer
+s·b·h·34 + 5·a·s²·b bytes at 16 bit, generalised to the model's MLP width; with activation
+checkpointing only each layer's input, 2·s·b·h, is kept, plus one layer recomputed in backward;
+plus the logits and the loss's fp32 copies, 10·s·b·V bytes).
 The peak is the larger of set-up (building the buffers) and training.
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,7 +45,7 @@ class ModelShape:
     heads: int
     intermediate: int
     vocab: int
-    attention: str                      # eager (scores stored: a·s² per layer) | sdpa | flash_attention_2
+    attention: str  # eager (scores stored: a·s² per layer) | sdpa | flash_attention_2
     groups: tuple[tuple[int, ...], ...]  # trainable tensors' sizes per AdamW parameter group, model order
 
     @property
@@ -66,12 +68,12 @@ def vocab_size(cfg: dict) -> int:
     if tok.get("vocab_size"):
         return int(tok["vocab_size"])
     import os
+
     path = model.get("pretrained_path")
     if path and os.path.isfile(os.path.join(path, "config.json")):
         with open(os.path.join(path, "config.json")) as f:
             return int(json.load(f)["vocab_size"])
-    raise ValueError(f"the vocabulary size of {model.get('name')} is not in its config; set "
-                     f"model.config.vocab_size")
+    raise ValueError(f"the vocabulary size of {model.get('name')} is not in its config; set model.config.vocab_size")
 
 
 def model_shape(cfg: dict) -> ModelShape:
@@ -88,6 +90,7 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
 
     from ..engine.torch_ddp import adamw_param_groups
     from ..models.causal_lm import FAMILIES, hf_config
+
     spec = json.loads(key)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -99,27 +102,37 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
         hf_logging.set_verbosity(verbosity)
     # the groups PyTorch's ZeRO partitions, in the order it sees them (the flat engine's order is
     # trainable_parameters', the same tensors: tied embeddings once)
-    groups = tuple(tuple(p.numel() for p in g["params"])
-                   for g in adamw_param_groups(model, 0.1, decay_all) if g["params"])
+    groups = tuple(
+        tuple(p.numel() for p in g["params"]) for g in adamw_param_groups(model, 0.1, decay_all) if g["params"]
+    )
     hidden = config.hidden_size
     inter = getattr(config, "intermediate_size", None) or 4 * hidden
-    return ModelShape(spec["family"], hidden, config.num_hidden_layers, config.num_attention_heads, inter,
-                      config.vocab_size, config._attn_implementation or "eager", groups)
+    return ModelShape(
+        spec["family"],
+        hidden,
+        config.num_hidden_layers,
+        config.num_attention_heads,
+        inter,
+        config.vocab_size,
+        config._attn_implementation or "eager",
+        groups,
+    )
 
 
 # -- model state ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StateLayout:
     """What a rank holds of the model-sized state, in bytes per element."""
+
     name: str
     param_bytes: int
     grad_bytes: int
-    buffer_bytes: int          # the communication buffer (0: none)
-    master_bytes: int          # a separate fp32 master copy in the optimizer (0: the parameters are it)
-    moment_bytes: int = 8      # AdamW m and v, fp32
-    step_bytes: int = 0        # per parameter tensor: torch.optim's step counter (a float32 scalar)
-    flat: bool = True          # flat buffers sharded in contiguous slices (this engine); False: whole
-                               # tensors partitioned greedily (PyTorch's ZeroRedundancyOptimizer)
+    buffer_bytes: int  # the communication buffer (0: none)
+    master_bytes: int  # a separate fp32 master copy in the optimizer (0: the parameters are it)
+    moment_bytes: int = 8  # AdamW m and v, fp32
+    step_bytes: int = 0  # per parameter tensor: torch.optim's step counter (a float32 scalar)
+    flat: bool = True  # flat buffers sharded in contiguous slices (this engine); False: whole
+    # tensors partitioned greedily (PyTorch's ZeroRedundancyOptimizer)
 
     @property
     def K(self) -> int:  # Table 1's K: optimizer-state bytes per parameter
@@ -138,8 +151,9 @@ def gpu_run(cfg: dict) -> bool:
 
 
 def precision(cfg: dict, gpu: bool) -> str:
-    """"bf16" or "fp32": the run's compute and low-precision storage on its device."""
+    """ "bf16" or "fp32": the run's compute and low-precision storage on its device."""
     from ..train.precision import precision_name
+
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
 
@@ -167,17 +181,28 @@ def zero_partition(groups: tuple[tuple[int, ...], ...], world: int) -> list[tupl
 def model_states(groups, world: int, layout: StateLayout) -> list[dict]:
     """Every rank's model state, under summary.json's per_rank names."""
     from ..engine.flat import ShardLayout
+
     params = sum(sum(g) for g in groups)
     if layout.flat:  # the same on every rank (the last shard holds the padding)
         shards = ShardLayout(params, world)
         padded, shard = shards.padded, shards.shard_size
-        return [{"param_bytes": padded * layout.param_bytes, "grad_bytes": padded * layout.grad_bytes,
-                 "comm_buffer_bytes": padded * layout.buffer_bytes,
-                 "optimizer_state_bytes": shard * layout.K}] * world
-    return [{"param_bytes": params * layout.param_bytes, "grad_bytes": params * layout.grad_bytes,
-             "comm_buffer_bytes": params * layout.buffer_bytes,
-             "optimizer_state_bytes": elements * layout.K + tensors * layout.step_bytes}
-            for elements, tensors in zero_partition(groups, world)]
+        return [
+            {
+                "param_bytes": padded * layout.param_bytes,
+                "grad_bytes": padded * layout.grad_bytes,
+                "comm_buffer_bytes": padded * layout.buffer_bytes,
+                "optimizer_state_bytes": shard * layout.K,
+            }
+        ] * world
+    return [
+        {
+            "param_bytes": params * layout.param_bytes,
+            "grad_bytes": params * layout.grad_bytes,
+            "comm_buffer_bytes": params * layout.buffer_bytes,
+            "optimizer_state_bytes": elements * layout.K + tensors * layout.step_bytes,
+        }
+        for elements, tensors in zero_partition(groups, world)
+    ]
 
 
 def model_state_total(state: dict) -> int:
@@ -192,8 +217,7 @@ def sequence_length(cfg: dict) -> int:
     return int(data.get("seq_len") or data.get("max_len"))
 
 
-def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool,
-                     act_bytes: int = 2) -> dict:
+def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool, act_bytes: int = 2) -> dict:
     """One micro-batch's activations kept for backward (an estimate; see the module docstring).
     Per layer at 16 bit: attention 11·sbh (+ 5·a·s²·b when the scores are materialised: eager
     attention), MLP 3·sbh + 4·sbi (GELU) or 2·sbh + 8·sbi (SwiGLU), two norms 4·sbh; that is
@@ -218,10 +242,10 @@ def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointin
 class MemoryEstimate:
     world: int
     layout: StateLayout
-    model_state: dict                     # the largest rank's, summary.json names
+    model_state: dict  # the largest rank's, summary.json names
     items: dict = field(default_factory=dict)  # training-time bytes by what they are
-    setup_bytes: float = 0.0              # while the engine is being built (no activations yet)
-    overlapped: bool = True               # the sync runs beside the compute (dpu, wp, acco)
+    setup_bytes: float = 0.0  # while the engine is being built (no activations yet)
+    overlapped: bool = True  # the sync runs beside the compute (dpu, wp, acco)
 
     COMPUTE_ONLY = ("activations (one micro-batch)", "logits and loss", "autocast bf16 weight copies")
 
@@ -260,20 +284,25 @@ def checkpointing_on(cfg: dict) -> bool:
     return bool((cfg.get("train") or {}).get("activation_checkpointing", False))
 
 
-def estimate(cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | None = None,
-             checkpointing: bool | None = None) -> MemoryEstimate:
+def estimate(
+    cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | None = None, checkpointing: bool | None = None
+) -> MemoryEstimate:
     """The per-GPU memory of the run `cfg` on `world` ranks (the largest rank's)."""
     gpu = gpu_run(cfg) if gpu is None else gpu
     shape = model_shape(cfg)
     layout = state_layout(cfg, gpu)
     state = max(model_states(shape.groups, world, layout), key=model_state_total)
     P = shape.params
-    items = {"parameters": state["param_bytes"], "gradients": state["grad_bytes"],
-             "communication buffer": state["comm_buffer_bytes"],
-             "optimizer state": state["optimizer_state_bytes"]}
+    items = {
+        "parameters": state["param_bytes"],
+        "gradients": state["grad_bytes"],
+        "communication buffer": state["comm_buffer_bytes"],
+        "optimizer state": state["optimizer_state_bytes"],
+    }
     compute_bf16 = precision(cfg, gpu) == "bf16"
     if layout.flat:
         from ..engine.flat import ShardLayout
+
         shards = ShardLayout(P, world)
         # gradient shard + receive scratch (buffer precision), the fp32 gradient shard, two fp32
         # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
@@ -282,7 +311,7 @@ def estimate(cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | 
         # set-up: the tasks build the model on the host and the flat engine moves it one fp32
         # parameter at a time into the parameter buffer and the fp32 master shard
         largest = max(n for g in shape.groups for n in g)
-        setup = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * shards.shard_size + 4 * largest
+        setup: float = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * shards.shard_size + 4 * largest
     else:
         elements = max(e for e, _ in zero_partition(shape.groups, world))
         items["sync working memory"] = 8 * elements  # AdamW's temporaries on this rank's partition
@@ -306,7 +335,7 @@ def hardware_name(cfg: dict) -> str:
     """The GPU the run is costed on: the launcher profile's `gpu`, else the hardware the paper used
     for the experiment (experiment.paper.hardware), else A100."""
     launcher = cfg.get("launcher") or {}
-    paper = ((cfg.get("experiment") or {}).get("paper") or {})
+    paper = (cfg.get("experiment") or {}).get("paper") or {}
     return str(launcher.get("gpu") or paper.get("hardware") or "A100")
 
 
@@ -318,9 +347,11 @@ def gpu_memory_gb(cfg: dict) -> tuple[float | None, str]:
         return float(launcher["gpu_mem_gb"]), "the profile's"
     if launcher.get("name") == "local":
         import torch
+
         if torch.cuda.is_available():
             return torch.cuda.get_device_properties(0).total_memory / GB, "this GPU's"
     from .costmodel import PRESETS
+
     hw = PRESETS.get(hardware_name(cfg))
     return (hw.memory_gb, f"the {hardware_name(cfg)} preset's") if hw is not None else (None, "")
 
@@ -358,6 +389,7 @@ def fit_problem(cfg: dict, world: int) -> str | None:
     """One line when the run's estimate exceeds the memory of one GPU of its launcher profile,
     naming the figure and the settings that would make it fit; None when it fits."""
     import os
+
     limit, source = gpu_memory_gb(cfg)
     if limit is None:
         return None
@@ -367,20 +399,27 @@ def fit_problem(cfg: dict, world: int) -> str | None:
     per_node = 1
     if cfg.get("layout"):
         from ..config.validate import parse_layout
+
         per_node = parse_layout(cfg["layout"])[1]
     exp = (cfg.get("experiment") or {}).get("id") or "this"
     name = os.path.basename(os.path.normpath(cfg.get("out_dir") or "")) or cfg["method"]["name"]
     found = fixes(cfg, world, limit, per_node)
-    fix = " or ".join(found) if found else (
-        f"nothing here fits: the parameters, gradients, buffers and one micro-batch's activations alone take "
-        f"{estimate(cfg, world, micro_batch=1).unsharded_bytes / GB:.1f} GB; use GPUs with more memory")
-    return (f"{exp} run {name}: estimated {est.total_gb:.1f} GB per GPU exceeds {source} "
-            f"gpu_mem_gb={limit:g}: {fix}")
+    fix = (
+        " or ".join(found)
+        if found
+        else (
+            f"nothing here fits: the parameters, gradients, buffers and one micro-batch's activations alone take "
+            f"{estimate(cfg, world, micro_batch=1).unsharded_bytes / GB:.1f} GB; use GPUs with more memory"
+        )
+    )
+    return f"{exp} run {name}: estimated {est.total_gb:.1f} GB per GPU exceeds {source} gpu_mem_gb={limit:g}: {fix}"
 
 
 def breakdown(est: MemoryEstimate) -> str:
     """One line: the peak, then each item in GB."""
     parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in est.items.items() if v)
     how = "all live at once" if est.overlapped else "sync and activations not live together"
-    return (f"{est.total_gb:.1f} GB per GPU: training {est.training_bytes / GB:.1f} ({parts}; {how}), "
-            f"set-up {est.setup_bytes / GB:.1f}")
+    return (
+        f"{est.total_gb:.1f} GB per GPU: training {est.training_bytes / GB:.1f} ({parts}; {how}), "
+        f"set-up {est.setup_bytes / GB:.1f}"
+    )

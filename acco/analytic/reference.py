@@ -4,28 +4,40 @@ process group, any number of simulated workers, PyTorch's own torch.optim.AdamW 
 It shares nothing with the engine's rounds, buffers or sharded optimizer, so agreement between the
 two is evidence for both. A run sized by a budget (train.samples / train.tokens) stops at the first
 committed step whose global micro-batch count reaches it, and its schedule reads that count
-(acco.train.budget, shared with the trainer: it is the definition, not the mechanism). Deterministic mode only: every worker does exactly `accum` micro-batches
-per round. Worker w's k-th micro-batch is streams[w].batch(k), as in the distributed run.
+(acco.train.budget, shared with the trainer: it is the definition, not the mechanism).
+Deterministic mode only: every worker does exactly `accum` micro-batches per round. Worker w's
+k-th micro-batch is streams[w].batch(k), as in the distributed run.
 
     python -m acco.analytic.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from ..train.budget import lr_schedule, run_length
 from ..engine.flat import trainable_parameters
 from ..engine.torch_ddp import adamw_param_groups
+from ..train.budget import lr_schedule, run_length
 
 
 class Reference:
-    def __init__(self, model: torch.nn.Module, loss_fn: Callable, streams: list, accum: int,
-                 lr_at: Callable[[int, int], float], betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decay_bias_and_norm: bool = True, clip_norm: float = 0.0,
-                 record_points: bool = False):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        loss_fn: Callable,
+        streams: list,
+        accum: int,
+        lr_at: Callable[[int, int], float],
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        decay_bias_and_norm: bool = True,
+        clip_norm: float = 0.0,
+        record_points: bool = False,
+    ):
         self.model = model
         self.loss_fn = loss_fn
         self.streams = streams
@@ -33,16 +45,21 @@ class Reference:
         self.lr_at = lr_at
         self.clip_norm = clip_norm
         self.params = [p for _, p in trainable_parameters(model)]
-        self.opt = torch.optim.AdamW(adamw_param_groups(model, weight_decay, decay_bias_and_norm),
-                                     lr=lr_at(0, 0), betas=tuple(betas), eps=eps, foreach=False)
+        self.opt = torch.optim.AdamW(
+            adamw_param_groups(model, weight_decay, decay_bias_and_norm),
+            lr=lr_at(0, 0),
+            betas=tuple(betas),
+            eps=eps,
+            foreach=False,
+        )
         self.step_count = 0
         self.micro_batches = 0  # global micro-batches of the committed steps
         self.next_k = [0] * len(streams)
         self.record_points = record_points
         self.points: dict[tuple[int, int], torch.Tensor] = {}  # (worker, k) -> parameters seen
-        self.history: list[torch.Tensor] = []                 # θ_0, θ_1, ... committed
+        self.history: list[torch.Tensor] = []  # θ_0, θ_1, ... committed
         self.samples_per_micro_batch, self.tokens_per_sample = 1, 0
-        self.losses: list[float] = []                         # mean loss of each committed step
+        self.losses: list[float] = []  # mean loss of each committed step
 
     # -- vectors ---------------------------------------------------------------------------------
     def vector(self) -> torch.Tensor:
@@ -52,7 +69,7 @@ class Reference:
     def load(self, vec: torch.Tensor) -> None:
         offset = 0
         for p in self.params:
-            p.copy_(vec[offset:offset + p.numel()].view_as(p))
+            p.copy_(vec[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
 
     # -- the two primitives: gradients at a point, an AdamW update --------------------------------
@@ -82,7 +99,7 @@ class Reference:
         (snapshot of parameters and state, step, restore) and only its result returned."""
         offset = 0
         for p in self.params:
-            p.grad = mean_grad[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = mean_grad[offset : offset + p.numel()].view_as(p).clone()
             offset += p.numel()
         if self.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm)
@@ -90,8 +107,10 @@ class Reference:
             group["lr"] = self.lr_at(self.step_count, self.micro_batches)
         if tentative:
             saved_params = self.vector()
-            saved_state = {p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
-                           for p, s in self.opt.state.items()}
+            saved_state = {
+                p: {k: (v.clone() if torch.is_tensor(v) else v) for k, v in s.items()}
+                for p, s in self.opt.state.items()
+            }
             self.opt.step()
             result = self.vector()
             self.load(saved_params)
@@ -110,16 +129,18 @@ class Reference:
         return theta
 
     # -- the methods ----------------------------------------------------------------------------
-    def run(self, method: str, steps: int | None, warmup_steps: int = 0,
-            budget_micro_batches: int | None = None) -> torch.Tensor:
+    def run(
+        self, method: str, steps: int | None, warmup_steps: int = 0, budget_micro_batches: int | None = None
+    ) -> torch.Tensor:
         """Train for `steps` committed steps, or until the committed steps hold
         `budget_micro_batches` global micro-batches (whichever comes first); returns θ_T."""
         if steps is None and budget_micro_batches is None:
             raise ValueError("give steps or budget_micro_batches")
 
         def done(t: int) -> bool:
-            return (steps is not None and t >= steps) or \
-                (budget_micro_batches is not None and self.micro_batches >= budget_micro_batches)
+            return (steps is not None and t >= steps) or (
+                budget_micro_batches is not None and self.micro_batches >= budget_micro_batches
+            )
 
         def known_last(t: int) -> bool:  # with a budget alone the last step is known only after it
             return steps is not None and t == steps - 1
@@ -151,11 +172,11 @@ class Reference:
         elif method == "acco":
             g_est, n_est, l_est = self.gradients_at(theta)  # G̃_0 at θ̃_0 = θ_0
             while not done(t):
-                g, n, l = self.gradients_at(theta)                        # G_t at θ_t
-                theta_est = self.update(g_est / n_est, tentative=True)    # θ̃_{t+1}
-                theta = self._commit(g_est + g, n_est + n, l_est + l)     # θ_{t+1}
+                g, n, loss = self.gradients_at(theta)  # G_t at θ_t
+                theta_est = self.update(g_est / n_est, tentative=True)  # θ̃_{t+1}
+                theta = self._commit(g_est + g, n_est + n, l_est + loss)  # θ_{t+1}
                 if not known_last(t):
-                    g_est, n_est, l_est = self.gradients_at(theta_est)    # G̃_{t+1} at θ̃_{t+1}
+                    g_est, n_est, l_est = self.gradients_at(theta_est)  # G̃_{t+1} at θ̃_{t+1}
                 t += 1
         else:
             raise ValueError(f"unknown method {method!r}")
@@ -165,16 +186,26 @@ class Reference:
 def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
     """The reference for a run's resolved config: rank 0's model, every rank's data stream."""
     from ..tasks import load_task_factory
+
     factory = load_task_factory(cfg["task"])
     world = int(cfg.get("world_size") or 1)
     device = torch.device("cpu")
     tasks = [factory(cfg, w, world, device) for w in range(world)]
     optim = cfg["optim"]
     lr_at = lr_schedule(cfg, world, tasks[0].samples_per_micro_batch, tasks[0].tokens_per_sample)
-    ref = Reference(tasks[0].model, tasks[0].loss_fn, [t.train_stream for t in tasks],
-                    int(cfg["train"]["accum"]), lr_at, optim["betas"], optim["eps"],
-                    optim["weight_decay"], optim["decay_bias_and_norm"], optim["clip_norm"],
-                    record_points)
+    ref = Reference(
+        tasks[0].model,
+        tasks[0].loss_fn,
+        [t.train_stream for t in tasks],
+        int(cfg["train"]["accum"]),
+        lr_at,
+        optim["betas"],
+        optim["eps"],
+        optim["weight_decay"],
+        optim["decay_bias_and_norm"],
+        optim["clip_norm"],
+        record_points,
+    )
     ref.samples_per_micro_batch = tasks[0].samples_per_micro_batch  # for a budget (replay)
     ref.tokens_per_sample = tasks[0].tokens_per_sample
     return ref
@@ -192,7 +223,9 @@ def replay(cfg: dict, record_points: bool = False) -> Reference:
 
 def main(argv: list[str]) -> int:
     import os
+
     import yaml
+
     if len(argv) != 1:
         print("usage: python -m acco.analytic.reference RUN_DIR", file=sys.stderr)
         return 2
@@ -200,14 +233,12 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(run_dir, "config.yaml")) as f:
         cfg = yaml.safe_load(f)
     if not cfg["train"]["deterministic"]:
-        print("error: the reference replays deterministic runs only (train.deterministic=true)",
-              file=sys.stderr)
+        print("error: the reference replays deterministic runs only (train.deterministic=true)", file=sys.stderr)
         return 2
     ref = replay(cfg)
     final = torch.load(os.path.join(run_dir, "final_params.pt"))
     diff = (ref.history[-1] - final).abs().max().item()
-    print(f"max |θ_ref - θ_run| = {diff:.3e} over {final.numel()} parameters after "
-          f"{len(ref.history) - 1} steps")
+    print(f"max |θ_ref - θ_run| = {diff:.3e} over {final.numel()} parameters after {len(ref.history) - 1} steps")
     return 0 if diff < 1e-4 else 1
 
 

@@ -9,20 +9,21 @@ slowest link; the run's time is costmodel.run_time (DDP c + m per step; DPU/WP/A
 round). In adaptive mode a round's tokens grow with the sync (the ranks keep computing while it
 runs), so a token / sample budget takes fewer steps. Instruction data is counted at max_len per
 sample (micro-batches are padded to their longest example): an upper bound."""
+
 from __future__ import annotations
 
 import math
 from dataclasses import replace
 
 from . import costmodel as cm
-from .memory import (GB, estimate, gpu_memory_gb, hardware_name, model_shape, model_state_total,
-                              sequence_length)
+from .memory import GB, estimate, gpu_memory_gb, hardware_name, model_shape, model_state_total, sequence_length
 
 
 def shape_of(cfg: dict) -> tuple[int, int, int]:
     """(world size, nodes, GPUs per node) from `layout` (NxG), else world_size on one node."""
     if cfg.get("layout"):
         from ..config.validate import parse_layout
+
         nodes, per_node = parse_layout(cfg["layout"])
         return nodes * per_node, nodes, per_node
     world = int(cfg.get("world_size") or 1)
@@ -49,6 +50,7 @@ def micro_batches_per_round(cfg: dict, world: int, c_mb: float, sync_s: float, s
 
     def per_rank(c):
         return min(cap, max(accum, math.ceil(round_s / c - 1e-9)))
+
     return float(slow_ranks * per_rank(c_mb * slow) + (world - slow_ranks) * per_rank(c_mb))
 
 
@@ -57,6 +59,7 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
     acco/train/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
     step in the sequential warmup steps (dpu, wp; every ddp step) and in the overlapped ones."""
     from ..train.budget import run_length
+
     packed = (cfg.get("data") or {}).get("kind") != "instruct"
     length = run_length(cfg["train"], sequence_length(cfg) if packed else 0)
     if length.budget is None:
@@ -100,10 +103,10 @@ def plan(cfg: dict) -> dict:
     work = cm.Workload(shape.family, shape.params, mb * seq, 1, grad_bytes=est.layout.buffer_bytes or 4)
     hetero = cfg.get("hetero") or {}
     slow = float(hetero.get("factor") or 1.0) if hetero.get("slow_rank") is not None else 1.0
-    c_mb = work.compute_s(hw)                 # one micro-batch, fwd + bwd
-    c = accum * c_mb * slow                   # a round waits for the slowest rank's accum micro-batches
+    c_mb = work.compute_s(hw)  # one micro-batch, fwd + bwd
+    c = accum * c_mb * slow  # a round waits for the slowest rank's accum micro-batches
     m = cm.zero1_torch_sync_time(shape.params, world, hw) if torch_ddp else cm.sync_time(work, world, hw)
-    seq_samples = world * accum * mb          # per sequential step (ddp; dpu/wp warmup)
+    seq_samples = world * accum * mb  # per sequential step (ddp; dpu/wp warmup)
     per_round = world * accum if method == "ddp" else micro_batches_per_round(cfg, world, c_mb, m, slow)
     ovl_samples = rounds_per_step(cfg) * per_round * mb
     steps = committed_steps(cfg, seq_samples, ovl_samples)
@@ -111,37 +114,68 @@ def plan(cfg: dict) -> dict:
     samples = seq_samples * steps if method == "ddp" else warmup * seq_samples + (steps - warmup) * ovl_samples
     tokens = samples * seq
     wall = cm.run_time(method, steps, c, m, warmup)
-    return {"run": None, "method": method + ("" if method != "ddp" else f":{'torch' if torch_ddp else 'flat'}"),
-            "gpus": world, "nodes": nodes, "gpus_per_node": per_node, "hardware": hw.name.split(" ")[0],
-            "params": shape.params, "model_state_gb": model_state_total(est.model_state) / GB,
-            "memory_gb": est.total_gb, "gpu_mem_gb": limit, "gpu_mem_from": limit_from,
-            "fits": None if limit is None else est.total_gb <= limit, "steps": steps,
-            "tokens": tokens, "compute_per_round_s": c, "sync_s": m,
-            "wall_clock_h": wall / 3600, "gpu_hours": wall * world / 3600, "estimate": est, "hw": hw}
+    return {
+        "run": None,
+        "method": method + ("" if method != "ddp" else f":{'torch' if torch_ddp else 'flat'}"),
+        "gpus": world,
+        "nodes": nodes,
+        "gpus_per_node": per_node,
+        "hardware": hw.name.split(" ")[0],
+        "params": shape.params,
+        "model_state_gb": model_state_total(est.model_state) / GB,
+        "memory_gb": est.total_gb,
+        "gpu_mem_gb": limit,
+        "gpu_mem_from": limit_from,
+        "fits": None if limit is None else est.total_gb <= limit,
+        "steps": steps,
+        "tokens": tokens,
+        "compute_per_round_s": c,
+        "sync_s": m,
+        "wall_clock_h": wall / 3600,
+        "gpu_hours": wall * world / 3600,
+        "estimate": est,
+        "hw": hw,
+    }
 
 
 def assumptions(rows: list[dict]) -> str:
     """The header line: what the figures assume."""
     parts = []
     for hw in {r["hw"].name: r["hw"] for r in rows}.values():
-        parts.append(f"{hw.name}, bf16 peak {hw.peak_flops / 1e12:g} TFLOP/s, MFU {hw.mfu:.0%}, "
-                     f"α {hw.alpha_intra_s * 1e6:g}/{hw.alpha_inter_s * 1e6:g} µs in/between nodes")
-    return ("assumptions: " + "; ".join(parts) + "; compute 6·Ψ·tokens/(peak·MFU), sync on the ring's "
-            "slowest link (flat: bf16 reduce-scatter + all-gather; torch DDP: fp32 all-reduce + broadcast); "
-            "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL")
+        parts.append(
+            f"{hw.name}, bf16 peak {hw.peak_flops / 1e12:g} TFLOP/s, MFU {hw.mfu:.0%}, "
+            f"α {hw.alpha_intra_s * 1e6:g}/{hw.alpha_inter_s * 1e6:g} µs in/between nodes"
+        )
+    return (
+        "assumptions: " + "; ".join(parts) + "; compute 6·Ψ·tokens/(peak·MFU), sync on the ring's "
+        "slowest link (flat: bf16 reduce-scatter + all-gather; torch DDP: fp32 all-reduce + broadcast); "
+        "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL"
+    )
 
 
 # headers and cells without spaces: a row splits on whitespace
-COLUMNS = [("run", "run", "{}"), ("method", "method", "{}"), ("GPUs", "gpus", "{}"), ("nodes", "nodes", "{}"),
-           ("GPU", "hardware", "{}"), ("GB/GPU", "memory_gb", "{:.1f}"), ("GPU-GB", "gpu_mem_gb", "{:g}"),
-           ("fits", "fits", "{}"), ("state-GB", "model_state_gb", "{:.1f}"), ("steps", "steps", "{}"),
-           ("tokens", "tokens", "{:.3g}"), ("c/round-s", "compute_per_round_s", "{:.3g}"),
-           ("m/sync-s", "sync_s", "{:.3g}"), ("hours", "wall_clock_h", "{:.2f}"),
-           ("GPU-hours", "gpu_hours", "{:.1f}")]
+COLUMNS = [
+    ("run", "run", "{}"),
+    ("method", "method", "{}"),
+    ("GPUs", "gpus", "{}"),
+    ("nodes", "nodes", "{}"),
+    ("GPU", "hardware", "{}"),
+    ("GB/GPU", "memory_gb", "{:.1f}"),
+    ("GPU-GB", "gpu_mem_gb", "{:g}"),
+    ("fits", "fits", "{}"),
+    ("state-GB", "model_state_gb", "{:.1f}"),
+    ("steps", "steps", "{}"),
+    ("tokens", "tokens", "{:.3g}"),
+    ("c/round-s", "compute_per_round_s", "{:.3g}"),
+    ("m/sync-s", "sync_s", "{:.3g}"),
+    ("hours", "wall_clock_h", "{:.2f}"),
+    ("GPU-hours", "gpu_hours", "{:.1f}"),
+]
 
 
 def render(rows: list[dict]) -> str:
     """A plain-text table, one line per run."""
+
     def cell(row, key, fmt):
         v = row.get(key)
         if v is None:
@@ -149,6 +183,7 @@ def render(rows: list[dict]) -> str:
         if isinstance(v, bool):
             return "yes" if v else "NO"
         return fmt.format(v).replace(" ", "_")
+
     table = [[h for h, _, _ in COLUMNS]] + [[cell(r, k, f) for _, k, f in COLUMNS] for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in table)
@@ -160,9 +195,10 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
     import os
     import sys
 
-    from ..config.validate import ConfigError
     from ..config.experiments import compose, expand_runs
+    from ..config.validate import ConfigError
     from .memory import fit_problem
+
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
         print(f"error: --dry-run estimates paper-scale GPU jobs; use --scale paper (got {scale})", file=sys.stderr)
         return 2
@@ -170,9 +206,9 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
         write("no runs of its own: computed from other experiments' results")
         return 0
     for exp in experiments:
-        common = [f"+experiment={exp}", f"scale={scale}", *overrides]
+        common = [f"experiment={exp}/{scale}", *overrides]
         try:
-            runs = expand_runs(compose(common)["experiment"], scale)
+            runs = expand_runs(compose(common)["experiment"])
             rows, problems = [], []
             for run in runs:
                 cfg = compose([*common, *run])

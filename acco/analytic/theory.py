@@ -39,7 +39,7 @@ table come from bisecting that condition (the binding direction is always s = 1,
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -15,6 +15,7 @@ CUDA stream) built in this process, instrumented with CUDA events.
 
 Everything runs on CPU too (no events, wall-clock instead), which is how the CPU test suite keeps
 this code honest; the numbers only mean something on a GPU."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,16 @@ from ..engine.trace import interval_overlap
 
 # bf16 dense peak per GPU, TFLOP/s (vendor datasheets: SXM/HGX parts unless named); matched by
 # substring of torch.cuda.get_device_name(), most specific first. ACCO_PEAK_TFLOPS overrides.
-PEAK_BF16_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("GH200", 989.4), ("H200", 989.4),
-                    ("H100", 989.4), ("A100", 312.0), ("L40S", 362.1), ("A10G", 70.0)]
+PEAK_BF16_TFLOPS = [
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("GH200", 989.4),
+    ("H200", 989.4),
+    ("H100", 989.4),
+    ("A100", 312.0),
+    ("L40S", 362.1),
+    ("A10G", 70.0),
+]
 
 
 def peak_tflops(device_name: str) -> tuple[float | None, str]:
@@ -75,14 +84,16 @@ class Timeline:
             out = fn(*args, **kwargs)
             spans.append((start, self.mark()))  # list.append: safe from both threads
             return out
+
         return timed
 
     def intervals(self, name: str) -> list[tuple[float, float]]:
         """Seconds since the timeline began, on the GPU clock where there is one."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
-            return [(self.base.elapsed_time(s) / 1e3, self.base.elapsed_time(e) / 1e3)
-                    for s, e in self.spans.get(name, [])]
+            return [
+                (self.base.elapsed_time(s) / 1e3, self.base.elapsed_time(e) / 1e3) for s, e in self.spans.get(name, [])
+            ]
         return [(s - self.t0, e - self.t0) for s, e in self.spans.get(name, [])]
 
 
@@ -91,10 +102,11 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     """Compose the config as experiments/train.py would, join the process group (NCCL on GPU) and
     build the task and the trainer. Returns (cfg, trainer)."""
     from ..config.experiments import compose
+    from ..engine.trace import TraceRecorder
     from ..run.launch import DistEnv, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
-    from ..engine.trace import TraceRecorder
     from ..train.trainer import Trainer
+
     cfg = compose(list(overrides))
     cfg["world_size"] = world
     # not exported to os.environ: a later subprocess would take them for torchrun's
@@ -109,6 +121,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
 
 def stop_rank(trainer) -> None:
     import torch.distributed as dist
+
     trainer.close()
     trainer.release()
     dist.destroy_process_group()
@@ -116,19 +129,27 @@ def stop_rank(trainer) -> None:
 
 def storage(trainer) -> dict:
     """What the run keeps in which dtype, and on which stream the communication thread works."""
+    from ..train.backend_flat import FlatBackend
+
     out = {"device": str(trainer.device)}
-    if trainer.engine is not None:
-        out.update({"params": str(trainer.flat.params.dtype), "grads": str(trainer.flat.grads.dtype),
-                    "buffer": str(trainer.buffer.dtype), "master": str(trainer.opt.master.dtype),
-                    "exp_avg": str(trainer.opt.exp_avg.dtype)})
-        stream = trainer.comm.stream
+    backend = trainer.backend
+    if isinstance(backend, FlatBackend):
+        out.update(
+            {
+                "params": str(backend.flat.params.dtype),
+                "grads": str(backend.flat.grads.dtype),
+                "buffer": str(backend.buffer.dtype),
+                "master": str(backend.opt.master.dtype),
+                "exp_avg": str(backend.opt.exp_avg.dtype),
+            }
+        )
+        stream = backend.comm.stream
         out["comm_stream"] = None if stream is None else int(stream.cuda_stream)
         if trainer.device.type == "cuda":
             out["compute_stream"] = int(torch.cuda.current_stream(trainer.device).cuda_stream)
     else:
-        out.update({"params": str(trainer.torch_ddp.params[0].dtype),
-                    "grads": str(trainer.torch_ddp.params[0].grad.dtype)
-                    if trainer.torch_ddp.params[0].grad is not None else None})
+        first = backend.torch_ddp.params[0]
+        out.update({"params": str(first.dtype), "grads": str(first.grad.dtype) if first.grad is not None else None})
     out["compute_dtype"] = str(trainer.compute_dtype)
     return out
 
@@ -141,8 +162,9 @@ def measure_overlap(overrides: list[str], rank: int = 0, world: int = 1, port: i
     try:
         timeline = Timeline(trainer.device)
         trainer.runner.run_one = timeline.wrap("compute", trainer.runner.run_one)
-        if trainer.engine is not None:
-            trainer.syncer.sync = timeline.wrap("sync", trainer.syncer.sync)
+        syncer = getattr(trainer.backend, "syncer", None)  # the flat engine's (PyTorch DDP has none)
+        if syncer is not None:
+            syncer.sync = timeline.wrap("sync", syncer.sync)
         trainer.train()
         info = storage(trainer)  # after training: PyTorch DDP's gradients exist from the first backward
         compute, syncs = timeline.intervals("compute"), timeline.intervals("sync")
@@ -151,19 +173,32 @@ def measure_overlap(overrides: list[str], rank: int = 0, world: int = 1, port: i
     inner = syncs[:-1]
     sync_s = sum(e - s for s, e in inner)
     overlap = covered(inner, compute) / sync_s if sync_s > 0 else None
-    return {"method": cfg["method"]["name"], "impl": cfg["method"].get("impl"), "rank": rank, "world": world,
-            "model": cfg["model"]["name"], "micro_batches": len(compute), "syncs": len(syncs),
-            "compute_s": sum(e - s for s, e in compute), "sync_s": sync_s,
-            "overlap_fraction": overlap, "clock": "cuda events" if trainer.device.type == "cuda" else "host",
-            "storage": info, "compute_spans": compute, "sync_spans": syncs}
+    return {
+        "method": cfg["method"]["name"],
+        "impl": cfg["method"].get("impl"),
+        "rank": rank,
+        "world": world,
+        "model": cfg["model"]["name"],
+        "micro_batches": len(compute),
+        "syncs": len(syncs),
+        "compute_s": sum(e - s for s, e in compute),
+        "sync_s": sync_s,
+        "overlap_fraction": overlap,
+        "clock": "cuda events" if trainer.device.type == "cuda" else "host",
+        "storage": info,
+        "compute_spans": compute,
+        "sync_spans": syncs,
+    }
 
 
 def measure_throughput(overrides: list[str], micro_batches: int = 10, warmup: int = 3, steps: int = 2) -> dict:
     """One rank of ddp (flat) on one device: `steps` full training steps (so the sync's memory is
     in the peak), then `micro_batches` timed fwd+bwd micro-batches after `warmup` more."""
     from ..analytic.memory import GB, breakdown, estimate, model_shape
-    cfg, trainer = start_rank([*overrides, "method=ddp", "method.impl=flat", f"train.steps={steps}",
-                               "train.accum=1", "world_size=1"])
+
+    cfg, trainer = start_rank(
+        [*overrides, "method=ddp", "method.impl=flat", f"train.steps={steps}", "train.accum=1", "world_size=1"]
+    )
     device = trainer.device
     try:
         if device.type == "cuda":
@@ -189,17 +224,29 @@ def measure_throughput(overrides: list[str], micro_batches: int = 10, warmup: in
     est = estimate(cfg, 1, gpu=device.type == "cuda")
     # the allocator sees neither the CUDA context nor NCCL's buffers: compare without the reserve
     est_alloc = est.training_bytes - est.items.get("CUDA context and NCCL (assumed)", 0.0)
-    return {"model": cfg["model"]["name"], "params": params, "seq_len": seq, "micro_batch_size": mb,
-            "device": name, "precision": str(trainer.compute_dtype), "micro_batches_timed": micro_batches,
-            "seconds": seconds, "tokens_per_s": tokens_per_s,
-            "model_tflops_per_s": 6 * params * tokens_per_s / 1e12, "peak_tflops": peak_tf, "peak_from": peak_from,
-            "mfu": 6 * params * tokens_per_s / (peak_tf * 1e12) if peak_tf else None,
-            "max_allocated_gb": None if peak is None else peak / GB, "estimated_allocated_gb": est_alloc / GB,
-            "estimate": breakdown(est)}
+    return {
+        "model": cfg["model"]["name"],
+        "params": params,
+        "seq_len": seq,
+        "micro_batch_size": mb,
+        "device": name,
+        "precision": str(trainer.compute_dtype),
+        "micro_batches_timed": micro_batches,
+        "seconds": seconds,
+        "tokens_per_s": tokens_per_s,
+        "model_tflops_per_s": 6 * params * tokens_per_s / 1e12,
+        "peak_tflops": peak_tf,
+        "peak_from": peak_from,
+        "mfu": 6 * params * tokens_per_s / (peak_tf * 1e12) if peak_tf else None,
+        "max_allocated_gb": None if peak is None else peak / GB,
+        "estimated_allocated_gb": est_alloc / GB,
+        "estimate": breakdown(est),
+    }
 
 
 def _overlap_rank(rank: int, overrides: list[str], world: int, port: int, out_dir: str) -> None:
     import json
+
     result = measure_overlap(overrides, rank, world, port)
     with open(os.path.join(out_dir, f"overlap_rank{rank}.json"), "w") as f:
         json.dump(result, f)
@@ -212,11 +259,17 @@ def measure_overlap_ranks(overrides: list[str], world: int, out_dir: str) -> lis
     import torch.multiprocessing as mp
 
     from ..run.launch import free_port
+
     if world == 1:
         return [measure_overlap(overrides)]
     os.makedirs(out_dir, exist_ok=True)
-    mp.start_processes(_overlap_rank, args=(list(overrides), world, free_port(), out_dir), nprocs=world,
-                       join=True, start_method="spawn")
+    mp.start_processes(
+        _overlap_rank,
+        args=(list(overrides), world, free_port(), out_dir),
+        nprocs=world,
+        join=True,
+        start_method="spawn",
+    )
     results = []
     for rank in range(world):
         with open(os.path.join(out_dir, f"overlap_rank{rank}.json")) as f:

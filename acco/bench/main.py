@@ -6,6 +6,7 @@
    the method order rotating), so drifts of a shared machine hit every method alike; medians;
 3. heterogeneous workers: one of 4 workers 4x slower, DDP vs ACCO (adaptive accumulation);
 4. report: CSVs, targets (pass/miss with numbers), the cost model calibrated on these runs, a plot."""
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,15 @@ from .plan import Calibration
 from .runner import METHODS, RunSpec, row_from_folder, run_one
 
 # A smaller GPT-Neo and corpus for the test of the benchmark itself (as tests/conftest.py's SMALL_LM).
-TINY = ["model.config.hidden_size=64", "model.config.intermediate_size=256",
-        "model.config.max_position_embeddings=32", "data.seq_len=32", "data.micro_batch_size=4",
-        "data.source.num_stories=1500", "data.tokenizer.vocab_size=384"]
+TINY = [
+    "model.config.hidden_size=64",
+    "model.config.intermediate_size=256",
+    "model.config.max_position_embeddings=32",
+    "data.seq_len=32",
+    "data.micro_batch_size=4",
+    "data.source.num_stories=1500",
+    "data.tokenizer.vocab_size=384",
+]
 
 
 def parse_args(argv):
@@ -30,8 +37,11 @@ def parse_args(argv):
     p.add_argument("--out", default="results/bench")
     p.add_argument("--worlds", default="2,4")
     p.add_argument("--ratios", default="0,0.25,1,4")
-    p.add_argument("--methods", default="ddp,ddp_flat,acco",
-                   help=f"comma list of {', '.join(METHODS)} (ddp_flat, the reference, is always run)")
+    p.add_argument(
+        "--methods",
+        default="ddp,ddp_flat,acco",
+        help=f"comma list of {', '.join(METHODS)} (ddp_flat, the reference, is always run)",
+    )
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--steps", type=int, default=4, help="committed steps per run (the first is not timed)")
     p.add_argument("--accum", type=int, default=4, help="micro-batches per round")
@@ -40,17 +50,31 @@ def parse_args(argv):
     p.add_argument("--hetero-factor", type=float, default=4.0)
     p.add_argument("--tiny", action="store_true", help="a much smaller model and corpus (tests)")
     p.add_argument("--set", action="append", default=[], help="extra train.py override (repeatable)")
-    p.add_argument("--report-only", action="store_true",
-                   help="no runs: rebuild the outputs from the run folders already in <out>/runs")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="no runs: rebuild the outputs from the run folders already in <out>/runs",
+    )
     a = p.parse_args(argv)
     a.worlds = [int(x) for x in a.worlds.split(",") if x]
     a.ratios = [float(x) for x in a.ratios.split(",") if x]
     a.methods = [m for m in a.methods.split(",") if m]
     bad = [m for m in a.methods if m not in METHODS]
-    if bad or not a.worlds or min(a.worlds) < 2 or a.rounds < 1 or a.steps < 2 or a.accum < 1 \
-            or any(r < 0 for r in a.ratios) or a.ref_rate <= 0:
-        p.error(f"bad arguments (unknown methods {bad})" if bad else
-                "worlds >= 2, rounds >= 1, steps >= 2, accum >= 1, ratios >= 0, ref-rate > 0")
+    if (
+        bad
+        or not a.worlds
+        or min(a.worlds) < 2
+        or a.rounds < 1
+        or a.steps < 2
+        or a.accum < 1
+        or any(r < 0 for r in a.ratios)
+        or a.ref_rate <= 0
+    ):
+        p.error(
+            f"bad arguments (unknown methods {bad})"
+            if bad
+            else "worlds >= 2, rounds >= 1, steps >= 2, accum >= 1, ratios >= 0, ref-rate > 0"
+        )
     if "ddp_flat" not in a.methods:
         a.methods.insert(0, "ddp_flat")
     return a
@@ -71,13 +95,21 @@ def rebuild(a, log) -> int:
     rows = [r for r in (row_from_folder(os.path.join(runs_dir, d)) for d in sorted(os.listdir(runs_dir))) if r]
     calibrations = {}
     for world in sorted({r["world"] for r in rows if r["group"] != "hetero"}):
-        free = [r for r in rows if r["world"] == world and r["method"] == "ddp_flat" and r["rate_mbit"] == 0
-                and r["round"] == 0 and r["group"] in ("grid", "calibration")]
+        free = [
+            r
+            for r in rows
+            if r["world"] == world
+            and r["method"] == "ddp_flat"
+            and r["rate_mbit"] == 0
+            and r["round"] == 0
+            and r["group"] in ("grid", "calibration")
+        ]
         ref = [r for r in rows if r["world"] == world and r["group"] == "calibration" and r["round"] == 1]
         if free and ref:
             sent = 2 * (world - 1) / world * free[0]["comm_buffer_bytes"] * 8 / 1e6
-            calibrations[world] = Calibration(world, free[0]["t_comp_round_s"], free[0]["t_sync_s"],
-                                              ref[0]["rate_mbit"], ref[0]["t_sync_s"], sent)
+            calibrations[world] = Calibration(
+                world, free[0]["t_comp_round_s"], free[0]["t_sync_s"], ref[0]["rate_mbit"], ref[0]["t_sync_s"], sent
+            )
     return summarize(a, rows, calibrations, [], log)
 
 
@@ -114,9 +146,17 @@ def main(argv=None) -> int:
             except RuntimeError as exc:
                 log(f"bench: {spec.name()} failed (attempt {attempt}): {exc}")
                 if attempt == 2:
-                    failures.append({"name": spec.name(), "group": spec.group, "method": spec.method,
-                                     "world": spec.world, "ratio_target": spec.ratio_target,
-                                     "rate_mbit": spec.rate_mbit, "error": str(exc)[-500:]})
+                    failures.append(
+                        {
+                            "name": spec.name(),
+                            "group": spec.group,
+                            "method": spec.method,
+                            "world": spec.world,
+                            "ratio_target": spec.ratio_target,
+                            "rate_mbit": spec.rate_mbit,
+                            "error": str(exc)[-500:],
+                        }
+                    )
                 continue
             rows.append(row)
             return row
@@ -125,17 +165,22 @@ def main(argv=None) -> int:
     calibrations = {}
     for world in a.worlds:
         # the unlimited-link reference doubles as round 0's grid point at ratio 0
-        free = go(RunSpec("ddp_flat", world, 0.0, 0.0, "grid") if 0.0 in a.ratios
-                  else RunSpec("ddp_flat", world, 0.0, None, "calibration"))
+        free = go(
+            RunSpec("ddp_flat", world, 0.0, 0.0, "grid")
+            if 0.0 in a.ratios
+            else RunSpec("ddp_flat", world, 0.0, None, "calibration")
+        )
         ref = go(RunSpec("ddp_flat", world, a.ref_rate, None, "calibration", round=1))
         if free is None or ref is None:
             raise SystemExit(f"bench: the calibration runs of {world} workers failed; see failures above")
         sent = 2 * (world - 1) / world * free["comm_buffer_bytes"] * 8 / 1e6  # RS + AG, Mbit
         cal = Calibration(world, free["t_comp_round_s"], free["t_sync_s"], a.ref_rate, ref["t_sync_s"], sent)
         calibrations[world] = cal
-        log(f"bench: {world} workers: compute {cal.t_comp_s:.3f} s/round, sync {cal.t0_s:.3f} s unlimited, "
+        log(
+            f"bench: {world} workers: compute {cal.t_comp_s:.3f} s/round, sync {cal.t0_s:.3f} s unlimited, "
             f"{cal.t_ref_s:.3f} s at {a.ref_rate:g} Mbit -> rates "
-            + ", ".join(f"~{r:g}: {cal.rate_for(r):g} Mbit" for r in a.ratios))
+            + ", ".join(f"~{r:g}: {cal.rate_for(r):g} Mbit" for r in a.ratios)
+        )
     for rnd in range(a.rounds):
         for world in a.worlds:
             for ratio in a.ratios:
@@ -145,7 +190,18 @@ def main(argv=None) -> int:
                         continue  # ran during calibration
                     go(RunSpec(method, world, calibrations[world].rate_for(ratio), ratio, "grid", rnd))
         if a.hetero_world:
-            for method in (("ddp", "acco") if rnd % 2 == 0 else ("acco", "ddp")):
-                go(RunSpec(method, a.hetero_world, 0.0, 0.0, "hetero", rnd, deterministic=False,
-                           slow_rank=a.hetero_world - 1, factor=a.hetero_factor))
+            for method in ("ddp", "acco") if rnd % 2 == 0 else ("acco", "ddp"):
+                go(
+                    RunSpec(
+                        method,
+                        a.hetero_world,
+                        0.0,
+                        0.0,
+                        "hetero",
+                        rnd,
+                        deterministic=False,
+                        slow_rank=a.hetero_world - 1,
+                        factor=a.hetero_factor,
+                    )
+                )
     return summarize(a, rows, calibrations, failures, log)

@@ -1,5 +1,6 @@
 """The α-β cost model (acco/analytic/costmodel.py) calibrated on the benchmark's own measurements, its
 error on the testbed, and its predictions on paper hardware."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,8 +15,15 @@ def collective_samples(rows: pd.DataFrame) -> list[dict]:
         nbytes = r["comm_buffer_bytes"]
         for kind, col in (("reduce_scatter", "t_reduce_scatter_s"), ("all_gather", "t_all_gather_s")):
             if pd.notna(r.get(col)) and nbytes:
-                out.append({"kind": kind, "nbytes": float(nbytes), "workers": int(r["world"]),
-                            "rate_mbit": float(r["rate_mbit"]), "seconds": float(r[col])})
+                out.append(
+                    {
+                        "kind": kind,
+                        "nbytes": float(nbytes),
+                        "workers": int(r["world"]),
+                        "rate_mbit": float(r["rate_mbit"]),
+                        "seconds": float(r[col]),
+                    }
+                )
     return out
 
 
@@ -24,8 +32,10 @@ def fit(grid: pd.DataFrame) -> tuple[cm.TestbedFit, dict]:
     compute = {int(w): float(g["t_micro_batch_s"].median()) for w, g in ref.groupby("world")}
     tb = cm.calibrate(collective_samples(grid), compute)
     # what a sync spends outside the two big collectives (counts all-reduce, AdamW on a shard)
-    other = {int(w): float((g["t_sync_s"] - g["t_reduce_scatter_s"] - g["t_all_gather_s"]).median())
-             for w, g in ref.groupby("world")}
+    other = {
+        int(w): float((g["t_sync_s"] - g["t_reduce_scatter_s"] - g["t_all_gather_s"]).median())
+        for w, g in ref.groupby("world")
+    }
     return tb, other
 
 
@@ -39,18 +49,31 @@ def testbed_errors(grid: pd.DataFrame, tb: cm.TestbedFit, other: dict) -> pd.Dat
         n, accum = int(r["world"]), int(r["accum"])
         c = tb.compute_per_micro_batch_s[n] * accum
         nbytes = float(r["comm_buffer_bytes"] or r["param_bytes"])
-        m = (tb.collective_s("reduce_scatter", nbytes, n, r["rate_mbit"])
-             + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"]) + other.get(n, 0.0))
+        m = (
+            tb.collective_s("reduce_scatter", nbytes, n, r["rate_mbit"])
+            + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"])
+            + other.get(n, 0.0)
+        )
         if r["method"] == "ddp":
             # PyTorch: DDP's all-reduce of the gradients, then ZeroRedundancyOptimizer's partition
             # broadcasts (the bytes of an all-gather)
-            m = (tb.collective_s("all_reduce", nbytes, n, r["rate_mbit"])
-                 + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"]) + other.get(n, 0.0))
+            m = (
+                tb.collective_s("all_reduce", nbytes, n, r["rate_mbit"])
+                + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"])
+                + other.get(n, 0.0)
+            )
         pred = 2 * cm.acco_round_time(c, m) if r["method"] == "acco" else cm.ddp_step_time(c, m)
-        rows.append({"method": r["method"], "world": n, "ratio_target": r["ratio_target"],
-                     "rate_mbit": r["rate_mbit"], "predicted_s_per_step": pred,
-                     "measured_s_per_step": r["s_per_step"],
-                     "error_pct": 100 * (pred - r["s_per_step"]) / r["s_per_step"]})
+        rows.append(
+            {
+                "method": r["method"],
+                "world": n,
+                "ratio_target": r["ratio_target"],
+                "rate_mbit": r["rate_mbit"],
+                "predicted_s_per_step": pred,
+                "measured_s_per_step": r["s_per_step"],
+                "error_pct": 100 * (pred - r["s_per_step"]) / r["s_per_step"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -61,8 +84,11 @@ def paper_predictions() -> dict[str, pd.DataFrame]:
             for p in cm.scaling(w, hw):
                 scaling.append({"preset": hw_name, **p})
     fig4 = pd.DataFrame(cm.fig4_curve())
-    return {"costmodel_scaling": pd.DataFrame(scaling), "costmodel_fig4": fig4,
-            "costmodel_table3": pd.DataFrame(cm.table3_rows())}
+    return {
+        "costmodel_scaling": pd.DataFrame(scaling),
+        "costmodel_fig4": fig4,
+        "costmodel_table3": pd.DataFrame(cm.table3_rows()),
+    }
 
 
 def fig4_statement(fig4: pd.DataFrame) -> str:
@@ -71,8 +97,10 @@ def fig4_statement(fig4: pd.DataFrame) -> str:
     c = float(fig4["compute_s"].iloc[0])
     ar24 = float(fig4.loc[fig4["workers"] == 24, "all_reduce_s"].iloc[0])
     mfu_needed = cm.A100.mfu * c / (ar24 / 4)
-    return (f"Fig. 4 (Llama-2 7B, A100, fp32 gradients, MFU {cm.A100.mfu:g}): all-reduce/compute is "
-            f"{float(fig4['ratio'].iloc[0]):.2f} at 8 workers (NVLink) and "
-            f"{float(fig4.loc[fig4['workers'] == 24, 'ratio'].iloc[0]):.2f} at 24; > 4x for every N >= 24: "
-            f"{'yes' if holds else 'no'}. The level depends on the assumed MFU: > 4x at 24 workers needs "
-            f"MFU >= {mfu_needed:.2f}.")
+    return (
+        f"Fig. 4 (Llama-2 7B, A100, fp32 gradients, MFU {cm.A100.mfu:g}): all-reduce/compute is "
+        f"{float(fig4['ratio'].iloc[0]):.2f} at 8 workers (NVLink) and "
+        f"{float(fig4.loc[fig4['workers'] == 24, 'ratio'].iloc[0]):.2f} at 24; > 4x for every N >= 24: "
+        f"{'yes' if holds else 'no'}. The level depends on the assumed MFU: > 4x at 24 workers needs "
+        f"MFU >= {mfu_needed:.2f}."
+    )

@@ -4,6 +4,7 @@ sync spans are separate in its trace): on an unlimited link (compute per round t
 cost t0) and at one reference rate R (sync t_R). A sync then takes t0 + S/rate with S = (t_R − t0)·R,
 so the rate for ratio r is S / (r·t_comp − t0). Every point's actual ratio is measured again in the
 grid and reported beside its target."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,10 +15,10 @@ MAX_RATE_MBIT = 20000.0
 @dataclass
 class Calibration:
     world: int
-    t_comp_s: float      # compute per round (accum micro-batches)
-    t0_s: float          # sync on the unlimited link
+    t_comp_s: float  # compute per round (accum micro-batches)
+    t0_s: float  # sync on the unlimited link
     ref_rate_mbit: float
-    t_ref_s: float       # sync at the reference rate
+    t_ref_s: float  # sync at the reference rate
     sent_mbit: float = 0.0  # what one rank sends per sync (ring reduce-scatter + all-gather)
 
     @property
@@ -37,6 +38,12 @@ class Calibration:
         return float(min(MAX_RATE_MBIT, max(1.0, round(self.link_work_mbit_s / budget, 1))))
 
     def as_row(self) -> dict:
-        return {"world": self.world, "t_comp_round_s": self.t_comp_s, "t_sync_unlimited_s": self.t0_s,
-                "ref_rate_mbit": self.ref_rate_mbit, "t_sync_at_ref_s": self.t_ref_s,
-                "sent_mbit_per_sync": self.sent_mbit, "link_work_mbit_s": self.link_work_mbit_s}
+        return {
+            "world": self.world,
+            "t_comp_round_s": self.t_comp_s,
+            "t_sync_unlimited_s": self.t0_s,
+            "ref_rate_mbit": self.ref_rate_mbit,
+            "t_sync_at_ref_s": self.t_ref_s,
+            "sent_mbit_per_sync": self.sent_mbit,
+            "link_work_mbit_s": self.link_work_mbit_s,
+        }

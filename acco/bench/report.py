@@ -1,5 +1,6 @@
 """The benchmark's outputs under results/bench/: CSVs, targets.{csv,md}, the cost model's files,
 and bench.png."""
+
 from __future__ import annotations
 
 import os
@@ -26,16 +27,25 @@ def memory_rows(grid: pd.DataFrame, raw: pd.DataFrame | None = None) -> pd.DataF
         key = "zero1" if r["method"] in ("ddp", "ddp_flat") else r["method"]
         buffers = 1 if key in ("dpu", "wp", "acco") else 0
         formula = (b * (2 + buffers) + K_ADAMW / n) * psi
-        rows.append({"method": r["method"], "world": n, "params": int(psi),
-                     "table1": TABLE1_FORMULAS[key][1] + f" at {b} B/elem", "table1_bytes": formula,
-                     "param_bytes": r["param_bytes"], "grad_bytes": r["grad_bytes"],
-                     "comm_buffer_bytes": r["comm_buffer_bytes"], "optimizer_state_bytes": r["optimizer_state_bytes"],
-                     "optimizer_state_formula_bytes": K_ADAMW / n * psi,
-                     "model_state_bytes": r["model_state_bytes"],
-                     "measured_over_table1": r["model_state_bytes"] / formula,
-                     "peak_rss_bytes": r["peak_rss_bytes"],
-                     "peak_rss_per_rank": _per_rank(raw, r),
-                     "cuda_max_allocated_bytes": r.get("cuda_max_allocated_bytes")})
+        rows.append(
+            {
+                "method": r["method"],
+                "world": n,
+                "params": int(psi),
+                "table1": TABLE1_FORMULAS[key][1] + f" at {b} B/elem",
+                "table1_bytes": formula,
+                "param_bytes": r["param_bytes"],
+                "grad_bytes": r["grad_bytes"],
+                "comm_buffer_bytes": r["comm_buffer_bytes"],
+                "optimizer_state_bytes": r["optimizer_state_bytes"],
+                "optimizer_state_formula_bytes": K_ADAMW / n * psi,
+                "model_state_bytes": r["model_state_bytes"],
+                "measured_over_table1": r["model_state_bytes"] / formula,
+                "peak_rss_bytes": r["peak_rss_bytes"],
+                "peak_rss_per_rank": _per_rank(raw, r),
+                "cuda_max_allocated_bytes": r.get("cuda_max_allocated_bytes"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -43,8 +53,12 @@ def _per_rank(raw, r) -> str | None:
     """Each rank's peak RSS (MB) in the first round's run of this point."""
     if raw is None or "peak_rss_per_rank" not in raw:
         return None
-    sel = raw[(raw["group"] == "grid") & (raw["world"] == r["world"]) & (raw["ratio_target"] == 0)
-              & (raw["method"] == r["method"])]
+    sel = raw[
+        (raw["group"] == "grid")
+        & (raw["world"] == r["world"])
+        & (raw["ratio_target"] == 0)
+        & (raw["method"] == r["method"])
+    ]
     if not len(sel):
         return None
     return " ".join(f"{int(x) / 1e6:.0f}" for x in str(sel.iloc[0]["peak_rss_per_rank"]).split(";") if x.isdigit())
@@ -54,7 +68,7 @@ def _md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
     if df.empty:
         return "(none)\n"
     cols = list(df.columns)
-    fmt = lambda v: (format(v, floatfmt) if isinstance(v, float) else str(v))  # noqa: E731
+    fmt = lambda v: format(v, floatfmt) if isinstance(v, float) else str(v)  # noqa: E731
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"
@@ -62,8 +76,10 @@ def _md(df: pd.DataFrame, floatfmt: str = ".3g") -> str:
 
 def plot(out: str, grid: pd.DataFrame, ideal: pd.DataFrame) -> str:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     worlds = sorted(grid["world"].unique())
     fig, axes = plt.subplots(2, len(worlds), figsize=(5 * len(worlds), 7), squeeze=False)
     for j, world in enumerate(worlds):
@@ -90,8 +106,9 @@ def plot(out: str, grid: pd.DataFrame, ideal: pd.DataFrame) -> str:
     return path
 
 
-def write_all(out: str, raw, grid, hetero, calibrations, tb, other, args: dict,
-              failures: pd.DataFrame | None = None) -> list[str]:
+def write_all(
+    out: str, raw, grid, hetero, calibrations, tb, other, args: dict, failures: pd.DataFrame | None = None
+) -> list[str]:
     os.makedirs(out, exist_ok=True)
     paths = []
 
@@ -115,43 +132,76 @@ def write_all(out: str, raw, grid, hetero, calibrations, tb, other, args: dict,
     csv("memory", mem)
     csv("targets", tg)
     csv("costmodel_testbed", err)
-    csv("costmodel_fit", pd.DataFrame([{"alpha_s": tb.alpha_s, "efficiency": tb.efficiency,
-                                        "loopback_bytes_per_s": tb.loopback_bytes_per_s,
-                                        **{f"compute_per_micro_batch_s_w{k}": v
-                                           for k, v in tb.compute_per_micro_batch_s.items()},
-                                        **{f"sync_other_s_w{k}": v for k, v in other.items()}}]))
+    csv(
+        "costmodel_fit",
+        pd.DataFrame(
+            [
+                {
+                    "alpha_s": tb.alpha_s,
+                    "efficiency": tb.efficiency,
+                    "loopback_bytes_per_s": tb.loopback_bytes_per_s,
+                    **{f"compute_per_micro_batch_s_w{k}": v for k, v in tb.compute_per_micro_batch_s.items()},
+                    **{f"sync_other_s_w{k}": v for k, v in other.items()},
+                }
+            ]
+        ),
+    )
     for name, df in paper.items():
         csv(name, df)
     paths.append(plot(out, grid, ideal))
-    cols = ["method", "world", "ratio_target", "rate_mbit", "link_mode", "rounds", "samples_per_s",
-            "s_per_step", "samples_per_step", "t_comp_round_s", "t_sync_s", "overlap_efficiency"]
+    cols = [
+        "method",
+        "world",
+        "ratio_target",
+        "rate_mbit",
+        "link_mode",
+        "rounds",
+        "samples_per_s",
+        "s_per_step",
+        "samples_per_step",
+        "t_comp_round_s",
+        "t_sync_s",
+        "overlap_efficiency",
+    ]
     abs_err = err["error_pct"].abs()
-    md = [f"# Benchmark ({platform.node()}, {os.cpu_count()} CPUs, no GPU)\n",
-          f"Arguments: {args}\n",
-          "Every number is a median over rounds; all methods ran interleaved in one run. Times are wall-clock "
-          "on a shared machine: compare ratios, not absolute seconds. `ddp` = PyTorch DDP + "
-          "ZeroRedundancyOptimizer, `ddp_flat` = our sequential ZeRO-1 (the reference whose compute and sync "
-          "are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the first "
-          "committed step. An ACCO committed step is two rounds (2x the samples of a DDP step at equal accum).\n",
-          "## Targets\n", _md(tg[["target", "pass", "value", "threshold", "numbers", "why"]]),
-          "## Failed runs (retried once, then left out)\n", _md(failures),
-          "## Grid\n", _md(grid[[c for c in cols if c in grid.columns]].sort_values(["world", "ratio_target", "method"])),
-          "## ACCO vs ideal overlap\n", _md(ideal),
-          "## Heterogeneous workers\n", _md(hetero[[c for c in cols if c in hetero.columns]]),
-          "## Memory (per-rank maxima, unlimited link) vs Table 1\n", _md(mem),
-          "## Cost model\n",
-          f"Calibrated on this run: α = {tb.alpha_s * 1e3:.2f} ms per ring step, shaped links deliver "
-          f"{tb.efficiency:.2f} x the configured rate, loopback {tb.loopback_bytes_per_s / 1e6:.0f} MB/s; "
-          f"compute per micro-batch {', '.join(f'{k} workers {v:.3f} s' for k, v in tb.compute_per_micro_batch_s.items())}.\n",
-          f"Error vs testbed (s per committed step): median |error| {abs_err.median():.1f} %, max {abs_err.max():.1f} % "
-          f"(costmodel_testbed.csv).\n",
-          model_fit.fig4_statement(paper["costmodel_fig4"]) + "\n",
-          "Table 3 (predicted vs paper reduction of wall-clock; the paper's DDP accumulates 2x ACCO's "
-          "micro-batches per round, so pure overlap can reduce the time by at most 33 %):\n",
-          _md(paper["costmodel_table3"][["row", "workers", "compute_per_round_s", "sync_s",
-                                         "predicted_reduction_pct", "paper_reduction_pct"]]),
-          f"Presets: {cm.A100.name}, {cm.H100.name}; MFU {cm.A100.mfu:g} and α are assumptions "
-          f"(costmodel_scaling.csv: 8..1024 workers).\n"]
+    compute_per_micro_batch = ", ".join(f"{k} workers {v:.3f} s" for k, v in tb.compute_per_micro_batch_s.items())
+    md = [
+        f"# Benchmark ({platform.node()}, {os.cpu_count()} CPUs, no GPU)\n",
+        f"Arguments: {args}\n",
+        "Every number is a median over rounds; all methods ran interleaved in one run. Times are wall-clock "
+        "on a shared machine: compare ratios, not absolute seconds. `ddp` = PyTorch DDP + "
+        "ZeroRedundancyOptimizer, `ddp_flat` = our sequential ZeRO-1 (the reference whose compute and sync "
+        "are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the first "
+        "committed step. An ACCO committed step is two rounds (2x the samples of a DDP step at equal accum).\n",
+        "## Targets\n",
+        _md(tg[["target", "pass", "value", "threshold", "numbers", "why"]]),
+        "## Failed runs (retried once, then left out)\n",
+        _md(failures),
+        "## Grid\n",
+        _md(grid[[c for c in cols if c in grid.columns]].sort_values(["world", "ratio_target", "method"])),
+        "## ACCO vs ideal overlap\n",
+        _md(ideal),
+        "## Heterogeneous workers\n",
+        _md(hetero[[c for c in cols if c in hetero.columns]]),
+        "## Memory (per-rank maxima, unlimited link) vs Table 1\n",
+        _md(mem),
+        "## Cost model\n",
+        f"Calibrated on this run: α = {tb.alpha_s * 1e3:.2f} ms per ring step, shaped links deliver "
+        f"{tb.efficiency:.2f} x the configured rate, loopback {tb.loopback_bytes_per_s / 1e6:.0f} MB/s; "
+        f"compute per micro-batch {compute_per_micro_batch}.\n",
+        f"Error vs testbed (s per committed step): median |error| {abs_err.median():.1f} %, "
+        f"max {abs_err.max():.1f} % (costmodel_testbed.csv).\n",
+        model_fit.fig4_statement(paper["costmodel_fig4"]) + "\n",
+        "Table 3 (predicted vs paper reduction of wall-clock; the paper's DDP accumulates 2x ACCO's "
+        "micro-batches per round, so pure overlap can reduce the time by at most 33 %):\n",
+        _md(
+            paper["costmodel_table3"][
+                ["row", "workers", "compute_per_round_s", "sync_s", "predicted_reduction_pct", "paper_reduction_pct"]
+            ]
+        ),
+        f"Presets: {cm.A100.name}, {cm.H100.name}; MFU {cm.A100.mfu:g} and α are assumptions "
+        f"(costmodel_scaling.csv: 8..1024 workers).\n",
+    ]
     path = os.path.join(out, "targets.md")
     with open(path, "w") as f:
         f.write("\n".join(md))

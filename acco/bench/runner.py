@@ -1,5 +1,6 @@
 """Running the benchmark's training runs: each one is the real entry point (experiments/train.py)
 in a subprocess, on the emulated link, and is measured from its run folder."""
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
 # bench method name -> train.py overrides
-METHODS = {"ddp": ["method=ddp", "method.impl=torch"],      # PyTorch DDP + ZeroRedundancyOptimizer
-           "ddp_flat": ["method=ddp", "method.impl=flat"],  # our sequential ZeRO-1 (the reference)
-           "dpu": ["method=dpu", "method.warmup_steps=0"],
-           "wp": ["method=wp", "method.warmup_steps=0"],
-           "acco": ["method=acco"]}
+METHODS = {
+    "ddp": ["method=ddp", "method.impl=torch"],  # PyTorch DDP + ZeroRedundancyOptimizer
+    "ddp_flat": ["method=ddp", "method.impl=flat"],  # our sequential ZeRO-1 (the reference)
+    "dpu": ["method=dpu", "method.warmup_steps=0"],
+    "wp": ["method=wp", "method.warmup_steps=0"],
+    "acco": ["method=acco"],
+}
 
 
 @dataclass
@@ -30,7 +33,7 @@ class RunSpec:
     world: int
     rate_mbit: float = 0.0
     ratio_target: float | None = None  # the comm/comp ratio this rate was chosen for
-    group: str = "grid"                # grid | calibration | hetero
+    group: str = "grid"  # grid | calibration | hetero
     round: int = 0
     deterministic: bool = True
     slow_rank: int | None = None
@@ -43,12 +46,22 @@ class RunSpec:
 
 
 def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[str]) -> list[str]:
-    args = [*METHODS[spec.method], f"world_size={spec.world}", f"train.steps={steps}",
-            f"train.accum={accum}", f"train.deterministic={'true' if spec.deterministic else 'false'}",
-            "train.log_every=0", "train.trace=true", f"link.rate_mbit={spec.rate_mbit:g}",
-            # a slow link or a slow worker makes long steps: no watchdog verdict on them
-            "++dist.step_timeout_s=600",
-            f"out_dir={out_dir}", "overwrite=true", *base, *spec.extra]
+    args = [
+        *METHODS[spec.method],
+        f"world_size={spec.world}",
+        f"train.steps={steps}",
+        f"train.accum={accum}",
+        f"train.deterministic={'true' if spec.deterministic else 'false'}",
+        "train.log_every=0",
+        "train.trace=true",
+        f"link.rate_mbit={spec.rate_mbit:g}",
+        # a slow link or a slow worker makes long steps: no watchdog verdict on them
+        "++dist.step_timeout_s=600",
+        f"out_dir={out_dir}",
+        "overwrite=true",
+        *base,
+        *spec.extra,
+    ]
     if spec.slow_rank is not None:
         args += [f"hetero.slow_rank={spec.slow_rank}", f"hetero.factor={spec.factor:g}"]
     return args
@@ -67,12 +80,21 @@ def row_from_folder(out_dir: str) -> dict | None:
         cfg = yaml.safe_load(f)
     hetero = cfg.get("hetero") or {}
     accum = int(cfg["train"]["accum"])
-    row = {"name": m.group(0), "group": group, "method": method, "world": int(world), "round": int(rnd),
-           "rate_mbit": float((cfg.get("link") or {}).get("rate_mbit") or 0),
-           "ratio_target": None if ratio == "x" else float(ratio),
-           "deterministic": bool(cfg["train"]["deterministic"]), "slow_rank": hetero.get("slow_rank"),
-           "factor": float(hetero.get("factor") or 1.0), "accum": accum, "steps": int(cfg["train"]["steps"]),
-           "process_wall_s": None}
+    row = {
+        "name": m.group(0),
+        "group": group,
+        "method": method,
+        "world": int(world),
+        "round": int(rnd),
+        "rate_mbit": float((cfg.get("link") or {}).get("rate_mbit") or 0),
+        "ratio_target": None if ratio == "x" else float(ratio),
+        "deterministic": bool(cfg["train"]["deterministic"]),
+        "slow_rank": hetero.get("slow_rank"),
+        "factor": float(hetero.get("factor") or 1.0),
+        "accum": accum,
+        "steps": int(cfg["train"]["steps"]),
+        "process_wall_s": None,
+    }
     try:
         row.update(measure_run(out_dir, accum))
     except (RuntimeError, ValueError, OSError):
@@ -80,22 +102,35 @@ def row_from_folder(out_dir: str) -> dict | None:
     return row
 
 
-def run_one(spec: RunSpec, runs_dir: str, steps: int, accum: int, base: list[str],
-            log=print, timeout: float = 900) -> dict:
+def run_one(
+    spec: RunSpec, runs_dir: str, steps: int, accum: int, base: list[str], log=print, timeout: float = 900
+) -> dict:
     out_dir = os.path.join(runs_dir, spec.name())
     args = overrides(spec, steps, accum, out_dir, base)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-5:]
         raise RuntimeError(f"bench run {spec.name()} failed (exit {proc.returncode}): " + " | ".join(tail))
-    row = {"name": spec.name(), "group": spec.group, "method": spec.method, "world": spec.world,
-           "round": spec.round, "rate_mbit": spec.rate_mbit, "ratio_target": spec.ratio_target,
-           "deterministic": spec.deterministic, "slow_rank": spec.slow_rank, "factor": spec.factor,
-           "accum": accum, "steps": steps, "process_wall_s": round(wall, 2)}
+    row = {
+        "name": spec.name(),
+        "group": spec.group,
+        "method": spec.method,
+        "world": spec.world,
+        "round": spec.round,
+        "rate_mbit": spec.rate_mbit,
+        "ratio_target": spec.ratio_target,
+        "deterministic": spec.deterministic,
+        "slow_rank": spec.slow_rank,
+        "factor": spec.factor,
+        "accum": accum,
+        "steps": steps,
+        "process_wall_s": round(wall, 2),
+    }
     row.update(measure_run(out_dir, accum))
-    log(f"bench: {spec.name():<34} {row['samples_per_s']:8.1f} samples/s  {row['s_per_step']:.3f} s/step  "
-        f"link {row['link_mode']}" + (f" {spec.rate_mbit:g} Mbit" if spec.rate_mbit else ""))
+    log(
+        f"bench: {spec.name():<34} {row['samples_per_s']:8.1f} samples/s  {row['s_per_step']:.3f} s/step  "
+        f"link {row['link_mode']}" + (f" {spec.rate_mbit:g} Mbit" if spec.rate_mbit else "")
+    )
     return row

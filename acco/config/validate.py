@@ -1,69 +1,119 @@
 """Up-front validation: every problem is one line naming it and the fix; the entry point prints
 the first one and exits with code 2 before any worker starts or any file is written."""
+
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..engine.schedule import SCHEDULES
 from ..run.files import read_summary
 from ..train.trainer import METHODS
-
-CONFIG_GROUPS = ("method", "model", "data", "launcher", "experiment")
 
 
 class ConfigError(ValueError):
     pass
 
 
+def group_options(conf_dir: str, group: str) -> list[str]:
+    """A config group's options as Hydra names them: conf/<group>/<a>/<b>.yaml is `a/b`."""
+    folder = os.path.join(conf_dir, group)
+    return sorted(
+        os.path.relpath(os.path.join(d, f), folder)[:-5]
+        for d, _, files in os.walk(folder)
+        for f in files
+        if f.endswith(".yaml")
+    )
+
+
 def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
     """Catch unknown config-group options (`method=foo`) and keys before Hydra composes anything."""
+    from .experiments import old_form_problem
+
     argv = list(argv)
+    problem = old_form_problem(argv)
+    if problem:
+        raise ConfigError(problem)
     check_keys(argv, conf_dir)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, _, value = arg.lstrip("+~").partition("=")
-        if key not in CONFIG_GROUPS:
-            continue
-        options = sorted(f[:-5] for f in os.listdir(os.path.join(conf_dir, key)) if f.endswith(".yaml")) \
-            if os.path.isdir(os.path.join(conf_dir, key)) else []
+        if key == "hydra" or not os.path.isdir(os.path.join(conf_dir, key)):
+            continue  # not a config group (Hydra's groups are the folders of conf/)
+        options = group_options(conf_dir, key)
         for choice in value.split(","):
             if choice and choice not in options and not choice.startswith(("range(", "choice(", "glob(")):
                 raise ConfigError(f"unknown {key} {choice!r} ({arg}); choose one of: {', '.join(options)}")
 
 
-# sections whose keys are all in conf/config.yaml (model.config, data.source, ... are open-ended)
-FIXED_SECTIONS = ("train", "optim", "dist", "fault", "hetero")
-
-
 def check_keys(argv: Iterable[str], conf_dir: str) -> None:
-    """Catch misspelt keys before Hydra: `+train.stepz=5` would be added silently, `train.stepz=5`
-    fails inside Hydra with a multi-line message."""
-    import yaml
-    with open(os.path.join(conf_dir, "config.yaml")) as f:
-        base = yaml.safe_load(f)
+    """Every `key=value` on the command line against the schema (acco/config/schema.py), before
+    Hydra composes: an unknown key (`train.stepz=5`, `+train.stepz=5`) or a value of the wrong type
+    (`train.steps=5.5`, `overwrite=yes`, which OmegaConf would take as true) is one line naming it;
+    Hydra's own message for these is many lines and exit code 1."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from .schema import check_override, top_level_keys
+
+    argv = [a for a in argv if not a.startswith("-") and "=" in a]
     groups = {d for d in os.listdir(conf_dir) if os.path.isdir(os.path.join(conf_dir, d))}
-    known = (set(base) - {"defaults"}) | groups
     # a task of one's own (task=module:function) may read a section of its own (+oracle.x=1)
     custom_task = any(a.split("=", 1)[0] == "task" for a in argv)
+    parser = OverridesParser.create()
+    options = chosen_options(argv, conf_dir)
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue
         key = arg.split("=", 1)[0].lstrip("+~")
-        parts = key.split(".")
-        top = parts[0].split("@")[0]
-        if top == "hydra":
+        top = key.split(".")[0].split("@")[0]
+        if top == "hydra" or arg.startswith("~") or ("." not in key and top in groups):
+            continue  # Hydra's own settings, deletions, group choices (checked by check_overrides)
+        if custom_task and arg.startswith("+") and top not in top_level_keys():
             continue
-        if top not in known and not (custom_task and arg.startswith("+")):
-            raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: the top-level keys are "
-                              f"{', '.join(sorted(known))}")
         if key == "train.bf16":  # before train.precision
-            raise ConfigError(f"train.bf16 was replaced by train.precision ({arg}); use train.precision=bf16, "
-                              f"fp32 or auto (bf16 on GPU, fp32 on CPU)")
-        if top in FIXED_SECTIONS and len(parts) == 2 and parts[1] not in (base.get(top) or {}):
-            raise ConfigError(f"unknown key {key!r} ({arg}); check the spelling: {top} has "
-                              f"{', '.join(base[top])}")
+            raise ConfigError(
+                f"train.bf16 was replaced by train.precision ({arg}); use train.precision=bf16, "
+                f"fp32 or auto (bf16 on GPU, fp32 on CPU)"
+            )
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except HydraException as exc:
+            raise ConfigError(
+                f"cannot read {arg!r}: {str(exc).splitlines()[0]}; quote a value with special "
+                f"characters, e.g. key='a=b'"
+            ) from None
+        if not override.is_sweep_override():
+            values = [override.value()]
+        elif override.is_discrete_sweep():
+            values = list(override.sweep_iterator())
+        else:
+            continue  # an interval: the sweeper draws the values
+        check_override(key, values, arg, options)
+
+
+def chosen_options(argv: list[str], conf_dir: str) -> dict[str, str]:
+    """group -> option for the groups whose option is known before composition: chosen on the
+    command line (one value), else conf/config.yaml's default where no experiment may replace it."""
+    import yaml
+
+    with open(os.path.join(conf_dir, "config.yaml")) as f:
+        defaults = yaml.safe_load(f).get("defaults") or []
+    chosen = {
+        k: v
+        for k, v in (e.popitem() for e in (dict(d) for d in defaults if isinstance(d, dict)))
+        if isinstance(v, str) and "/" not in k
+    }
+    if any(a.lstrip("+").split("=", 1)[0] == "experiment" for a in argv):
+        for group in ("model", "data"):  # an experiment chooses these
+            chosen.pop(group, None)
+    for arg in argv:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key in chosen or key in ("model", "data"):
+            if "," in value or "(" in value:
+                chosen.pop(key, None)  # a sweep: several options
+            else:
+                chosen[key] = value
+    return chosen
 
 
 def _int(cfg: dict, dotted: str, minimum: int | None = None, allow_none: bool = False):
@@ -79,8 +129,9 @@ def _int(cfg: dict, dotted: str, minimum: int | None = None, allow_none: bool = 
     return node
 
 
-def _number(value, name: str, minimum: float | None = None, maximum: float | None = None,
-            strict_min: bool = False) -> float:
+def _number(
+    value, name: str, minimum: float | None = None, maximum: float | None = None, strict_min: bool = False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{name} must be a number, got {value!r}")
     if minimum is not None and (value < minimum or (strict_min and value == minimum)):
@@ -103,15 +154,18 @@ def check_experiment(cfg: dict, cuda_available: bool) -> None:
     exp = cfg.get("experiment")
     if not exp:
         return
-    scales = exp.get("scales") or {}
-    if not any((scales.get(s) or {}).get("runs") for s in scales):
-        raise ConfigError(f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: "
-                          f"it is computed from other experiments' results (make reproduce-{exp['id']})")
+    if not exp.get("runs"):
+        raise ConfigError(
+            f"experiment {exp['id']} ({exp.get('title')}) has no training runs of its own: "
+            f"it is computed from other experiments' results (make reproduce-{exp['id']})"
+        )
     scale = cfg.get("scale")
-    gpus = (scales.get(scale) or {}).get("gpus")
+    gpus = exp.get("gpus")
     if scale == "paper" and gpus and not cuda_available and (cfg.get("launcher") or {}).get("name") == "local":
-        raise ConfigError(f"experiment {exp['id']} at scale=paper trains on {gpus} GPUs and no GPU is "
-                          f"visible here; use scale=cpu, or launcher=slurm on a GPU cluster")
+        raise ConfigError(
+            f"experiment {exp['id']} at scale=paper trains on {gpus} GPUs and no GPU is "
+            f"visible here; use experiment={exp['id']}/cpu, or launcher=slurm on a GPU cluster"
+        )
 
 
 def _bool(cfg: dict, dotted: str) -> None:
@@ -142,8 +196,10 @@ def check_run_settings(cfg: dict, world: int) -> None:
     if "val_fraction" in data:
         fraction = _number(data["val_fraction"], "data.val_fraction", 0.0)
         if fraction >= 1.0:
-            raise ConfigError(f"data.val_fraction must be below 1 (a fraction held out), got {fraction}; "
-                              f"use e.g. data.val_fraction=0.05")
+            raise ConfigError(
+                f"data.val_fraction must be below 1 (a fraction held out), got {fraction}; "
+                f"use e.g. data.val_fraction=0.05"
+            )
     if isinstance(data.get("source"), dict) and data["source"].get("num_stories") is not None:
         _int(cfg, "data.source.num_stories", 1)
     _int(cfg, "data.num_proc", 1, allow_none=True)
@@ -155,29 +211,37 @@ def check_run_settings(cfg: dict, world: int) -> None:
     check_trace_steps(train.get("trace_steps"))
     resume = cfg.get("resume")
     if resume is not None and not isinstance(resume, str):
-        raise ConfigError(f"resume must be auto or a checkpoint/run folder, got {resume!r}; "
-                          f"use resume=auto or resume=<folder>")
+        raise ConfigError(
+            f"resume must be auto or a checkpoint/run folder, got {resume!r}; use resume=auto or resume=<folder>"
+        )
     fault = cfg.get("fault") or {}
     for key in ("kill_rank", "hang_rank", "signal_rank"):
         rank = _int(cfg, f"fault.{key}", 0, allow_none=True)
         if rank is None:
             continue
         if rank >= world:
-            raise ConfigError(f"fault.{key}={rank} but there are only {world} ranks (0..{world - 1}); "
-                              f"pick a rank below {world}")
+            raise ConfigError(
+                f"fault.{key}={rank} but there are only {world} ranks (0..{world - 1}); pick a rank below {world}"
+            )
         at = _int(cfg, "fault.at_step", 1, allow_none=True)
         if at is None or (steps is not None and at > steps):
-            raise ConfigError(f"fault.{key} needs fault.at_step between 1 and train.steps={steps}, "
-                              f"got {at}; set e.g. fault.at_step={max(1, (steps or 2) // 2)}")
+            raise ConfigError(
+                f"fault.{key} needs fault.at_step between 1 and train.steps={steps}, "
+                f"got {at}; set e.g. fault.at_step={max(1, (steps or 2) // 2)}"
+            )
     if fault.get("signal_rank") is not None and str(fault.get("signal")) not in ("SIGUSR1", "SIGUSR2", "SIGTERM"):
-        raise ConfigError(f"fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM, got {fault.get('signal')!r}; "
-                          f"set e.g. fault.signal=SIGUSR1")
+        raise ConfigError(
+            f"fault.signal must be SIGUSR1, SIGUSR2 or SIGTERM, got {fault.get('signal')!r}; "
+            f"set e.g. fault.signal=SIGUSR1"
+        )
     if fault.get("final_eval_sleep_s") is not None:
         _number(fault["final_eval_sleep_s"], "fault.final_eval_sleep_s", 0.0)
         sleep_rank = _int(cfg, "fault.final_eval_sleep_rank", 0, allow_none=True)
         if sleep_rank is not None and sleep_rank >= world:
-            raise ConfigError(f"fault.final_eval_sleep_rank={sleep_rank} but there are only {world} ranks "
-                              f"(0..{world - 1}); pick a rank below {world}")
+            raise ConfigError(
+                f"fault.final_eval_sleep_rank={sleep_rank} but there are only {world} ranks "
+                f"(0..{world - 1}); pick a rank below {world}"
+            )
     nan_at = _int(cfg, "fault.nan_at_step", 1, allow_none=True)
     if nan_at is not None and steps is not None and nan_at > steps:
         raise ConfigError(f"fault.nan_at_step={nan_at} is past train.steps={steps}; pick a step from 1 to {steps}")
@@ -187,18 +251,25 @@ def check_precision_and_budget(cfg: dict) -> None:
     """train.precision; train.samples / train.tokens budgets (at most one; tokens only where every
     sample has the same length) and train.steps, which a budget may replace (null)."""
     from ..train.precision import PRECISIONS
+
     train = cfg["train"]
     if train.get("precision", "auto") not in PRECISIONS:
-        raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
-                          f"set e.g. train.precision=bf16")
+        raise ConfigError(
+            f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
+            f"set e.g. train.precision=bf16"
+        )
     tokens = _int(cfg, "train.tokens", 1, allow_none=True)
     samples = _int(cfg, "train.samples", 1, allow_none=True)
     if tokens is not None and samples is not None:
-        raise ConfigError(f"train.tokens={tokens} and train.samples={samples} are both set; keep one budget "
-                          f"(train.tokens=null or train.samples=null)")
+        raise ConfigError(
+            f"train.tokens={tokens} and train.samples={samples} are both set; keep one budget "
+            f"(train.tokens=null or train.samples=null)"
+        )
     if tokens is not None and (cfg.get("data") or {}).get("kind") == "instruct":
-        raise ConfigError(f"train.tokens={tokens} needs packed pretraining data (a fixed number of tokens per "
-                          f"sample); instruction data varies in length: use train.samples instead")
+        raise ConfigError(
+            f"train.tokens={tokens} needs packed pretraining data (a fixed number of tokens per "
+            f"sample); instruction data varies in length: use train.samples instead"
+        )
     if train.get("steps") is None and tokens is None and samples is None:
         raise ConfigError("train.steps is null and there is no budget; set train.steps, train.samples or train.tokens")
 
@@ -207,11 +278,16 @@ def check_trace_steps(window) -> None:
     """train.trace_steps: null (every step) or [first, last] committed steps, 0 <= first <= last."""
     if window is None:
         return
-    if (not isinstance(window, (list, tuple)) or len(window) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) for v in window)
-            or not 0 <= window[0] <= window[1]):
-        raise ConfigError(f"train.trace_steps must be null or two steps [first, last] with 0 <= first <= last, "
-                          f"got {window!r}; set e.g. train.trace_steps=[100,110]")
+    if (
+        not isinstance(window, (list, tuple))
+        or len(window) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) for v in window)
+        or not 0 <= window[0] <= window[1]
+    ):
+        raise ConfigError(
+            f"train.trace_steps must be null or two steps [first, last] with 0 <= first <= last, "
+            f"got {window!r}; set e.g. train.trace_steps=[100,110]"
+        )
 
 
 def check_model_shape(cfg: dict) -> None:
@@ -224,8 +300,10 @@ def check_model_shape(cfg: dict) -> None:
             continue
         heads = _int(cfg, f"model.config.{heads_key}", 1)
         if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden % heads:
-            raise ConfigError(f"model.config.hidden_size={hidden} is not divisible by model.config.{heads_key}="
-                              f"{heads}; use a multiple of {heads} (e.g. {heads * max(1, hidden // heads)})")
+            raise ConfigError(
+                f"model.config.hidden_size={hidden} is not divisible by model.config.{heads_key}="
+                f"{heads}; use a multiple of {heads} (e.g. {heads * max(1, hidden // heads)})"
+            )
     for key in ("hidden_size", "num_layers", "num_hidden_layers", "intermediate_size"):
         if config.get(key) is not None:
             _int(cfg, f"model.config.{key}", 1)
@@ -241,11 +319,17 @@ def _tokenizer_ids(cfg: dict) -> tuple[int, str] | None:
         if isinstance(n, bool) or not isinstance(n, int):
             return None
         return n, f"the BPE tokenizer (data.tokenizer.vocab_size={n})"
-    path = spec.get("path") if kind == "pretrained" else \
-        (cfg.get("model") or {}).get("pretrained_path") if kind == "from_model" else None
+    path = (
+        spec.get("path")
+        if kind == "pretrained"
+        else (cfg.get("model") or {}).get("pretrained_path")
+        if kind == "from_model"
+        else None
+    )
     if not path or not os.path.exists(os.path.expanduser(str(path))):
         return None
     from ..data.tokenizer import load_tokenizer
+
     try:
         return len(load_tokenizer(os.path.expanduser(str(path)))), f"the tokenizer at {path}"
     except Exception:  # noqa: BLE001 - not loadable: the preflight reports it with its own line
@@ -259,6 +343,7 @@ def _embedding_rows(cfg: dict) -> tuple[int, str] | None:
     path = model.get("pretrained_path")
     if path:
         import json
+
         try:
             with open(os.path.join(os.path.expanduser(str(path)), "config.json")) as f:
                 n = json.load(f)["vocab_size"]
@@ -276,9 +361,11 @@ def check_vocabulary(cfg: dict) -> None:
         return  # a task of one's own builds its model and data its own way
     tok, emb = _tokenizer_ids(cfg), _embedding_rows(cfg)
     if tok and emb and tok[0] > emb[0]:
-        raise ConfigError(f"{tok[1]} has {tok[0]} token ids but the model's embedding has {emb[0]} rows "
-                          f"({emb[1]}); use the model's own tokenizer (data.tokenizer.path) or a model "
-                          f"whose vocab_size is at least {tok[0]}")
+        raise ConfigError(
+            f"{tok[1]} has {tok[0]} token ids but the model's embedding has {emb[0]} rows "
+            f"({emb[1]}); use the model's own tokenizer (data.tokenizer.path) or a model "
+            f"whose vocab_size is at least {tok[0]}"
+        )
 
 
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
@@ -288,21 +375,27 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
     if method == "ddp" and cfg["method"].get("impl", "torch") not in ("torch", "flat"):
-        raise ConfigError(f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
-                          f"set method.impl=torch or method.impl=flat")
+        raise ConfigError(
+            f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
+            f"set method.impl=torch or method.impl=flat"
+        )
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)
     world = _int(cfg, "world_size", 1, allow_none=True)
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
         if world is not None and world != nodes * per_node:
-            raise ConfigError(f"layout={cfg['layout']} makes {nodes * per_node} workers but world_size={world}; "
-                              f"drop world_size or make it {nodes * per_node}")
+            raise ConfigError(
+                f"layout={cfg['layout']} makes {nodes * per_node} workers but world_size={world}; "
+                f"drop world_size or make it {nodes * per_node}"
+            )
         world = nodes * per_node
     if launcher_world_size is not None:
         if world is not None and world != launcher_world_size:
-            raise ConfigError(f"world_size={world} but the launcher started {launcher_world_size} "
-                              f"ranks; drop world_size or make it {launcher_world_size}")
+            raise ConfigError(
+                f"world_size={world} but the launcher started {launcher_world_size} "
+                f"ranks; drop world_size or make it {launcher_world_size}"
+            )
         world = launcher_world_size
     world = world or 1
     _int(cfg, "train.steps", 1, allow_none=True)  # null: a budget (train.samples/tokens) ends the run
@@ -319,8 +412,9 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
         raise ConfigError(f"hetero.factor must be >= 1 (a slowdown), got {factor}; use e.g. hetero.factor=4")
     slow = _int(cfg, "hetero.slow_rank", 0, allow_none=True)
     if slow is not None and slow >= world:
-        raise ConfigError(f"hetero.slow_rank={slow} but there are only {world} ranks (0..{world - 1}); "
-                          f"pick a rank below {world}")
+        raise ConfigError(
+            f"hetero.slow_rank={slow} but there are only {world} ranks (0..{world - 1}); pick a rank below {world}"
+        )
     optim = cfg["optim"]
     _number(optim.get("lr"), "optim.lr", 0.0, strict_min=True)
     _number(optim.get("weight_decay"), "optim.weight_decay", 0.0)
@@ -348,14 +442,18 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
         seq = _int(cfg, "data.seq_len", 2)
         max_pos = ((cfg.get("model") or {}).get("config") or {}).get("max_position_embeddings")
         if isinstance(max_pos, int) and seq > max_pos:
-            raise ConfigError(f"data.seq_len={seq} exceeds the model's max_position_embeddings={max_pos}; "
-                              f"lower data.seq_len or pick a larger model")
+            raise ConfigError(
+                f"data.seq_len={seq} exceeds the model's max_position_embeddings={max_pos}; "
+                f"lower data.seq_len or pick a larger model"
+            )
     task = cfg.get("task")
     if not isinstance(task, str) or ":" not in task:
         raise ConfigError(f"task must look like 'package.module:function', got {task!r}")
     from ..testbed.link import check_link
-    check_link(cfg, external_launcher=launcher_world_size is not None
-               or (cfg.get("launcher") or {}).get("name") == "slurm")
+
+    check_link(
+        cfg, external_launcher=launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") == "slurm"
+    )
     check_run_settings(cfg, world)
     check_model_shape(cfg)
     check_vocabulary(cfg)
@@ -364,8 +462,10 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
         raise ConfigError("out_dir is empty; set out_dir=results/<name>")
     longest = max(len(part.encode()) for part in str(out_dir).split(os.sep))
     if longest > 255:  # a default name lists every override: many of them make it too long
-        raise ConfigError(f"out_dir has a folder name of {longest} bytes, over the file system's 255 "
-                          f"({str(out_dir)[:60]}...); set out_dir=<a shorter path>")
+        raise ConfigError(
+            f"out_dir has a folder name of {longest} bytes, over the file system's 255 "
+            f"({str(out_dir)[:60]}...); set out_dir=<a shorter path>"
+        )
     summary = read_summary(out_dir)
     if summary and summary.get("status") == "completed" and not cfg.get("overwrite"):
         raise ConfigError(f"{out_dir} already holds a completed run; choose another out_dir or pass overwrite=true")

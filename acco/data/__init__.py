@@ -2,9 +2,17 @@
 local files through Hugging Face ``datasets`` (TinyStories, OpenWebText, Alpaca, LAMBADA), BPE or
 pretrained tokenizers, packing into constant-length blocks (memory-mapped token files), instruction
 fine-tuning examples, and the deterministic per-rank micro-batch streams."""
-from .instruct import (ALPACA_PROMPT_INPUT, ALPACA_PROMPT_NO_INPUT, IGNORE_INDEX, InstructBatchStream,
-                       InstructData, TokenizedExamples, format_alpaca, label_tokens,
-                       prepare_instruction_data)
+from .instruct import (
+                       ALPACA_PROMPT_INPUT,
+                       ALPACA_PROMPT_NO_INPUT,
+                       IGNORE_INDEX,
+                       InstructBatchStream,
+                       InstructData,
+                       TokenizedExamples,
+                       format_alpaca,
+                       label_tokens,
+                       prepare_instruction_data,
+)
 from .instructions import check_answer, generate_instructions, task_of, write_alpaca_json
 from .packed import PackedData, RankBatchStream, pack_documents
 from .prepare import prepare_story_data, story_cache_path
@@ -12,8 +20,7 @@ from .pretrain import prepare_pretraining_data, pretraining_cache_path
 from .sources import KNOWN_DATASETS, DataNotFoundError, load_raw_dataset
 from .stories import generate_stories, write_story_jsonl
 from .token_file import TokenBlocks
-from .tokenizer import (EOS_TOKEN, load_pretrained_tokenizer, load_tokenizer, tokenizer_fingerprint,
-                        train_bpe_tokenizer)
+from .tokenizer import EOS_TOKEN, load_pretrained_tokenizer, load_tokenizer, tokenizer_fingerprint, train_bpe_tokenizer
 
 __all__ = [
     "ALPACA_PROMPT_INPUT",

@@ -37,8 +37,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 

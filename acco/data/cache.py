@@ -22,9 +22,10 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 __all__ = ["build_once", "cache_key", "exclusive_lock", "fork_safe_tqdm", "path_fingerprint", "quiet_datasets"]
 

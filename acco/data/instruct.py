@@ -84,7 +84,7 @@ class TokenizedExamples:
         self.input_ids, self.labels, self.offsets, self.pad_id = input_ids, labels, offsets, int(pad_id)
 
     @classmethod
-    def from_lists(cls, ids: list[list[int]], labels: list[list[int]], pad_id: int) -> "TokenizedExamples":
+    def from_lists(cls, ids: list[list[int]], labels: list[list[int]], pad_id: int) -> TokenizedExamples:
         lengths = torch.tensor([0] + [len(x) for x in ids], dtype=torch.long)
         flat_ids = torch.tensor([t for x in ids for t in x], dtype=torch.long)
         flat_labels = torch.tensor([t for x in labels for t in x], dtype=torch.long)
@@ -287,7 +287,8 @@ class InstructBatchStream(MicroBatchStream):
         self.examples_per_rank = per_rank
         self.batches_per_epoch = per_rank // micro_batch_size
         self.indices = list(range(rank, per_rank * world_size, world_size))
-        self._epoch, self._order = -1, None
+        self._epoch = -1
+        self._order: list[int] = []  # set for epoch 0 at the first batch
 
     def batch_indices(self, k: int) -> list[int]:
         """The global indices of the examples of micro-batch ``k``."""

@@ -30,6 +30,7 @@ import os
 import random
 import re
 
+from ..atomic import atomic_open
 from .stories import ANIMALS, BOY_NAMES, FOODS, GIRL_NAMES, OBJECTS, PLACES
 
 __all__ = ["TASKS", "check_answer", "generate_instructions", "task_of", "write_alpaca_json"]
@@ -187,15 +188,13 @@ def write_alpaca_json(path: str | os.PathLike, n: int, seed: int) -> None:
     """Write ``generate_instructions(n, seed)``: a JSON list like Alpaca's ``alpaca_data.json``, or
     one object a line when ``path`` ends with ``.jsonl``."""
     records = generate_instructions(n, seed)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(path, "w", encoding="utf-8") as fh:
         if os.fspath(path).endswith(".jsonl"):
             for r in records:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         else:
             json.dump(records, fh, ensure_ascii=False, indent=2)
             fh.write("\n")
-    os.replace(tmp, path)
 
 
 def task_of(example: dict) -> str:

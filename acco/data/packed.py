@@ -18,13 +18,13 @@ import dataclasses
 import hashlib
 import random
 from array import array
-from typing import Iterable, Iterator, Union
+from collections.abc import Iterable, Iterator
 
 import torch
 
 from .token_file import TokenBlocks
 
-Blocks = Union[torch.Tensor, TokenBlocks]  # [n_blocks, seq_len]: a LongTensor or a token file's blocks
+Blocks = torch.Tensor | TokenBlocks  # [n_blocks, seq_len]: a LongTensor or a token file's blocks
 
 __all__ = ["PackedData", "RankBatchStream", "epoch_order", "pack_documents"]
 
@@ -38,7 +38,7 @@ class PackedData:
     tokenizer_path: str  # a tokenizer.json (our BPE) or a saved tokenizer folder: load_tokenizer() reads both
 
 
-def pack_documents(docs: Iterable[list[int]], eos_id: int, seq_len: int) -> torch.LongTensor:
+def pack_documents(docs: Iterable[list[int]], eos_id: int, seq_len: int) -> torch.Tensor:
     """Join the documents with ``eos_id`` after each one and cut the stream into blocks.
 
     Returns a LongTensor ``[n_blocks, seq_len]`` with ``n_blocks = total_tokens // seq_len``

@@ -77,7 +77,7 @@ _SPLIT_GROUPS = (("train", "training"), ("validation", "valid", "val", "dev"), (
 _SPLIT_TOKENS = {t for group in _SPLIT_GROUPS for t in group}
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["generate_stories", "write_story_jsonl"]
 
@@ -572,7 +572,8 @@ def _ep_pet(s: _Story, lead: str) -> tuple[list[str], tuple[str, ...]]:
     out.append(s.fmt(s.pick("{name} looked near {detail}.", "{name} looked behind every tree.",
                             "{name} asked everyone in {place} for help.")))
     out.append(s.fmt(s.pick("Then {he} heard a little noise.", "At last, {he} saw something move.")))
-    out.append(s.fmt("It was {pet}! The {petkind} was playing with " + s.pick("a stick", "a leaf", "a ball", "a bug") + "."))
+    out.append(s.fmt("It was {pet}! The {petkind} was playing with "
+                     + s.pick("a stick", "a leaf", "a ball", "a bug") + "."))
     out.append(s.fmt("{name} picked up {pet} and gave the {petkind} a big hug."))
     out.append(s.say(s.hero, s.pick("I am so happy I found you!", "Please do not run away again!")))
     return out, ("you should always look after your pet", "love helps you find what you lost",

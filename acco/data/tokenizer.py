@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
+from ..atomic import atomic_write
 from .sources import DataNotFoundError
 
 EOS_TOKEN = "<|endoftext|>"
@@ -59,9 +60,7 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int, out_path: str | o
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    tmp = f"{os.fspath(out_path)}.tmp{os.getpid()}"
-    tok.save(tmp, pretty=True)
-    os.replace(tmp, out_path)
+    atomic_write(out_path, lambda tmp: tok.save(tmp, pretty=True))
 
 
 def load_tokenizer(path: str | os.PathLike):

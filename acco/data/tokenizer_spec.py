@@ -13,11 +13,10 @@ pretrained tokenizer (so a copy elsewhere is the same key and a changed tokenize
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-from .tokenizer import (EOS_TOKEN, load_pretrained_tokenizer, load_tokenizer, tokenizer_fingerprint,
-                        train_bpe_tokenizer)
+from .tokenizer import EOS_TOKEN, load_pretrained_tokenizer, load_tokenizer, tokenizer_fingerprint, train_bpe_tokenizer
 
 __all__ = ["ResolvedTokenizer", "materialize_tokenizer", "resolve_tokenizer_spec"]
 

@@ -5,15 +5,48 @@ gloo's `reduce_scatter_tensor` (torch 2.13) clones the input, runs a full all-re
 out the local chunk: twice the bytes a reduce-scatter needs, and its async handle never reports
 completion. On gloo we therefore run a ring reduce-scatter from point-to-point sends, which moves
 the minimal (N-1)/N of the buffer and needs only one shard-sized receive buffer. NCCL has a real
-reduce-scatter."""
+reduce-scatter.
+
+Collective hooks: whoever needs to see every training collective (an emulated slow link charges
+each one the time it would take there) registers a function here; it is called on the thread
+that ran the collective, right after it, as fn(op, nbytes, world, started), where op is
+"all_reduce" | "reduce_scatter" | "all_gather", nbytes the size of the full buffer (the ring's
+per-rank share is the hook's to work out), world the group's size and started the
+time.perf_counter() at which the collective began. The engine's torch DDP baseline reports
+PyTorch's own collectives through the same hooks (acco/engine/torch_ddp.py)."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 
-from ..testbed import delay as link_delay  # the emulated slow link (no-op unless configured)
+CollectiveHook = Callable[[str, int, int, float], None]
+_hooks: list[CollectiveHook] = []
+
+
+def register_collective_hook(fn: CollectiveHook) -> None:
+    """Call `fn` after every collective from now on (once, however often it is registered)."""
+    if fn not in _hooks:
+        _hooks.append(fn)
+
+
+def unregister_collective_hook(fn: CollectiveHook) -> None:
+    if fn in _hooks:
+        _hooks.remove(fn)
+
+
+def collective_hooks() -> tuple[CollectiveHook, ...]:
+    return tuple(_hooks)
+
+
+def collective_done(op: str, nbytes: int, world: int, started: float) -> None:
+    """Tell the hooks that collective `op` over `nbytes` among `world` ranks, begun at `started`
+    (time.perf_counter()), has finished."""
+    for fn in _hooks:
+        fn(op, nbytes, world, started)
 
 
 def backend_of(group) -> str:
@@ -27,23 +60,29 @@ def _nbytes(t: torch.Tensor) -> int:
 def all_reduce_sum(tensor: torch.Tensor, group) -> None:
     started = time.perf_counter()
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
-    link_delay.after("all_reduce", _nbytes(tensor), dist.get_world_size(group), started)
+    collective_done("all_reduce", _nbytes(tensor), dist.get_world_size(group), started)
 
 
-def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group,
-                       scratch: torch.Tensor | None = None) -> None:
+def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group, scratch: torch.Tensor | None = None) -> None:
     """out <- sum over ranks of this rank's chunk of `full` (len(full) = N * len(out)).
 
     `full` is used as work space and is clobbered."""
+    started = time.perf_counter()
     world = dist.get_world_size(group)
-    rank = dist.get_rank(group)
     if world == 1:
         out.copy_(full)
-        return
-    started = time.perf_counter()
-    if backend_of(group) == "nccl":
+    elif backend_of(group) == "nccl":
         dist.reduce_scatter_tensor(out, full, op=dist.ReduceOp.SUM, group=group)
-        return
+    else:
+        _ring_reduce_scatter(full, out, group, world, scratch)
+    # every branch is charged alike (the NCCL one too)
+    collective_done("reduce_scatter", _nbytes(full), world, started)
+
+
+def _ring_reduce_scatter(
+    full: torch.Tensor, out: torch.Tensor, group, world: int, scratch: torch.Tensor | None
+) -> None:
+    rank = dist.get_rank(group)
     chunks = full.chunk(world)
     recv = scratch if scratch is not None else torch.empty_like(chunks[0])
     right = dist.get_global_rank(group, (rank + 1) % world)
@@ -55,23 +94,22 @@ def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group,
         recv_idx = (rank - s - 2) % world
         # receive posted before the send: with the send first, a 2-rank exchange on a shaped
         # link ran at half the rate in about half the runs (the two directions serialized)
-        ops = [dist.P2POp(dist.irecv, recv, left, group),
-               dist.P2POp(dist.isend, chunks[send_idx], right, group)]
+        ops = [dist.P2POp(dist.irecv, recv, left, group), dist.P2POp(dist.isend, chunks[send_idx], right, group)]
         for work in dist.batch_isend_irecv(ops):
             work.wait()
         chunks[recv_idx].add_(recv)
     out.copy_(chunks[rank])
-    link_delay.after("reduce_scatter", _nbytes(full), world, started)
 
 
 def all_gather_into(full: torch.Tensor, shard: torch.Tensor, group) -> None:
     """full <- concatenation over ranks of each rank's `shard` (may be a view of `full`)."""
-    if dist.get_world_size(group) == 1:
+    started = time.perf_counter()
+    world = dist.get_world_size(group)
+    if world == 1:
         if shard.data_ptr() != full.data_ptr():
             full.copy_(shard)
-        return
-    # torch 2.13 renamed all_gather_into_tensor to all_gather_single (the old name warns)
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    started = time.perf_counter()
-    gather(full, shard, group=group)
-    link_delay.after("all_gather", _nbytes(full), dist.get_world_size(group), started)
+    else:
+        # torch 2.13 renamed all_gather_into_tensor to all_gather_single (the old name warns)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(full, shard, group=group)
+    collective_done("all_gather", _nbytes(full), world, started)

@@ -5,11 +5,13 @@ all-gather proceed while the main thread runs forward and backward passes. On GP
 issues its work on its own CUDA stream; the stream first waits for an event recorded by the compute
 stream (the gradients are in the buffer), and the job counts as done only once the stream has
 drained, so the compute side may use the result as soon as `done` is set."""
+
 from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

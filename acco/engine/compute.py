@@ -5,11 +5,13 @@ Mixed precision is the same for every method: the forward runs under autocast in
 (bf16), whatever the parameters' storage (bf16 views of the flat buffer, or the torch DDP baseline's
 fp32 parameters), so matrix products run in bf16 and autocast's fp32 ops (softmax, layer norm on
 GPU, the loss) in fp32; the backward follows the forward's dtypes."""
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,21 +27,29 @@ def autocast(device_type: str, dtype: torch.dtype | None):
 
 
 class MicroBatchRunner:
-    def __init__(self, model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor],
-                 stream, tracer: TraceRecorder, slowdown: float = 1.0, loss_scale: float = 1.0,
-                 autocast_dtype: torch.dtype | None = None, device_type: str = "cpu"):
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+        stream,
+        tracer: TraceRecorder,
+        slowdown: float = 1.0,
+        loss_scale: float = 1.0,
+        autocast_dtype: torch.dtype | None = None,
+        device_type: str = "cpu",
+    ):
         self.model = model
         self.autocast_dtype = autocast_dtype  # the forward's compute dtype (None: the parameters')
         self.device_type = device_type
         self.loss_fn = loss_fn
-        self.stream = stream          # .batch(k) -> the k-th micro-batch of this rank
+        self.stream = stream  # .batch(k) -> the k-th micro-batch of this rank
         self.tracer = tracer
         self.slowdown = float(slowdown)
         self.loss_scale = loss_scale  # the torch DDP baseline scales by 1/accum before backward
-        self.next_index = 0           # index k of this rank's next micro-batch
-        self.count = 0                # micro-batches in the accumulator since the last reset
+        self.next_index = 0  # index k of this rank's next micro-batch
+        self.count = 0  # micro-batches in the accumulator since the last reset
         self.loss_sum = 0.0
-        self.busy_s = 0.0             # total fwd+bwd seconds (without the slowdown sleep)
+        self.busy_s = 0.0  # total fwd+bwd seconds (without the slowdown sleep)
         self._last_backward_s: float | None = None
 
     def reset(self) -> None:
@@ -61,8 +71,7 @@ class MicroBatchRunner:
         if self.slowdown > 1.0:
             t0 = self.tracer.now_us()
             time.sleep((self.slowdown - 1.0) * work_s)
-            self.tracer.add("slowdown", COMPUTE, t0, self.tracer.now_us(), cat="idle",
-                            factor=self.slowdown)
+            self.tracer.add("slowdown", COMPUTE, t0, self.tracer.now_us(), cat="idle", factor=self.slowdown)
 
     def run_one(self, label: str = "fwd+bwd", hooked_backward: bool = False) -> float:
         """One micro-batch. `hooked_backward`: the backward also runs communication hooks (PyTorch
@@ -78,8 +87,7 @@ class MicroBatchRunner:
         if hooked_backward:
             forward_s = time.perf_counter() - start
             self.tracer.add(f"{label} (fwd)", COMPUTE, t0, self.tracer.now_us(), k=k)
-            work_s = forward_s + (self._last_backward_s if self._last_backward_s is not None
-                                  else 2.0 * forward_s)
+            work_s = forward_s + (self._last_backward_s if self._last_backward_s is not None else 2.0 * forward_s)
             self._sleep_slowdown(work_s)
             with self.tracer.span("bwd + all_reduce (DDP hooks)", COMM, k=k):
                 scaled.backward()

@@ -9,6 +9,7 @@ Memory: the buffers are built one parameter at a time. Each original (typically 
 on the host) is copied into the low-precision buffer on the device and into this rank's fp32 master
 shard, then released; nothing model-sized in fp32 is ever held, and weight decay is described by
 index ranges of this rank's shard, not by a mask."""
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,15 @@ class FlatModel:
     the fp32 initial values of rank `rank`'s shard. The model may arrive on the host: it ends on
     `device` (default: where its first parameter is)."""
 
-    def __init__(self, model: nn.Module, world_size: int, dtype: torch.dtype | None = None,
-                 decay_bias_and_norm: bool = True, rank: int = 0, device: torch.device | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        world_size: int,
+        dtype: torch.dtype | None = None,
+        decay_bias_and_norm: bool = True,
+        rank: int = 0,
+        device: torch.device | None = None,
+    ):
         named = trainable_parameters(model)
         if not named:
             raise ValueError("the model has no trainable parameters")
@@ -86,8 +94,7 @@ class FlatModel:
         self.grads = torch.zeros(padded, dtype=self.dtype, device=self.device)
         # this rank's shard of the fp32 initial values, before any cast to a low-precision buffer:
         # the optimizer's master shard starts from it (taken once with take_master_shard)
-        self._master_init: torch.Tensor | None = torch.zeros(hi - lo, dtype=torch.float32,
-                                                             device=self.device)
+        self._master_init: torch.Tensor | None = torch.zeros(hi - lo, dtype=torch.float32, device=self.device)
         # [start, end) ranges of this rank's shard where AdamW's decoupled weight decay applies
         self.decay_ranges: list[tuple[int, int]] = []
         self.names: list[str] = []
@@ -98,15 +105,15 @@ class FlatModel:
             for name, p in named:
                 n = p.numel()
                 src = p.detach().reshape(-1).to(self.device)  # one parameter on the device at a time
-                self.params[offset:offset + n].copy_(src)
+                self.params[offset : offset + n].copy_(src)
                 a, b = max(offset, lo), min(offset + n, hi)  # the part of p in this rank's shard
                 if a < b:
-                    self._master_init[a - lo:b - lo].copy_(src[a - offset:b - offset])
+                    self._master_init[a - lo : b - lo].copy_(src[a - offset : b - offset])
                     if decay_bias_and_norm or not no_decay(name, p):
                         _add_range(self.decay_ranges, a - lo, b - lo)
                 del src
-                p.data = self.params[offset:offset + n].view_as(p)  # the original is released
-                p.grad = self.grads[offset:offset + n].view_as(p)
+                p.data = self.params[offset : offset + n].view_as(p)  # the original is released
+                p.grad = self.grads[offset : offset + n].view_as(p)
                 self.names.append(name)
                 self.slices.append((offset, offset + n))
                 self.parameters.append(p)

@@ -12,25 +12,35 @@ computes micro-batches; at its end the parameters the sync produced are loaded i
                   estimate: sync θ̃_{t+1} = Opt_tent(θ_t, G̃_t/Ñ_t) || compute G_t @θ_t on top of G̃_t
                   commit  : sync θ_{t+1} = Opt(θ_t, (G̃_t+G_t)/(Ñ_t+N_t)) || compute G̃_{t+1} @θ̃_{t+1}
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from .comm_worker import CommWorker
 from .compute import MicroBatchRunner
 from .flat import FlatModel
-from .sync import COMMIT, COMMIT_PREDICT, ESTIMATE, SyncResult, Syncer
+from .sync import Syncer, SyncKind, SyncResult
 from .trace import COMPUTE, TraceRecorder
 
 StepCallback = Callable[[int, SyncResult], None]
 
 
 class RoundEngine:
-    def __init__(self, flat: FlatModel, syncer: Syncer, comm: CommWorker, runner: MicroBatchRunner,
-                 accum: int, adaptive: bool, tracer: TraceRecorder, max_accum_factor: int = 64):
+    def __init__(
+        self,
+        flat: FlatModel,
+        syncer: Syncer,
+        comm: CommWorker,
+        runner: MicroBatchRunner,
+        accum: int,
+        adaptive: bool,
+        tracer: TraceRecorder,
+        max_accum_factor: int = 64,
+    ):
         self.flat = flat
         self.syncer = syncer
         self.buffer = syncer.buffer
@@ -52,8 +62,9 @@ class RoundEngine:
     # -- building blocks ----------------------------------------------------------------------
     def _compute(self, minimum: int, job=None, label: str = "fwd+bwd") -> int:
         n = 0
-        while n < minimum or (self.adaptive and job is not None and not job.is_done()
-                              and n < self.max_micro_batches and self._extend_ok()):
+        while n < minimum or (
+            self.adaptive and job is not None and not job.is_done() and n < self.max_micro_batches and self._extend_ok()
+        ):
             self.runner.run_one(label)
             n += 1
         self.rounds_micro_batches.append(n)
@@ -63,11 +74,11 @@ class RoundEngine:
         # uncommitted: the accumulator (ACCO's estimate round keeps G̃ in it) and a commit in flight
         return self.may_extend is None or self.may_extend(self.runner.count + self.in_flight)
 
-    def _launch(self, kind: str):
+    def _launch(self, kind: SyncKind):
         """Gradients out: copy the accumulator into the communication buffer, start the sync."""
         self.buffer.copy_(self.flat.grads)
         count, loss_sum = self.runner.count, self.runner.loss_sum
-        self.in_flight = count if kind != ESTIMATE else 0  # an estimate leaves them in the accumulator
+        self.in_flight = count if kind.commits else 0  # an estimate leaves them in the accumulator
         return self.comm.submit(lambda: self.syncer.sync(kind, count, loss_sum))
 
     def _finish(self, job) -> SyncResult:
@@ -78,23 +89,42 @@ class RoundEngine:
         self.flat.params.copy_(self.buffer)
         return result
 
-    def prologue(self, label: str = "fwd+bwd") -> None:
-        """Compute a round's gradients with nothing to communicate yet."""
+    def _empty_accumulator(self) -> None:
         self.flat.zero_grads()
         self.runner.reset()
+
+    # -- rounds ---------------------------------------------------------------------------------
+    def prologue(self, label: str = "fwd+bwd") -> None:
+        """Compute a round's gradients with nothing to communicate yet."""
+        self._empty_accumulator()
         self._compute(self.accum, label=label)
 
     def sequential_round(self) -> SyncResult:
+        """Compute, then commit: nothing overlaps (ddp; dpu/wp during their warmup)."""
         self.prologue()
-        return self._finish(self._launch(COMMIT))
+        return self._finish(self._launch(SyncKind.COMMIT))
 
-    def overlapped_round(self, kind: str, zero: bool, compute: bool, label: str) -> SyncResult:
+    def overlapped_round(self, kind: SyncKind, label: str) -> SyncResult:
+        """Send the accumulator and, while the sync runs, compute fresh gradients into the emptied
+        accumulator (dpu, wp; ACCO's commit round: G̃_{t+1} at θ̃_{t+1})."""
         job = self._launch(kind)
-        if zero:
-            self.flat.zero_grads()
-            self.runner.reset()
-        if compute:
-            self._compute(self.accum, job, label)
+        self._empty_accumulator()
+        self._compute(self.accum, job, label)
+        return self._finish(job)
+
+    def accumulating_round(self, kind: SyncKind, label: str) -> SyncResult:
+        """Send a copy of the accumulator and, while the sync runs, compute more gradients on top of
+        it: the accumulator keeps what was sent (ACCO's estimate round: G_t on top of G̃_t)."""
+        job = self._launch(kind)
+        self._compute(self.accum, job, label)
+        return self._finish(job)
+
+    def communicate_only(self, kind: SyncKind) -> SyncResult:
+        """Send the accumulator and compute nothing beside the sync: the run's known last round,
+        whose gradients nobody would use. The accumulator is left empty, as after any sync that
+        spent it."""
+        job = self._launch(kind)
+        self._empty_accumulator()
         return self._finish(job)
 
     # -- checkpoints: what a step boundary leaves for the next round -----------------------------
@@ -102,8 +132,11 @@ class RoundEngine:
         """This rank's state between two committed steps: its optimizer shard, its data position
         and, when `pending` (dpu/wp/acco after their first overlapped round), the gradients the
         next round will send. The parameters are the same on every rank and saved once."""
-        state = {"opt": self.syncer.opt.state_dict(), "runner": self.runner.state_dict(),
-                 "rounds_micro_batches": list(self.rounds_micro_batches)}
+        state = {
+            "opt": self.syncer.opt.state_dict(),
+            "runner": self.runner.state_dict(),
+            "rounds_micro_batches": list(self.rounds_micro_batches),
+        }
         if pending:
             state["grads"] = self.flat.grads
         return state
@@ -130,11 +163,12 @@ class StopRule:
     in advance, so the last step's round computes nothing nobody would use; a budget reached at a
     step nobody could foresee (adaptive counts) costs one round of compute whose gradients are
     dropped."""
+
     done: Callable[[int], bool]
     max_steps: int | None = None
 
     @classmethod
-    def steps(cls, n: int) -> "StopRule":
+    def steps(cls, n: int) -> StopRule:
         return cls(lambda t: t >= n, n)
 
     def known_last(self, t: int) -> bool:
@@ -149,8 +183,14 @@ def run_sequential(engine: RoundEngine, until: StopRule, on_step: StepCallback, 
         t += 1
 
 
-def run_delayed(engine: RoundEngine, until: StopRule, on_step: StepCallback, warmup_steps: int = 0,
-                predict: bool = False, start: int = 0) -> None:
+def run_delayed(
+    engine: RoundEngine,
+    until: StopRule,
+    on_step: StepCallback,
+    warmup_steps: int = 0,
+    predict: bool = False,
+    start: int = 0,
+) -> None:
     """DPU (predict=False) and WP (predict=True). `start`: committed steps already taken (a
     resumed run); past the warmup the engine then already holds the pending gradients."""
     t = start
@@ -161,12 +201,13 @@ def run_delayed(engine: RoundEngine, until: StopRule, on_step: StepCallback, war
         return
     if start <= warmup_steps:
         engine.prologue(label=f"fwd+bwd @θ_{t}")
-    kind = COMMIT_PREDICT if predict else COMMIT
+    kind = SyncKind.COMMIT_PREDICT if predict else SyncKind.COMMIT
     point = "θ̂" if predict else "θ"
     while not until.done(t):
-        last = until.known_last(t)  # nothing would use gradients computed during the last round
-        on_step(t, engine.overlapped_round(kind, zero=True, compute=not last,
-                                           label=f"fwd+bwd @{point}"))
+        if until.known_last(t):  # nothing would use gradients computed during the last round
+            on_step(t, engine.communicate_only(kind))
+        else:
+            on_step(t, engine.overlapped_round(kind, label=f"fwd+bwd @{point}"))
         t += 1
 
 
@@ -176,8 +217,9 @@ def run_acco(engine: RoundEngine, until: StopRule, on_step: StepCallback, start:
         engine.prologue(label="fwd+bwd G̃ @θ̃")
     t = start
     while not until.done(t):
-        engine.overlapped_round(ESTIMATE, zero=False, compute=True, label="fwd+bwd G @θ")
-        last = until.known_last(t)
-        on_step(t, engine.overlapped_round(COMMIT, zero=True, compute=not last,
-                                           label="fwd+bwd G̃ @θ̃"))
+        engine.accumulating_round(SyncKind.ESTIMATE, label="fwd+bwd G @θ")
+        if until.known_last(t):
+            on_step(t, engine.communicate_only(SyncKind.COMMIT))
+        else:
+            on_step(t, engine.overlapped_round(SyncKind.COMMIT, label="fwd+bwd G̃ @θ̃"))
         t += 1

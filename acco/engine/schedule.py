@@ -6,18 +6,20 @@ step it is about to take as `lr_at(step, micro_batches)`: the committed steps ta
 global micro-batches they covered. A run sized in steps reads the first (`per_step`); a run sized by
 a budget of samples reads the second (acco.train.budget), so methods that put different amounts of data
 into a step (adaptive ACCO) still anneal at the same sample counts."""
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 SCHEDULES = ("constant", "cosine", "linear")
 
 LrAt = Callable[[int, int], float]  # (committed steps so far, global micro-batches in them) -> lr
 
 
-def lr_shape(lr: float, name: str = "constant", warmup: float = 0, total: float = 1,
-             min_lr_ratio: float = 0.0) -> Callable[[float], float]:
+def lr_shape(
+    lr: float, name: str = "constant", warmup: float = 0, total: float = 1, min_lr_ratio: float = 0.0
+) -> Callable[[float], float]:
     """The schedule as a function of a position counted in (possibly fractional) steps.
 
     Linear warmup from lr/warmup to lr over `warmup` steps, then constant, cosine or linear decay
@@ -41,8 +43,9 @@ def lr_shape(lr: float, name: str = "constant", warmup: float = 0, total: float 
     return at
 
 
-def make_lr_schedule(lr: float, name: str = "constant", warmup_steps: int = 0,
-                     total_steps: int = 1, min_lr_ratio: float = 0.0) -> Callable[[int], float]:
+def make_lr_schedule(
+    lr: float, name: str = "constant", warmup_steps: int = 0, total_steps: int = 1, min_lr_ratio: float = 0.0
+) -> Callable[[int], float]:
     """Return lr_at(step) for step = 0, 1, ... (the step about to be taken), over `total_steps`."""
     return lr_shape(lr, name, max(0, int(warmup_steps)), max(1, int(total_steps)), min_lr_ratio)
 

@@ -6,10 +6,11 @@ The arithmetic follows torch.optim.AdamW step for step (decoupled decay, lerp fo
 moment, bias corrections), so a flat sharded run equals PyTorch's own optimizer to fp32
 round-off. Which entries are decayed is a list of index ranges of the shard, not a mask: a mask
 would cost as much memory as the master shard's first moment."""
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -17,8 +18,15 @@ from .schedule import LrAt
 
 
 class ShardedAdamW:
-    def __init__(self, param_shard: torch.Tensor, decay_ranges: Sequence[tuple[int, int]],
-                 lr_at: LrAt, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+    def __init__(
+        self,
+        param_shard: torch.Tensor,
+        decay_ranges: Sequence[tuple[int, int]],
+        lr_at: LrAt,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
         """`decay_ranges`: [start, end) ranges of the shard where decoupled weight decay applies.
         `lr_at(step, micro_batches)`: the rate of the next committed step (acco.engine.schedule)."""
         self.master = param_shard.detach().to(torch.float32).clone()
@@ -27,7 +35,7 @@ class ShardedAdamW:
         self.decay_ranges = [(int(a), int(b)) for a, b in decay_ranges if b > a]
         if any(a < 0 or b > self.master.numel() for a, b in self.decay_ranges):
             raise ValueError("a weight-decay range lies outside the shard")
-        self.step_count = 0     # committed steps taken so far
+        self.step_count = 0  # committed steps taken so far
         self.micro_batches = 0  # global micro-batches in those steps (a budget's schedule reads it)
         self.lr_at = lr_at
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
@@ -53,8 +61,8 @@ class ShardedAdamW:
                 param[a:b].mul_(factor)
         exp_avg.lerp_(grad, 1.0 - self.beta1)
         exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1.0 - self.beta2)
-        step_size = lr / (1.0 - self.beta1 ** t)
-        denom = (exp_avg_sq.sqrt() / math.sqrt(1.0 - self.beta2 ** t)).add_(self.eps)
+        step_size = lr / (1.0 - self.beta1**t)
+        denom = (exp_avg_sq.sqrt() / math.sqrt(1.0 - self.beta2**t)).add_(self.eps)
         param.addcdiv_(exp_avg, denom, value=-step_size)
 
     def commit(self, grad: torch.Tensor, micro_batches: int = 0) -> torch.Tensor:
@@ -72,8 +80,13 @@ class ShardedAdamW:
         return param
 
     def state_dict(self) -> dict:
-        return {"master": self.master, "exp_avg": self.exp_avg, "exp_avg_sq": self.exp_avg_sq,
-                "step_count": self.step_count, "micro_batches": self.micro_batches}
+        return {
+            "master": self.master,
+            "exp_avg": self.exp_avg,
+            "exp_avg_sq": self.exp_avg_sq,
+            "step_count": self.step_count,
+            "micro_batches": self.micro_batches,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for key in ("master", "exp_avg", "exp_avg_sq"):

@@ -4,10 +4,12 @@ rank's shard (committed, tentative, or committed then tentative), all-gather of 
 
 One communication buffer of P entries serves both directions: the compute side copies its
 gradient accumulator into it, and the sync leaves the new full parameter vector in it."""
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 
@@ -15,25 +17,41 @@ from .collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from .sharded_adamw import ShardedAdamW
 from .trace import COMM, TraceRecorder
 
-COMMIT = "commit"                  # θ <- Opt(θ, ḡ); gather θ
-ESTIMATE = "estimate"              # gather Opt_tentative(θ, ḡ); state untouched (ACCO)
-COMMIT_PREDICT = "commit+predict"  # θ <- Opt(θ, ḡ); gather Opt_tentative(θ, ḡ) (WP)
-KINDS = (COMMIT, ESTIMATE, COMMIT_PREDICT)
+
+class SyncKind(Enum):
+    """What a sync does with the averaged gradient ḡ; the value names it in the trace."""
+
+    COMMIT = "commit"  # θ <- Opt(θ, ḡ); gather θ
+    ESTIMATE = "estimate"  # gather Opt_tentative(θ, ḡ); state untouched (ACCO)
+    COMMIT_PREDICT = "commit+predict"  # θ <- Opt(θ, ḡ); gather Opt_tentative(θ, ḡ) (WP)
+
+    @property
+    def commits(self) -> bool:
+        """Takes a committed optimizer step (the gradients it sends are then spent)."""
+        return self is not SyncKind.ESTIMATE
 
 
 @dataclass
 class SyncResult:
-    kind: str
-    micro_batches: int   # global count n_tot of micro-batches in the synced gradient
-    loss_mean: float     # mean training loss over those micro-batches
-    lr: float            # learning rate of the AdamW update applied
-    grad_norm: float     # global norm of the averaged gradient before clipping (nan when not clipping)
+    kind: SyncKind
+    micro_batches: int  # global count n_tot of micro-batches in the synced gradient
+    loss_mean: float  # mean training loss over those micro-batches
+    lr: float  # learning rate of the AdamW update applied
+    grad_norm: float  # global norm of the averaged gradient before clipping (nan when not clipping)
     committed_step: int  # optimizer step count after the sync
 
 
 class Syncer:
-    def __init__(self, buffer: torch.Tensor, opt: ShardedAdamW, rank: int, world_size: int,
-                 group, tracer: TraceRecorder, clip_norm: float = 0.0):
+    def __init__(
+        self,
+        buffer: torch.Tensor,
+        opt: ShardedAdamW,
+        rank: int,
+        world_size: int,
+        group,
+        tracer: TraceRecorder,
+        clip_norm: float = 0.0,
+    ):
         self.buffer = buffer
         self.opt = opt
         self.group = group
@@ -47,13 +65,10 @@ class Syncer:
         # step boundary and agrees on it with the other ranks (each sees only its shard)
         self.nonfinite_grad = False
 
-    def sync(self, kind: str, count: int, loss_sum: float) -> SyncResult:
-        if kind not in KINDS:
-            raise ValueError(f"unknown sync kind {kind!r}")
+    def sync(self, kind: SyncKind, count: int, loss_sum: float) -> SyncResult:
         span = self.tracer.span
-        with span(f"sync ({kind})", COMM):
-            stats = torch.tensor([float(count), float(loss_sum)], dtype=torch.float64,
-                                 device=self.buffer.device)
+        with span(f"sync ({kind.value})", COMM):
+            stats = torch.tensor([float(count), float(loss_sum)], dtype=torch.float64, device=self.buffer.device)
             with span("all_reduce counts", COMM):
                 all_reduce_sum(stats, self.group)
             n_tot, loss_tot = stats.tolist()
@@ -74,23 +89,22 @@ class Syncer:
                     if coef < 1.0:
                         grad.mul_(coef)
             lr = self.opt.lr
-            with span(f"adamw ({kind})", COMM):
-                if kind == ESTIMATE:
+            with span(f"adamw ({kind.value})", COMM):
+                if kind is SyncKind.ESTIMATE:
                     new = self.opt.tentative(grad)
                 else:
                     new = self.opt.commit(grad, int(round(n_tot)))
-                    if kind == COMMIT_PREDICT:
+                    if kind is SyncKind.COMMIT_PREDICT:
                         new = self.opt.tentative(grad)
-            own = self.buffer[self.lo:self.hi]
+            own = self.buffer[self.lo : self.hi]
             own.copy_(new)
             with span("all_gather", COMM):
                 all_gather_into(self.buffer, own, self.group)
-        return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm,
-                          self.opt.step_count)
+        return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.opt.step_count)
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """out <- the committed parameters θ_t (all shards' fp32 masters, cast to out's dtype)."""
-        own = out[self.lo:self.hi]
+        own = out[self.lo : self.hi]
         own.copy_(self.opt.master)
         all_gather_into(out, own, self.group)
         return out

@@ -1,8 +1,10 @@
 """The paper's baseline, built from PyTorch's own parts: DistributedDataParallel (no_sync() while
 accumulating, so the bucketed all-reduce runs once per step, hooked into the last backward) and
 ZeroRedundancyOptimizer(AdamW) (ZeRO-1: each rank steps its partition, then broadcasts it)."""
+
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 
 import torch
@@ -10,10 +12,11 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
+from .collectives import collective_done, collective_hooks
 from .compute import MicroBatchRunner
 from .flat import no_decay, trainable_parameters
 from .schedule import LrAt
-from .sync import COMMIT, SyncResult
+from .sync import SyncKind, SyncResult
 from .trace import COMM, TraceRecorder
 
 
@@ -28,10 +31,24 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
 
 
 class TorchDDPZero1:
-    def __init__(self, model, loss_fn, stream, tracer: TraceRecorder, accum: int, lr_at: LrAt,
-                 betas, eps: float, weight_decay: float, decay_bias_and_norm: bool,
-                 clip_norm: float = 0.0, slowdown: float = 1.0, device=None,
-                 compute_dtype: torch.dtype | None = None, group=None):
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        stream,
+        tracer: TraceRecorder,
+        accum: int,
+        lr_at: LrAt,
+        betas,
+        eps: float,
+        weight_decay: float,
+        decay_bias_and_norm: bool,
+        clip_norm: float = 0.0,
+        slowdown: float = 1.0,
+        device=None,
+        compute_dtype: torch.dtype | None = None,
+        group=None,
+    ):
         """`lr_at(step, micro_batches)`: acco.engine.schedule. `compute_dtype` bf16: mixed
         precision the PyTorch way, fp32 parameters and gradients, forward under bf16 autocast.
         `group`: the process group of the training collectives (its timeout is how long a rank
@@ -40,22 +57,70 @@ class TorchDDPZero1:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         model.to(self.device)  # a model built on the host: PyTorch's DDP keeps it whole on the device
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        self.ddp = DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True,
-                                           process_group=group)
+        self.ddp = DistributedDataParallel(
+            model, device_ids=device_ids, gradient_as_bucket_view=True, process_group=group
+        )
         self.opt = ZeroRedundancyOptimizer(
             adamw_param_groups(model, weight_decay, decay_bias_and_norm),
-            optimizer_class=torch.optim.AdamW, process_group=group, lr=lr_at(0, 0), betas=tuple(betas),
-            eps=eps)
+            optimizer_class=torch.optim.AdamW,
+            process_group=group,
+            lr=lr_at(0, 0),
+            betas=tuple(betas),
+            eps=eps,
+        )
         self.params = [p for _, p in trainable_parameters(model)]
-        self.runner = MicroBatchRunner(self.ddp, loss_fn, stream, tracer, slowdown,
-                                       loss_scale=1.0 / accum,  # DDP averages over ranks
-                                       autocast_dtype=compute_dtype, device_type=self.device.type)
+        self.runner = MicroBatchRunner(
+            self.ddp,
+            loss_fn,
+            stream,
+            tracer,
+            slowdown,
+            loss_scale=1.0 / accum,  # DDP averages over ranks
+            autocast_dtype=compute_dtype,
+            device_type=self.device.type,
+        )
         self.tracer = tracer
         self.accum = accum
         self.lr_at = lr_at
         self.clip_norm = float(clip_norm or 0.0)
         self.step_count = 0
         self.micro_batches = 0  # global micro-batches of the committed steps (a budget's schedule)
+        if collective_hooks():
+            self._report_collectives()
+
+    def _report_collectives(self) -> None:
+        """PyTorch's collectives through the collective hooks (acco/engine/collectives.py), like
+        the flat path's: a comm hook reports each bucket's all-reduce, and the optimizer step
+        (whose partition broadcasts move the bytes of an all-gather of the parameters) is reported
+        as an all-gather. Only when hooks are registered: DDP's own all-reduce is left alone
+        otherwise."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        world = dist.get_world_size(self.group)
+
+        def reported_allreduce(state, bucket):
+            started = time.perf_counter()
+            nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
+            fut = default_hooks.allreduce_hook(state, bucket)
+
+            def done(f):
+                collective_done("all_reduce", nbytes, world, started)
+                return f.value()
+
+            return fut.then(done)
+
+        # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+        self.ddp.register_comm_hook(self.group, reported_allreduce)
+        param_bytes = sum(p.numel() * p.element_size() for p in self.params)
+        step = self.opt.step
+
+        def reported_step(*args, **kwargs):
+            started = time.perf_counter()
+            out = step(*args, **kwargs)
+            collective_done("all_gather", param_bytes, world, started)
+            return out
+
+        self.opt.step = reported_step
 
     def step(self) -> SyncResult:
         self.opt.zero_grad(set_to_none=False)
@@ -74,14 +139,15 @@ class TorchDDPZero1:
                 group["lr"] = lr
             with self.tracer.span("adamw (zero-1) + broadcast", COMM):
                 self.opt.step()
-            stats = torch.tensor([float(self.runner.count), self.runner.loss_sum],
-                                 dtype=torch.float64, device=self.device)
+            stats = torch.tensor(
+                [float(self.runner.count), self.runner.loss_sum], dtype=torch.float64, device=self.device
+            )
             with self.tracer.span("all_reduce loss", COMM):
                 dist.all_reduce(stats, group=self.group)
         self.step_count += 1
         n_tot, loss_tot = stats.tolist()
         self.micro_batches += int(round(n_tot))
-        return SyncResult(COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
+        return SyncResult(SyncKind.COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
 
     def grads_finite(self) -> bool:
         """Whether the averaged gradient of the last step is finite (the same answer on every rank:
@@ -90,8 +156,12 @@ class TorchDDPZero1:
 
     # -- checkpoints: the model is saved once (rank 0), each rank its own ZeRO partition's state --
     def state_dict(self) -> dict:
-        return {"optim": self.opt.optim.state_dict(), "step_count": self.step_count,
-                "micro_batches": self.micro_batches, "runner": self.runner.state_dict()}
+        return {
+            "optim": self.opt.optim.state_dict(),
+            "step_count": self.step_count,
+            "micro_batches": self.micro_batches,
+            "runner": self.runner.state_dict(),
+        }
 
     def load_state_dict(self, state: dict, model_state: dict) -> None:
         self.ddp.module.load_state_dict(model_state)

@@ -7,6 +7,7 @@ was committed and before step s was). A window of steps ``[a, b]`` (train.trace_
 only the events of steps a..b: the recorder stores nothing else, so it does not grow with the run.
 Each rank writes its part (the events as the body of a JSON array, one per line); rank 0 joins
 the parts into trace.json by copying them chunk by chunk, never holding all events at once."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
-from typing import Iterable
+
+from acco.atomic import atomic_open
 
 COMPUTE, COMM = 0, 1
 LANE_NAMES = {COMPUTE: "compute", COMM: "communication"}
@@ -43,14 +46,20 @@ class TraceRecorder:
         # wall clock, so lanes of ranks on one machine line up; on several nodes up to clock skew
         return time.time() * 1e6
 
-    def add(self, name: str, lane: int, start_us: float, end_us: float, cat: str | None = None,
-            **args) -> None:
+    def add(self, name: str, lane: int, start_us: float, end_us: float, cat: str | None = None, **args) -> None:
         """A complete event; `cat` defaults to the lane's name ("idle" marks waiting, not work)."""
         if not self.recording:
             return
-        ev = {"name": name, "ph": "X", "pid": self.rank, "tid": lane, "ts": start_us,
-              "dur": max(0.0, end_us - start_us), "cat": cat or LANE_NAMES[lane],
-              "args": {"step": self.step, **args}}
+        ev = {
+            "name": name,
+            "ph": "X",
+            "pid": self.rank,
+            "tid": lane,
+            "ts": start_us,
+            "dur": max(0.0, end_us - start_us),
+            "cat": cat or LANE_NAMES[lane],
+            "args": {"step": self.step, **args},
+        }
         with self._lock:
             self.events.append(ev)
 
@@ -63,11 +72,12 @@ class TraceRecorder:
             self.add(name, lane, start, self.now_us(), cat=cat, **args)
 
     def metadata(self) -> list[dict]:
-        meta = [{"name": "process_name", "ph": "M", "pid": self.rank, "args": {"name": f"rank {self.rank}"}},
-                {"name": "process_sort_index", "ph": "M", "pid": self.rank, "args": {"sort_index": self.rank}}]
+        meta = [
+            {"name": "process_name", "ph": "M", "pid": self.rank, "args": {"name": f"rank {self.rank}"}},
+            {"name": "process_sort_index", "ph": "M", "pid": self.rank, "args": {"sort_index": self.rank}},
+        ]
         for lane, lane_name in LANE_NAMES.items():
-            meta.append({"name": "thread_name", "ph": "M", "pid": self.rank, "tid": lane,
-                         "args": {"name": lane_name}})
+            meta.append({"name": "thread_name", "ph": "M", "pid": self.rank, "tid": lane, "args": {"name": lane_name}})
         return meta
 
     def dump_part(self, out_dir: str) -> str:
@@ -79,14 +89,12 @@ class TraceRecorder:
 def write_part(path: str, events: Iterable[dict]) -> str:
     """One rank's events as the body of a JSON array (no brackets), one event a line, written as
     they come from `events`."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with atomic_open(path, "w") as f:
         sep = ""
         for ev in events:
             f.write(sep)
             f.write(json.dumps(ev, separators=(",", ":")))
             sep = ",\n"
-    os.replace(tmp, path)
     return path
 
 
@@ -95,9 +103,8 @@ def merge_trace_parts(out_dir: str, world_size: int, other_data: dict | None = N
     "otherData": other_data, ...}``) and removes the parts. Streaming: memory stays at one copy
     chunk however many events there are."""
     path = os.path.join(out_dir, "trace.json")
-    tmp = path + ".tmp"
     parts = [os.path.join(out_dir, PART.format(rank=rank)) for rank in range(world_size)]
-    with open(tmp, "wb") as out:
+    with atomic_open(path, "wb") as out:
         head = {"displayTimeUnit": "ms", "otherData": other_data or {}}
         out.write(json.dumps(head)[:-1].encode() + b', "traceEvents": [\n')
         first = True
@@ -110,7 +117,6 @@ def merge_trace_parts(out_dir: str, world_size: int, other_data: dict | None = N
                 shutil.copyfileobj(f, out, COPY_CHUNK)
             first = False
         out.write(b"\n]}\n")
-    os.replace(tmp, path)
     for part in parts:
         if os.path.exists(part):
             os.remove(part)
@@ -123,19 +129,25 @@ def load_spans(path: str, rank: int | None = None, cat: str | None = None) -> li
     with open(path) as f:
         data = json.load(f)
     events = data["traceEvents"] if isinstance(data, dict) else data
-    return [e for e in events if e.get("ph") == "X"
-            and (rank is None or e["pid"] == rank) and (cat is None or e.get("cat") == cat)]
+    return [
+        e
+        for e in events
+        if e.get("ph") == "X" and (rank is None or e["pid"] == rank) and (cat is None or e.get("cat") == cat)
+    ]
 
 
 def overlap_us(spans_a: list[dict], spans_b: list[dict]) -> float:
     """Total time during which some span of `spans_a` and some span of `spans_b` both run."""
+
     def intervals(spans):
         return [(e["ts"], e["ts"] + e["dur"]) for e in spans]
+
     return interval_overlap(intervals(spans_a), intervals(spans_b))
 
 
 def interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     """Total length of the intersection of the union of intervals `a` with the union of `b`."""
+
     def merged(iv):
         out: list[list[float]] = []
         for s, e in sorted(iv):
@@ -144,6 +156,7 @@ def interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]])
             else:
                 out.append([s, e])
         return out
+
     a, b = merged(a), merged(b)
     i = j = 0
     total = 0.0

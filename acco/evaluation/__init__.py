@@ -2,6 +2,7 @@
 ``lambada_openai`` definitions), perplexity over packed blocks, instruction-following accuracy, and
 a CPU-scale LAMBADA-like set generated from the story world. LAMBADA and the block perplexity also
 come as ``ShardedEvaluation``s, which ranks can share (each scores a part, the sums are added)."""
+
 from .instruct_eval import instruction_accuracy
 from .lambada import lambada_evaluation, lambada_examples, lambada_from_sums, lambada_scores, lambada_sums
 from .lambada_synth import generate_lambada_like, write_lambada_jsonl

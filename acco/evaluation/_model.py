@@ -1,4 +1,5 @@
 """Helpers shared by the evaluators: eval mode for the duration of a call, the context window."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -1,5 +1,6 @@
 """Instruction-following accuracy: greedy answers to Alpaca-prompted records, checked by
 ``acco.data.instructions.check_answer`` (records of the embedded instruction corpus)."""
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,7 @@ def greedy_generate(model, prompt_ids: list[int], max_new_tokens: int, eos_id: i
         new.append(nxt)
         if len(new) == max_new_tokens or (limit is not None and len(prompt_ids) + len(new) >= limit):
             break
-        out = model(input_ids=torch.tensor([[nxt]], dtype=torch.long, device=device), use_cache=True,
-                    **_cache_of(out))
+        out = model(input_ids=torch.tensor([[nxt]], dtype=torch.long, device=device), use_cache=True, **_cache_of(out))
     return new
 
 
@@ -50,7 +50,7 @@ def instruction_accuracy(model, tokenizer, examples: list[dict], device, max_new
             prompt, _ = format_alpaca(example)
             ids = list(tokenizer(prompt, verbose=False)["input_ids"])
             if limit is not None:
-                ids = ids[-max(1, limit - max_new_tokens):]
+                ids = ids[-max(1, limit - max_new_tokens) :]
             new = greedy_generate(model, ids, max_new_tokens, tokenizer.eos_token_id, device)
             correct += bool(check_answer(example, tokenizer.decode(new, skip_special_tokens=True)))
     return correct / len(examples)

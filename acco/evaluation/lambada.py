@@ -11,18 +11,25 @@ tokens of ``context_ids + target_ids`` minus the final one.
 * ``accuracy`` = fraction of examples where the greedy (argmax) prediction of every target token
   is the target token.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from ._model import evaluating, max_positions
 from .sharded import ShardedEvaluation, Sums
 
-__all__ = ["encode_pair", "lambada_evaluation", "lambada_examples", "lambada_from_sums", "lambada_scores",
-           "lambada_sums"]
+__all__ = [
+    "encode_pair",
+    "lambada_evaluation",
+    "lambada_examples",
+    "lambada_from_sums",
+    "lambada_scores",
+    "lambada_sums",
+]
 
 
 def lambada_examples(dataset, text_field: str = "text") -> list[tuple[str, str]]:
@@ -59,7 +66,7 @@ def encode_pair(tokenizer, context: str, target: str) -> tuple[list[int], list[i
         target, context = context[-n_spaces:] + target, context[:-n_spaces]
     whole = tokenizer(context + target, add_special_tokens=False, verbose=False)["input_ids"]
     ctx = tokenizer(context, add_special_tokens=False, verbose=False)["input_ids"]
-    return list(ctx), list(whole[len(ctx):])
+    return list(ctx), list(whole[len(ctx) :])
 
 
 def lambada_sums(model, tokenizer, examples: list[tuple[str, str]], device, batch_size: int = 8) -> Sums:
@@ -74,7 +81,7 @@ def lambada_sums(model, tokenizer, examples: list[tuple[str, str]], device, batc
             raise ValueError(f"empty target for the context ending {context[-40:]!r}")
         full = ctx + cont
         if limit is not None:
-            full = full[-(limit + 1):]
+            full = full[-(limit + 1) :]
         requests.append((full[:-1], cont))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _prefix_id(tokenizer)
     order = sorted(range(len(requests)), key=lambda i: -len(requests[i][0]))  # similar lengths together
@@ -82,22 +89,22 @@ def lambada_sums(model, tokenizer, examples: list[tuple[str, str]], device, batc
     greedy = [False] * len(requests)
     with evaluating(model):
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             width = max(len(requests[i][0]) for i in chunk)
             ids = torch.full((len(chunk), width), pad, dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
             for row, i in enumerate(chunk):
                 inp = requests[i][0]
-                ids[row, :len(inp)] = torch.tensor(inp, dtype=torch.long)
-                mask[row, :len(inp)] = 1
+                ids[row, : len(inp)] = torch.tensor(inp, dtype=torch.long)
+                mask[row, : len(inp)] = 1
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             for row, i in enumerate(chunk):
                 inp, cont = requests[i]
                 n, m = len(inp), len(cont)
-                logp = torch.log_softmax(logits[row, n - m:n].float(), dim=-1)
-                target = torch.tensor(cont, dtype=torch.long, device=logp.device)
-                loglik[i] = float(logp.gather(1, target[:, None]).double().sum())
-                greedy[i] = bool((logp.argmax(-1) == target).all())
+                logp = torch.log_softmax(logits[row, n - m : n].float(), dim=-1)
+                cont_ids = torch.tensor(cont, dtype=torch.long, device=logp.device)
+                loglik[i] = float(logp.gather(1, cont_ids[:, None]).double().sum())
+                greedy[i] = bool((logp.argmax(-1) == cont_ids).all())
     return {"loglik_sum": math.fsum(loglik), "correct": float(sum(greedy)), "examples": float(len(requests))}
 
 
@@ -116,13 +123,16 @@ def lambada_scores(model, tokenizer, examples: list[tuple[str, str]], device, ba
     return lambada_from_sums(lambada_sums(model, tokenizer, examples, device, batch_size))
 
 
-def lambada_evaluation(tokenizer, load_examples: Callable[[], list[tuple[str, str]]], device,
-                       batch_size: int = 8) -> ShardedEvaluation:
+def lambada_evaluation(
+    tokenizer, load_examples: Callable[[], list[tuple[str, str]]], device, batch_size: int = 8
+) -> ShardedEvaluation:
     """``lambada_scores``, shareable: shard r of N scores examples r, r + N, ... of
     ``load_examples()`` (called at evaluation time, on every rank)."""
+
     def partial(model, shard: int, num_shards: int) -> Sums:
         examples = load_examples()
         if not examples:
             raise ValueError("no LAMBADA examples to score")
         return lambada_sums(model, tokenizer, examples[shard::num_shards], device, batch_size)
+
     return ShardedEvaluation(partial, lambada_from_sums)

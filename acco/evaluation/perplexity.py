@@ -1,4 +1,5 @@
 """Perplexity over packed constant-length blocks (e.g. the OpenWebText validation blocks)."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ def _check_blocks(blocks: torch.Tensor) -> None:
         raise ValueError(f"blocks must be a [n, seq_len >= 2] tensor, got shape {tuple(blocks.shape)}")
 
 
-def block_nll_sums(model, blocks: torch.Tensor, device, batch_size: int = 8,
-                   rows: range | None = None) -> Sums:
+def block_nll_sums(model, blocks: torch.Tensor, device, batch_size: int = 8, rows: range | None = None) -> Sums:
     """``{"nll_sum", "tokens"}`` over every predicted position of every block (``seq_len - 1`` per
     block, as the model's own ``loss`` with ``labels=input_ids`` counts them), or of the blocks
     ``rows`` only (read batch by batch: a share of a memory-mapped validation set is never copied
@@ -29,11 +29,12 @@ def block_nll_sums(model, blocks: torch.Tensor, device, batch_size: int = 8,
     total, tokens = 0.0, 0
     with evaluating(model):
         for start in range(0, len(rows), batch_size):
-            chunk = rows[start:start + batch_size]
+            chunk = rows[start : start + batch_size]
             ids = blocks[torch.arange(chunk.start, chunk.stop, chunk.step)].to(device=device, dtype=torch.long)
             logits = model(input_ids=ids).logits
-            nll = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                  ids[:, 1:].reshape(-1), reduction="none")
+            nll = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1), reduction="none"
+            )
             total += float(nll.double().sum())
             tokens += ids[:, 1:].numel()
     return {"nll_sum": total, "tokens": float(tokens)}
@@ -58,6 +59,8 @@ def block_perplexity(model, blocks: torch.Tensor, device, batch_size: int = 8) -
 
 def heldout_evaluation(blocks: torch.Tensor, device, batch_size: int = 8) -> ShardedEvaluation:
     """``block_perplexity`` on ``blocks``, shareable: shard r of N scores blocks r, r + N, ..."""
+
     def partial(model, shard: int, num_shards: int) -> Sums:
         return block_nll_sums(model, blocks, device, batch_size, rows=range(shard, blocks.shape[0], num_shards))
+
     return ShardedEvaluation(partial, perplexity_from_sums)

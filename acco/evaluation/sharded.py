@@ -5,10 +5,11 @@ float64), and ``finish`` turns the sums into the reported figures.
 
 No torch.distributed here: the caller adds the parts' sums (acco/train/post_training.py: one all-reduce;
 a single process calls the evaluation itself)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -18,7 +19,7 @@ Sums = dict[str, float]
 @dataclass(frozen=True)
 class ShardedEvaluation:
     partial: Callable[[torch.nn.Module, int, int], Sums]  # (model, shard, num_shards) -> sums
-    finish: Callable[[Sums], dict]                        # every shard's sums added -> results
+    finish: Callable[[Sums], dict]  # every shard's sums added -> results
 
     def __call__(self, model: torch.nn.Module) -> dict:
         """The whole evaluation in this process."""
@@ -28,6 +29,7 @@ class ShardedEvaluation:
 def evaluation_suite(parts: dict[str, ShardedEvaluation]) -> ShardedEvaluation:
     """Several evaluations as one: their sums side by side as ``"<name>.<key>"``, their results
     as ``{name: results}``."""
+
     def partial(model, shard: int, num_shards: int) -> Sums:
         out: Sums = {}
         for name, part in parts.items():
@@ -35,7 +37,11 @@ def evaluation_suite(parts: dict[str, ShardedEvaluation]) -> ShardedEvaluation:
         return out
 
     def finish(sums: Sums) -> dict:
-        return {name: part.finish({key[len(name) + 1:]: value for key, value in sums.items()
-                                   if key.startswith(name + ".")})
-                for name, part in parts.items()}
+        return {
+            name: part.finish(
+                {key[len(name) + 1 :]: value for key, value in sums.items() if key.startswith(name + ".")}
+            )
+            for name, part in parts.items()
+        }
+
     return ShardedEvaluation(partial, finish)

@@ -1,5 +1,6 @@
 """Hugging Face causal LMs built from a config in `conf/model/` (GPT-Neo, Llama), or loaded from a
 local pretrained checkpoint. No distribution code here."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,9 @@ def hf_config(model_cfg: dict, vocab_size: int | None = None, eos_id: int | None
     return FAMILIES[family][0](**fields)
 
 
-def build_causal_lm(model_cfg: dict, vocab_size: int | None = None, eos_id: int | None = None,
-                    seed: int = 0) -> torch.nn.Module:
+def build_causal_lm(
+    model_cfg: dict, vocab_size: int | None = None, eos_id: int | None = None, seed: int = 0
+) -> torch.nn.Module:
     """A freshly initialised model (same weights on every rank for the same seed), or the
     pretrained weights at `model_cfg.pretrained_path`."""
     path = model_cfg.get("pretrained_path")
@@ -36,7 +38,8 @@ def build_causal_lm(model_cfg: dict, vocab_size: int | None = None, eos_id: int 
             hub_id = model_cfg.get("hub_id") or "the model"
             raise FileNotFoundError(
                 f"pretrained model not found at {path}: download {hub_id} (e.g. `huggingface-cli "
-                f"download {hub_id} --local-dir {path}`) on a machine with internet and copy it there")
+                f"download {hub_id} --local-dir {path}`) on a machine with internet and copy it there"
+            )
         return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     torch.manual_seed(seed)
     return FAMILIES[model_cfg["family"]][1](hf_config(model_cfg, vocab_size, eos_id))

@@ -20,19 +20,27 @@ quotes), a closing line, paragraphs separated by blank lines. Alpaca's ``text`` 
 template followed by the response, as in the hub's column. Every file is a pure function of
 ``(sizes, seed)``: only ``random.Random`` with string seeds is used.
 """
+
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
+from ..atomic import atomic_write
 from ..data.instruct import format_alpaca
 from ..data.instructions import generate_instructions
 from ..data.stories import BOY_NAMES, GIRL_NAMES, OBJECTS, PLACES, generate_stories
 from ..evaluation.lambada_synth import generate_lambada_like
 
-__all__ = ["LAYOUT", "generate_web_documents", "write_alpaca", "write_lambada", "write_openwebtext",
-           "write_parquet", "write_tinystories"]
+__all__ = [
+    "LAYOUT",
+    "generate_web_documents",
+    "write_alpaca",
+    "write_lambada",
+    "write_openwebtext",
+    "write_parquet",
+    "write_tinystories",
+]
 
 # dataset folder -> the files written there (relative), as the hub repositories lay them out
 LAYOUT = {
@@ -43,9 +51,13 @@ LAYOUT = {
 }
 
 _SECTIONS = ("Local news", "Community", "Family", "Weekend", "Outdoors", "Opinion", "Stories")
-_CLOSINGS = ("Share this story.", "Read more stories like this one in our weekend section.",
-             "Comments are closed.", "This story was sent in by a reader.",
-             "Have a story to tell? Write to us.")
+_CLOSINGS = (
+    "Share this story.",
+    "Read more stories like this one in our weekend section.",
+    "Comments are closed.",
+    "This story was sent in by a reader.",
+    "Have a story to tell? Write to us.",
+)
 
 
 def write_parquet(path: Path, columns: dict[str, list]) -> None:
@@ -54,25 +66,31 @@ def write_parquet(path: Path, columns: dict[str, list]) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(pa.table({k: pa.array(v, type=pa.string()) for k, v in columns.items()}), tmp)
-    os.replace(tmp, path)
+    table = pa.table({k: pa.array(v, type=pa.string()) for k, v in columns.items()})
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def _web_document(rng: random.Random, stories: list[str]) -> str:
     name = rng.choice(GIRL_NAMES + BOY_NAMES)
     place, _, details = rng.choice(PLACES)
     obj = rng.choice(OBJECTS)[0]
-    headline = rng.choice((f"{name} and the {obj} at {place}", f"What happened at {place} this week",
-                           f"A day at {place}: {rng.choice(details)} and more",
-                           f"{name} tells the story of the {obj}"))
+    headline = rng.choice(
+        (
+            f"{name} and the {obj} at {place}",
+            f"What happened at {place} this week",
+            f"A day at {place}: {rng.choice(details)} and more",
+            f"{name} tells the story of the {obj}",
+        )
+    )
     section = rng.choice(_SECTIONS)
     paragraphs = [headline.title(), f"{section} | {place.title()}"]
     for i, story in enumerate(stories):
         paragraphs.append(story)
         if i == 0 and rng.random() < 0.6:
-            paragraphs.append(f"\"It was a day to remember,\" {name} said when we met {rng.choice(('at', 'near'))} "
-                              f"{place}. \"Everyone should see {rng.choice(details)} at least once.\"")
+            paragraphs.append(
+                f'"It was a day to remember," {name} said when we met {rng.choice(("at", "near"))} '
+                f'{place}. "Everyone should see {rng.choice(details)} at least once."'
+            )
     paragraphs.append(rng.choice(_CLOSINGS))
     return "\n\n".join(paragraphs)
 
@@ -85,7 +103,7 @@ def generate_web_documents(n: int, seed: int, stories_per_document: tuple[int, i
     pool = generate_stories(sum(counts), seed)
     docs, at = [], 0
     for k in counts:
-        docs.append(_web_document(rng, pool[at:at + k]))
+        docs.append(_web_document(rng, pool[at : at + k]))
         at += k
     return docs
 
@@ -108,9 +126,15 @@ def write_alpaca(folder: Path, n: int, seed: int) -> None:
     """tatsu-lab/alpaca's layout and columns (``text`` = prompt template + response)."""
     records = generate_instructions(n, seed)
     texts = ["".join(format_alpaca(r)) for r in records]
-    write_parquet(folder / LAYOUT["alpaca"][0], {
-        "instruction": [r["instruction"] for r in records], "input": [r["input"] for r in records],
-        "output": [r["output"] for r in records], "text": texts})
+    write_parquet(
+        folder / LAYOUT["alpaca"][0],
+        {
+            "instruction": [r["instruction"] for r in records],
+            "input": [r["input"] for r in records],
+            "output": [r["output"] for r in records],
+            "text": texts,
+        },
+    )
 
 
 def write_lambada(folder: Path, n: int, seed: int) -> None:

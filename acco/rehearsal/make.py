@@ -15,6 +15,7 @@ Deterministic and idempotent: a folder whose ``rehearsal.json`` matches the requ
 seed and sizes is left alone; otherwise everything is built in a temporary sibling folder and put
 in place with one rename, under a lock (concurrent callers build it once).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,13 +32,13 @@ __all__ = ["DEFAULT_SIZES", "FOLDERS", "FORMAT", "MANIFEST", "make_rehearsal_dat
 FORMAT = 1
 MANIFEST = "rehearsal.json"
 DEFAULT_SIZES = {
-    "openwebtext_documents": 400,      # ~1 MB of text, ~0.4M tokens with the 1024-id tokenizer
+    "openwebtext_documents": 400,  # ~1 MB of text, ~0.4M tokens with the 1024-id tokenizer
     "tinystories_train": 2000,
     "tinystories_validation": 200,
     "alpaca_examples": 1000,
     "lambada_passages": 200,
-    "gpt_neo_vocab": 1024,             # GPT-Neo: 50257
-    "llama_vocab": 768,                # Llama-2: 32000
+    "gpt_neo_vocab": 1024,  # GPT-Neo: 50257
+    "llama_vocab": 768,  # Llama-2: 32000
 }
 FOLDERS = {
     "openwebtext": "openwebtext",
@@ -59,26 +60,36 @@ def read_manifest(out: str | os.PathLike) -> dict | None:
 
 def _up_to_date(out: Path, seed: int, sizes: dict) -> bool:
     m = read_manifest(out)
-    return bool(m) and m.get("format") == FORMAT and m.get("seed") == seed and m.get("sizes") == sizes
+    if not m:
+        return False
+    return m.get("format") == FORMAT and m.get("seed") == seed and m.get("sizes") == sizes
 
 
 def _build(tmp: Path, seed: int, sizes: dict) -> dict:
     docs = corpora.write_openwebtext(tmp / FOLDERS["openwebtext"], sizes["openwebtext_documents"], seed)
-    corpora.write_tinystories(tmp / FOLDERS["tinystories"], sizes["tinystories_train"],
-                              sizes["tinystories_validation"], seed)
+    corpora.write_tinystories(
+        tmp / FOLDERS["tinystories"], sizes["tinystories_train"], sizes["tinystories_validation"], seed
+    )
     corpora.write_alpaca(tmp / FOLDERS["alpaca"], sizes["alpaca_examples"], seed)
     corpora.write_lambada(tmp / FOLDERS["lambada_openai"], sizes["lambada_passages"], seed)
     neo = save_gpt_neo_tokenizer(docs, sizes["gpt_neo_vocab"], tmp / FOLDERS["gpt_neo_tokenizer"])
     llama = save_llama_tokenizer(docs, sizes["llama_vocab"], tmp / FOLDERS["llama_tokenizer"])
     save_gpt_neo_model(tmp / FOLDERS["gpt_neo_tokenizer"], tmp / FOLDERS["gpt_neo_model"], seed)
     files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-    return {"format": FORMAT, "seed": seed, "sizes": sizes, "folders": FOLDERS,
-            "tokenizer_vocab": {"gpt_neo": len(neo), "llama": len(llama)},
-            "gpt_neo_model": dict(GPT_NEO_SHAPE, vocab_size=len(neo)), "files": files}
+    return {
+        "format": FORMAT,
+        "seed": seed,
+        "sizes": sizes,
+        "folders": FOLDERS,
+        "tokenizer_vocab": {"gpt_neo": len(neo), "llama": len(llama)},
+        "gpt_neo_model": dict(GPT_NEO_SHAPE, vocab_size=len(neo)),
+        "files": files,
+    }
 
 
-def make_rehearsal_data(out: str | os.PathLike = "data/rehearsal", seed: int = 0, sizes: dict | None = None,
-                        force: bool = False, log=print) -> dict:
+def make_rehearsal_data(
+    out: str | os.PathLike = "data/rehearsal", seed: int = 0, sizes: dict | None = None, force: bool = False, log=print
+) -> dict:
     """Write (or keep) the rehearsal data in ``out``; returns its manifest."""
     from ..data.cache import exclusive_lock
 

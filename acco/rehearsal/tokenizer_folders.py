@@ -13,11 +13,12 @@ rehearsal's web documents and saved with ``save_pretrained``, so they load like 
 
 Training is deterministic (see ``acco/data/tokenizer.py``): the same texts give the same files.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["GPT_NEO_EOS", "LLAMA_SPECIALS", "save_gpt_neo_tokenizer", "save_llama_tokenizer"]
 
@@ -41,11 +42,12 @@ def save_gpt_neo_tokenizer(texts: Iterable[str], vocab_size: int, out: Path):
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     vocab, merges = _trained_vocab_and_merges(tok)
-    vocab = {piece: i for i, piece in enumerate(sorted(vocab, key=vocab.get))}
+    vocab = {piece: i for i, piece in enumerate(sorted(vocab, key=vocab.__getitem__))}
     vocab[GPT_NEO_EOS] = len(vocab)  # GPT-2's <|endoftext|> is its last id
     merges = _merge_pairs(merges)
     hf = GPT2Tokenizer(vocab=vocab, merges=merges)
@@ -70,7 +72,7 @@ def save_llama_tokenizer(texts: Iterable[str], vocab_size: int, out: Path):
     tok.train_from_iterator(texts, trainer=trainer)
     learned, merges = _trained_vocab_and_merges(tok)
     vocab = {piece: i for i, piece in enumerate([*LLAMA_SPECIALS, *byte_pieces])}
-    for piece in sorted(learned, key=learned.get):
+    for piece in sorted(learned, key=learned.__getitem__):
         vocab.setdefault(piece, len(vocab))
     hf = LlamaTokenizer(vocab=vocab, merges=_merge_pairs(merges), add_bos_token=True)
     hf.model_max_length = 4096

@@ -1,1 +1,2 @@
-"""Starting and supervising a run: the entry point's work, the launchers, the per-rank main, the watchdog, the run folder's lock and files, progress."""
+"""Starting and supervising a run: the entry point's work, the launchers, the per-rank main, the
+watchdog, the run folder's lock and files, progress."""

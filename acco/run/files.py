@@ -1,6 +1,7 @@
 """What every run leaves in its folder (SPEC §4): config.yaml, metrics.csv (one row per committed
 optimizer step, flushed as it is written so a crash keeps every completed step), summary.json,
 trace.json."""
+
 from __future__ import annotations
 
 import csv
@@ -12,18 +13,27 @@ import time
 
 import torch
 
+from ..atomic import atomic_open
+
 PREEMPTED_EXIT = 3  # stopped by a checkpoint signal, checkpoint written: rerun with resume=auto
 
-METRIC_FIELDS = ["step", "samples", "tokens", "wall_time_s", "train_loss", "lr", "micro_batches",
-                 "eval_loss", "grad_norm"]
+METRIC_FIELDS = [
+    "step",
+    "samples",
+    "tokens",
+    "wall_time_s",
+    "train_loss",
+    "lr",
+    "micro_batches",
+    "eval_loss",
+    "grad_norm",
+]
 
 
 def write_json_atomic(path: str, obj) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
+    with atomic_open(path, "w") as f:
         json.dump(obj, f, indent=2, default=_json_default)
         f.write("\n")
-    os.replace(tmp, path)
 
 
 def _json_default(o):
@@ -53,13 +63,11 @@ class MetricsWriter:
         self.rows: list[dict] = []
         if keep_until_step is not None:
             self.rows = [r for r in read_metrics(self.path) if r["step"] <= keep_until_step]
-        tmp = f"{self.path}.tmp.{os.getpid()}"
-        with open(tmp, "w", newline="") as f:
+        with atomic_open(self.path, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
             writer.writeheader()
             for row in self.rows:
                 writer.writerow(_csv_row(row))
-        os.replace(tmp, self.path)
         self._file = open(self.path, "a", newline="")
         self._csv = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
 
@@ -83,7 +91,7 @@ def read_metrics(path: str) -> list[dict]:
     rows = []
     with open(path, newline="") as f:
         for raw in csv.DictReader(f):
-            row = {}
+            row: dict[str, float | int | None] = {}
             for key, value in raw.items():
                 if value in ("", None):
                     row[key] = None

@@ -4,6 +4,7 @@
 - torchrun: RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT are already set;
 - srun: rank, world size and local rank from SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID,
   the master is the first node of the step's node list, the port derived from the job id."""
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,16 @@ class DistEnv:
     source: str  # local | torchrun | slurm
 
     def export(self) -> None:
-        os.environ.update({"RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
-                           "LOCAL_RANK": str(self.local_rank),
-                           "LOCAL_WORLD_SIZE": str(self.local_world_size),
-                           "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port)})
+        os.environ.update(
+            {
+                "RANK": str(self.rank),
+                "WORLD_SIZE": str(self.world_size),
+                "LOCAL_RANK": str(self.local_rank),
+                "LOCAL_WORLD_SIZE": str(self.local_world_size),
+                "MASTER_ADDR": self.master_addr,
+                "MASTER_PORT": str(self.master_port),
+            }
+        )
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -42,8 +49,9 @@ def expand_nodelist(nodelist: str) -> list[str]:
     """Slurm's compressed host list ('n[1-3,7],gpu05') -> ['n1', 'n2', 'n3', 'n7', 'gpu05']."""
     if shutil.which("scontrol"):
         try:
-            out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
-                                 text=True, timeout=10, check=True).stdout.split()
+            out = subprocess.run(
+                ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.split()
             if out:
                 return out
         except (subprocess.SubprocessError, OSError):
@@ -69,18 +77,29 @@ def external_env(environ=os.environ) -> DistEnv | None:
     """The distributed environment set up by torchrun or srun, or None when started by hand."""
     if "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
         world = int(environ["WORLD_SIZE"])
-        return DistEnv(int(environ["RANK"]), world, int(environ.get("LOCAL_RANK", 0)),
-                       int(environ.get("LOCAL_WORLD_SIZE", world)), environ["MASTER_ADDR"],
-                       int(environ.get("MASTER_PORT", 29500)), "torchrun")
+        return DistEnv(
+            int(environ["RANK"]),
+            world,
+            int(environ.get("LOCAL_RANK", 0)),
+            int(environ.get("LOCAL_WORLD_SIZE", world)),
+            environ["MASTER_ADDR"],
+            int(environ.get("MASTER_PORT", 29500)),
+            "torchrun",
+        )
     # SLURM_STEP_ID is set for srun steps, not for the batch script itself
     tasks = environ.get("SLURM_STEP_NUM_TASKS") or environ.get("SLURM_NTASKS")
     if "SLURM_PROCID" in environ and "SLURM_STEP_ID" in environ and tasks and int(tasks) > 1:
         nodes = expand_nodelist(environ.get("SLURM_STEP_NODELIST") or environ["SLURM_JOB_NODELIST"])
         local_world = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_NTASKS_PER_NODE") or "1"
-        return DistEnv(int(environ["SLURM_PROCID"]), int(tasks), int(environ.get("SLURM_LOCALID", 0)),
-                       int(re.match(r"\d+", local_world).group()),
-                       environ.get("MASTER_ADDR", nodes[0]),
-                       int(environ.get("MASTER_PORT") or slurm_master_port(environ)), "slurm")
+        return DistEnv(
+            int(environ["SLURM_PROCID"]),
+            int(tasks),
+            int(environ.get("SLURM_LOCALID", 0)),
+            int(re.match(r"\d+", local_world).group()),
+            environ.get("MASTER_ADDR", nodes[0]),
+            int(environ.get("MASTER_PORT") or slurm_master_port(environ)),
+            "slurm",
+        )
     return None
 
 
@@ -113,9 +132,13 @@ def init_process_group(env: DistEnv, device: torch.device, timeout_s: float) -> 
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, init_method=f"tcp://{env.master_addr}:{env.master_port}",
-                            rank=env.rank, world_size=env.world_size,
-                            timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{env.master_addr}:{env.master_port}",
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )
     return backend
 
 

@@ -2,6 +2,7 @@
 holding its pid and host) before it writes anything there and removes it at the end, so two runs
 started at once into the same results root never write into the same folder. A claim left by a
 launcher that died (its pid gone on this host) is taken over."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """What rank 0 shows and logs while training: a progress bar (step, loss, samples/s, ETA) on a
 terminal, a plain log line every `train.log_every` steps otherwise (Slurm logs, CI, pipes), and the
 optional Weights & Biases run (`logger=wandb`, offline by default: nothing leaves the machine)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,17 @@ class Progress:
     bar's carriage returns turn into one unreadable line. A run with a budget (`budget` samples or
     tokens, `per_sample` of them per sample) shows its progress as the budget's fraction."""
 
-    def __init__(self, method: str, steps: int | None, log_every: int, stream=None, bar: bool | None = None,
-                 budget: int | None = None, unit: str = "samples", per_sample: int = 1):
+    def __init__(
+        self,
+        method: str,
+        steps: int | None,
+        log_every: int,
+        stream=None,
+        bar: bool | None = None,
+        budget: int | None = None,
+        unit: str = "samples",
+        per_sample: int = 1,
+    ):
         self.method, self.steps, self.log_every = method, steps, log_every
         self.budget, self.unit, self.per_sample = budget, unit, per_sample
         self.stream = stream if stream is not None else sys.stderr
@@ -22,12 +32,21 @@ class Progress:
         self.bar = None
         if bar:
             from tqdm import tqdm
+
             if budget is not None:
-                self.bar = tqdm(total=budget, desc=method, unit=unit[:-1] if unit.endswith("s") else unit,
-                                unit_scale=True, file=self.stream, dynamic_ncols=True, smoothing=0.1)
+                self.bar = tqdm(
+                    total=budget,
+                    desc=method,
+                    unit=unit[:-1] if unit.endswith("s") else unit,
+                    unit_scale=True,
+                    file=self.stream,
+                    dynamic_ncols=True,
+                    smoothing=0.1,
+                )
             else:
-                self.bar = tqdm(total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True,
-                                smoothing=0.1)
+                self.bar = tqdm(
+                    total=steps, desc=method, unit="step", file=self.stream, dynamic_ncols=True, smoothing=0.1
+                )
 
     def resume_at(self, step: int, samples: int = 0) -> None:
         """A resumed run: the bar starts at the checkpoint's step or, with a budget, its samples
@@ -45,8 +64,16 @@ class Progress:
             parts.append(samples * self.per_sample / self.budget)
         return min(1.0, max(parts)) if parts else 0.0
 
-    def update(self, step: int, loss: float, samples: int, wall_s: float, lr: float,
-               micro_batches: int, eval_loss: float | None) -> None:
+    def update(
+        self,
+        step: int,
+        loss: float,
+        samples: int,
+        wall_s: float,
+        lr: float,
+        micro_batches: int,
+        eval_loss: float | None,
+    ) -> None:
         rate = samples / max(wall_s, 1e-9)
         if self.bar is not None:  # tqdm computes the ETA from its own step (or budget) rate
             post = {"loss": f"{loss:.4f}", "samples/s": f"{rate:.1f}"}
@@ -69,8 +96,12 @@ class Progress:
             where = f"step {step} {samples * self.per_sample}/{self.budget} {self.unit}"
         if self.log_every and (step % self.log_every == 0 or last):
             extra = f" eval {eval_loss:.4f}" if eval_loss is not None else ""
-            print(f"[{self.method}] {where} loss {loss:.4f}{extra} lr {lr:.2e} "
-                  f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s", file=self.stream, flush=True)
+            print(
+                f"[{self.method}] {where} loss {loss:.4f}{extra} lr {lr:.2e} "
+                f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -84,12 +115,19 @@ class WandbLogger:
 
     def __init__(self, cfg: dict, out_dir: str):
         import wandb
+
         opts = cfg.get("logger") or {}
         self.wandb = wandb
-        self.run = wandb.init(project=opts.get("project") or "acco", entity=opts.get("entity"),
-                              name=os.path.basename(os.path.normpath(out_dir)), dir=out_dir,
-                              mode=opts.get("mode") or "offline", config=cfg,
-                              tags=[cfg["method"]["name"]], reinit="finish_previous")
+        self.run = wandb.init(
+            project=opts.get("project") or "acco",
+            entity=opts.get("entity"),
+            name=os.path.basename(os.path.normpath(out_dir)),
+            dir=out_dir,
+            mode=opts.get("mode") or "offline",
+            config=cfg,
+            tags=[cfg["method"]["name"]],
+            reinit="finish_previous",
+        )
 
     def log(self, row: dict) -> None:
         self.run.log({k: v for k, v in row.items() if v is not None and k != "step"}, step=int(row["step"]))

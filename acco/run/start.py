@@ -1,6 +1,7 @@
-"""What experiments/train.py does with a composed config: merge the experiment, validate, lay out
+"""What experiments/train.py does with a composed config: check it against the schema, validate, lay out
 the run folder, make sure what the run depends on exists (a pretrained checkpoint), and start the
 workers (spawned locally, or this process as one rank under torchrun / srun)."""
+
 from __future__ import annotations
 
 import os
@@ -11,15 +12,16 @@ import sys
 import torch
 import yaml
 
+from ..config.experiments import experiment_dir, run_name, with_out_dir
+from ..config.schema import DEFAULT_TASK, check_config
 from ..config.validate import ConfigError, validate
-from ..config.experiments import experiment_dir, finalize, run_name
-from .launch import external_env, local_envs
 from .files import PREEMPTED_EXIT, read_summary
+from .launch import external_env, local_envs
 
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
-TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments", "train.py")
-
-
+TRAIN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments", "train.py"
+)
 
 
 def fail_config(message: str) -> None:
@@ -45,8 +47,10 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
 def dependency_out_dir(spec: dict, results_root: str) -> str:
     overrides = list(spec.get("overrides") or [])
     method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-    return os.path.join(experiment_dir(results_root, spec.get("scale", "cpu"), spec["experiment"]),
-                        run_name({"method": {"name": method}}, overrides))
+    return os.path.join(
+        experiment_dir(results_root, spec.get("scale", "cpu"), spec["experiment"]),
+        run_name({"method": {"name": method}}, overrides),
+    )
 
 
 def ensure_pretrained(cfg: dict, external: bool) -> None:
@@ -63,15 +67,25 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     if not done:
         launcher = cfg.get("launcher") or {}
         on_slurm = [f"launcher={launcher['profile']}", "launcher.wait=true"] if launcher.get("name") == "slurm" else []
-        args = [f"+experiment={spec['experiment']}", f"scale={spec.get('scale', 'cpu')}", *on_slurm,
-                *(spec.get("overrides") or []), f"results_root='{cfg.get('results_root') or 'results'}'",
-                f"out_dir='{dep_dir}'", "overwrite=true"]  # quoted: run folder names contain '='
+        args = [
+            f"experiment={spec['experiment']}/{spec.get('scale', 'cpu')}",
+            *on_slurm,
+            *(spec.get("overrides") or []),
+            f"results_root='{cfg.get('results_root') or 'results'}'",
+            f"out_dir='{dep_dir}'",
+            "overwrite=true",
+        ]  # quoted: run folder names contain '='
 
         if external:
-            fail_config(f"this run starts from the model of `{' '.join(args[:-2])}`, which is not at "
-                        f"{model_dir}; run that first (python experiments/train.py {' '.join(args[:-1])})")
-        print(f"acco: {cfg['model']['name']} starts from the pretraining run {dep_dir}; training it first",
-              file=sys.stderr, flush=True)
+            fail_config(
+                f"this run starts from the model of `{' '.join(args[:-2])}`, which is not at "
+                f"{model_dir}; run that first (python experiments/train.py {' '.join(args[:-1])})"
+            )
+        print(
+            f"acco: {cfg['model']['name']} starts from the pretraining run {dep_dir}; training it first",
+            file=sys.stderr,
+            flush=True,
+        )
         code = subprocess.call([sys.executable, TRAIN, *args])
         if code != 0 or not os.path.isdir(model_dir):
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
@@ -81,13 +95,17 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
     from ..slurm.submit import submit, wait_for
+
     resume = cfg.pop("_resume", None)  # found again when the job starts (and when it is requeued)
     try:
         jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume)))
     except ConfigError as exc:
         fail_config(str(exc))
-    print(f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id} -> {cfg['out_dir']}",
-          file=sys.stderr, flush=True)
+    print(
+        f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id} -> {cfg['out_dir']}",
+        file=sys.stderr,
+        flush=True,
+    )
     return wait_for(jobs) if cfg["launcher"].get("wait") else 0
 
 
@@ -100,6 +118,7 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     cfg = dict(cfg, world_size=world)
     if cfg.get("experiment") and cfg.get("scale") == "paper" and not external:
         from ..analytic.memory import fit_problem  # before any submission: will each GPU hold it?
+
         try:
             problem = fit_problem(cfg, world)
         except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
@@ -108,11 +127,13 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
         if problem:
             fail_config(problem)
     from .progress import check_logger
+
     problem = check_logger(cfg)
     if problem:
         fail_config(problem)
     ensure_pretrained(cfg, external=external)
     from ..train.checkpoint import CheckpointError, resolve_resume
+
     try:  # where resume=auto|<path> continues from (None: from scratch)
         cfg["_resume"] = resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
     except CheckpointError as exc:
@@ -120,6 +141,7 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     if cfg["task"] == "acco.tasks:build_task":
         from ..data.sources import DataNotFoundError
         from ..tasks.preflight import preflight
+
         try:
             preflight(cfg)
         except DataNotFoundError as exc:
@@ -131,7 +153,10 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     env = external_env()
     auto_named = not cfg.get("out_dir")
     try:
-        cfg = finalize(cfg, overrides)
+        cfg = with_out_dir(cfg, overrides)
+        # Hydra has typed the composition against the schema; this checks what it cannot: the
+        # resolved values (interpolations) and every key under its option's own kind
+        check_config(cfg, allow_extra_top_level=cfg.get("task") != DEFAULT_TASK)
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
     if multirun and not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed":
@@ -146,6 +171,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
             prepare_out_dir(out_dir, cfg)
         from ..testbed.emulate import for_external_launcher, join
         from .worker import exit_now, run_rank
+
         cfg = for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
         try:
@@ -155,6 +181,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
         exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
     from .lock import RunInUse, claim
+
     try:  # this launcher is the only writer of the run folder until it returns
         lock = claim(out_dir)
     except RunInUse as exc:
@@ -179,17 +206,20 @@ def next_free_name(out_dir: str) -> str:
 def run_local(cfg: dict, world: int, out_dir: str) -> int:
     """Spawn the workers on this machine, watch them, and report how the run ended."""
     prepare_out_dir(out_dir, cfg)
-    print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr,
-          flush=True)
+    print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
+
     from ..testbed import emulate
     from .worker import spawned_worker
+
     topology = None
     from .supervise import forward_signals, record_failure, supervise
+
     try:
         cfg, topology = emulate.prepare(cfg, world)  # link.*: namespaces + tc, or in-process delays
-        workers = mp.start_processes(spawned_worker, args=(cfg, local_envs(world)), nprocs=world,
-                                     join=False, start_method="spawn")
+        workers = mp.start_processes(
+            spawned_worker, args=(cfg, local_envs(world)), nprocs=world, join=False, start_method="spawn"
+        )
         with forward_signals(workers.processes):  # SIGUSR1/USR2/TERM: checkpoint, then stop
             outcome = supervise(workers.processes)
     finally:
@@ -201,7 +231,11 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
         return 1
     summary = read_summary(out_dir) or {}
     if summary.get("status") == "preempted":
-        print(f"acco: stopped at step {summary.get('steps_completed')} with checkpoint "
-              f"{summary.get('last_checkpoint')}; continue with resume=auto", file=sys.stderr, flush=True)
+        print(
+            f"acco: stopped at step {summary.get('steps_completed')} with checkpoint "
+            f"{summary.get('last_checkpoint')}; continue with resume=auto",
+            file=sys.stderr,
+            flush=True,
+        )
         return PREEMPTED_EXIT
     return 0

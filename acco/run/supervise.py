@@ -1,8 +1,9 @@
 """The local launcher's watch over its worker processes: checkpoint signals are passed on to every
 worker; when one worker ends badly the others get a short grace period to end by themselves
 (they do: their training collectives time out or see the peer's connection close), then SIGKILL
-(SIGTERM would only ask a worker for a checkpoint), so no worker outlives the run. What it saw names the failed rank and the reason in
-summary.json."""
+(SIGTERM would only ask a worker for a checkpoint), so no worker outlives the run. What it saw
+names the failed rank and the reason in summary.json."""
+
 from __future__ import annotations
 
 import multiprocessing.connection
@@ -15,8 +16,16 @@ from .files import read_failures, read_metrics, read_summary, write_json_atomic
 
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 # words of the errors a rank reports when it is a peer, not itself, that failed
-PEER_ERRORS = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe",
-               "communication thread failed", "distbackenderror", "peer")
+PEER_ERRORS = (
+    "timed out",
+    "timeout",
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "communication thread failed",
+    "distbackenderror",
+    "peer",
+)
 
 
 @dataclass
@@ -77,7 +86,9 @@ def supervise(processes, grace_s: float = 5.0, poll_s: float = 0.5) -> Outcome:
 
 
 def is_peer_error(error: str | None) -> bool:
-    return bool(error) and any(word in error.lower() for word in PEER_ERRORS)
+    if not error:
+        return False
+    return any(word in error.lower() for word in PEER_ERRORS)
 
 
 def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int, str, list]:
@@ -93,8 +104,14 @@ def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int
         return own[0]["rank"], own[0]["error"], notes
     if outcome.stuck:
         rank = outcome.stuck[0]
-        return rank, (f"rank {rank} hung: it stopped making progress, its peers gave up waiting for it "
-                      f"after dist.step_timeout_s={step_timeout_s:g} s, and it had to be stopped"), notes
+        return (
+            rank,
+            (
+                f"rank {rank} hung: it stopped making progress, its peers gave up waiting for it "
+                f"after dist.step_timeout_s={step_timeout_s:g} s, and it had to be stopped"
+            ),
+            notes,
+        )
     if notes:
         return notes[0]["rank"], notes[0]["error"], notes
     rank = outcome.first_failed if outcome.first_failed is not None else 0
@@ -108,13 +125,22 @@ def record_failure(out_dir: str, cfg: dict, world: int, outcome: Outcome) -> str
     summary = read_summary(out_dir) or {"method": cfg["method"]["name"], "world_size": world}
     rows = read_metrics(os.path.join(out_dir, "metrics.csv"))
     from ..train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
-    complete = [p for _, p in list_checkpoints(os.path.join(out_dir, CHECKPOINTS))
-                if os.path.exists(os.path.join(p, MANIFEST))]
-    summary.update({"status": "failed", "failed_rank": rank, "error": why,
-                    "rank_errors": [n.get("error") for n in notes],
-                    "exit_codes": outcome.exitcodes, "steps_completed": len(rows),
-                    "steps": cfg["train"]["steps"],
-                    "final_train_loss": rows[-1]["train_loss"] if rows else None,
-                    "last_checkpoint": complete[0] if complete else None})
+
+    complete = [
+        p for _, p in list_checkpoints(os.path.join(out_dir, CHECKPOINTS)) if os.path.exists(os.path.join(p, MANIFEST))
+    ]
+    summary.update(
+        {
+            "status": "failed",
+            "failed_rank": rank,
+            "error": why,
+            "rank_errors": [n.get("error") for n in notes],
+            "exit_codes": outcome.exitcodes,
+            "steps_completed": len(rows),
+            "steps": cfg["train"]["steps"],
+            "final_train_loss": rows[-1]["train_loss"] if rows else None,
+            "last_checkpoint": complete[0] if complete else None,
+        }
+    )
     write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
     return why

@@ -6,28 +6,34 @@ catches the rank that is itself stuck outside any collective (a deadlock, a stuc
 nothing else would end when no launcher of ours watches it (srun without --kill-on-bad-exit,
 torchrun without an elastic agent that notices). Paused around the long steps that are not
 training (checkpoints, evaluation)."""
+
 from __future__ import annotations
 
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 
 class Watchdog:
-    def __init__(self, progress: Callable[[], object], timeout_s: float,
-                 on_stall: Callable[[str], None], poll_s: float | None = None):
-        self.progress = progress      # a value that changes whenever training moves on
+    def __init__(
+        self,
+        progress: Callable[[], object],
+        timeout_s: float,
+        on_stall: Callable[[str], None],
+        poll_s: float | None = None,
+    ):
+        self.progress = progress  # a value that changes whenever training moves on
         self.timeout_s = float(timeout_s)
-        self.on_stall = on_stall      # called (on the watchdog thread) with the reason
+        self.on_stall = on_stall  # called (on the watchdog thread) with the reason
         self.poll_s = poll_s if poll_s is not None else min(5.0, self.timeout_s / 4)
         self._paused = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "Watchdog":
+    def start(self) -> Watchdog:
         self._thread = threading.Thread(target=self._loop, name="acco-watchdog", daemon=True)
         self._thread.start()
         return self
@@ -51,19 +57,21 @@ class Watchdog:
                 last, since = now, time.monotonic()
                 continue
             if time.monotonic() - since > self.timeout_s:
-                self.on_stall(f"made no training progress for {self.timeout_s:g} s: stuck outside "
-                              f"any collective")
+                self.on_stall(f"made no training progress for {self.timeout_s:g} s: stuck outside any collective")
                 return
 
 
 def exit_on_stall(rank: int, out_dir: str) -> Callable[[str], None]:
     """The stall action of a worker: say so, leave a failure note, end the process at once."""
+
     def stall(reason: str) -> None:
         from .files import write_failure
+
         message = f"rank {rank}: {reason}"
         print(f"error: {message}", file=sys.stderr, flush=True)
         try:
             write_failure(out_dir, rank, message)
         finally:
             os._exit(1)
+
     return stall

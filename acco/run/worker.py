@@ -11,6 +11,7 @@ default group, whose dist.timeout_s is sized for start-up):
     the post-training group, dist.final_timeout_s (hours);
   * nothing waits on rank 0 merging the trace and writing summary.json: the peers leave after
     the figures' gather (their trace parts are written before it)."""
+
 from __future__ import annotations
 
 import gc
@@ -25,13 +26,14 @@ import torch
 import torch.distributed as dist
 
 from ..engine.trace import TraceRecorder, merge_trace_parts
-from .launch import DistEnv, cpu_threads, init_process_group, pick_device
-from ..train.post_training import final_evaluation, post_training_group
-from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
-from ..testbed.link import summary as link_summary
 from ..tasks import load_task_factory
+from ..testbed.link import summary as link_summary
+from ..train.post_training import final_evaluation, post_training_group
+from ..train.signals import Preempted, SignalLatch
+from ..train.trainer import Trainer
+from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
+from .launch import DistEnv, cpu_threads, init_process_group, pick_device
 from .supervise import is_peer_error
-from ..train.trainer import Preempted, SignalLatch, Trainer
 
 
 def _read_json(path: str):
@@ -45,6 +47,7 @@ def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
     """Entry of a process spawned by the local launcher."""
     env = envs[local_rank]
     from ..testbed.emulate import join
+
     join(cfg, env)  # the emulated link: this rank's network namespace, in-process delays
     env.export()
     try:
@@ -66,6 +69,7 @@ def exit_now(code: int) -> None:
 def run_rank(cfg: dict, env: DistEnv) -> str:
     SignalLatch.install()  # SIGUSR1/USR2/TERM from now on: checkpoint at the next step boundary
     from transformers.utils import logging as hf_logging
+
     hf_logging.disable_progress_bar()
     device = pick_device(cfg.get("device", "auto"), env.local_rank)
     if device.type == "cpu":
@@ -77,8 +81,9 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
     if rank == 0:
         os.makedirs(out_dir, exist_ok=True)
     window = cfg["train"].get("trace_steps")
-    tracer = TraceRecorder(rank, enabled=bool(cfg["train"].get("trace", True)),
-                           steps=tuple(window) if window is not None else None)
+    tracer = TraceRecorder(
+        rank, enabled=bool(cfg["train"].get("trace", True)), steps=tuple(window) if window is not None else None
+    )
     trainer = None
     status, error = "running", None
     metrics = None
@@ -88,14 +93,10 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
         resume = resume_point(cfg, world)
         task = load_task_factory(cfg["task"])(cfg, rank, world, device)
         dist.barrier()  # rank 0 has created out_dir
-        metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) \
-            if rank == 0 else None
+        metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) if rank == 0 else None
         trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
         if resume:
             trainer.load_checkpoint(resume["dir"])
-        if trainer.torch_ddp is not None:  # the emulated link's delays for PyTorch's DDP too
-            from ..testbed.delay import install_on_torch_ddp
-            install_on_torch_ddp(trainer.torch_ddp, world)
         trainer.train()
         # θ_T as an fp32 vector only when it is saved: on a GPU a model-sized fp32 copy (28 GB
         # for a 7B model) would not fit beside the training state
@@ -134,6 +135,7 @@ def resume_point(cfg: dict, world: int) -> dict | None:
     if "_resume" in cfg:
         return cfg["_resume"]
     from ..train.checkpoint import resolve_resume
+
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 
@@ -175,18 +177,24 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
     if rank == 0:
         if status in ("completed", "preempted"):  # streamed, and no peer waits for it
             window = cfg["train"].get("trace_steps")
-            merge_trace_parts(out_dir, env.world_size,
-                              {"trace_steps": list(window)} if window is not None else None)
+            merge_trace_parts(out_dir, env.world_size, {"trace_steps": list(window)} if window is not None else None)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
-            "method": cfg["method"]["name"], "world_size": env.world_size, "status": status,
+            "method": cfg["method"]["name"],
+            "world_size": env.world_size,
+            "status": status,
             # a lost connection or a timed-out collective means a peer failed, not this rank
-            "error": error, "failed_rank": rank if status == "failed" and not is_peer_error(error) else None,
-            "launcher": env.source, "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "backend": backend, "device": str(device),
-            "deterministic": bool(cfg["train"]["deterministic"]), "accum": cfg["train"]["accum"],
-            "steps_completed": len(rows), "steps": cfg["train"]["steps"],
+            "error": error,
+            "failed_rank": rank if status == "failed" and not is_peer_error(error) else None,
+            "launcher": env.source,
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+            "backend": backend,
+            "device": str(device),
+            "deterministic": bool(cfg["train"]["deterministic"]),
+            "accum": cfg["train"]["accum"],
+            "steps_completed": len(rows),
+            "steps": cfg["train"]["steps"],
             "total_wall_time_s": round(getattr(trainer, "wall_time_s", time.time() - t0), 4),
             "final_train_loss": rows[-1]["train_loss"] if rows else None,
             "final_eval_loss": last_eval,
@@ -195,7 +203,8 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             "link": link_summary(cfg),
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             "per_rank": per_rank,
-            "resumed_from_step": (cfg.get("_resume") or {}).get("step") if trainer is None
+            "resumed_from_step": (cfg.get("_resume") or {}).get("step")
+            if trainer is None
             else (trainer.start_step or None),
             "last_checkpoint": getattr(trainer, "last_checkpoint", None),
         }

@@ -4,11 +4,12 @@
     #SBATCH --ntasks-per-node=4
     #SBATCH --gpus-per-node=4
     ...
-    srun python experiments/train.py +experiment=fig8 scale=paper method=acco layout=2x4 out_dir='...'
+    srun python experiments/train.py experiment=fig8/paper method=acco layout=2x4 out_dir='...'
 
 Each task srun starts is one rank (acco.run.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
 SLURM_LOCALID). The scripts are plain text that `sbatch` accepts unchanged; experiments/make_sbatch.py
 writes them (`make sbatch-<experiment>`)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,13 +23,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONF_DIR = os.path.join(ROOT, "conf")
 
 # used when conf/launcher/<profile>.yaml is missing, and for keys it leaves out
-DEFAULT_PROFILE = {"partition": None, "account": None, "qos": None, "constraint": None, "time_min": 60,
-                   "mem_gb": None, "cpus_per_task": 1, "nodes": None, "tasks_per_node": None,
-                   "gpus_per_node": None, "signal_delay_s": 90, "log_dir": None}
+DEFAULT_PROFILE = {
+    "partition": None,
+    "account": None,
+    "qos": None,
+    "constraint": None,
+    "time_min": 60,
+    "mem_gb": None,
+    "cpus_per_task": 1,
+    "nodes": None,
+    "tasks_per_node": None,
+    "gpus_per_node": None,
+    "signal_delay_s": 90,
+    "log_dir": None,
+}
 # other spellings of the same settings (submitit's parameter names)
-ALIASES = {"slurm_partition": "partition", "slurm_account": "account", "slurm_qos": "qos",
-           "slurm_constraint": "constraint", "timeout_min": "time_min",
-           "slurm_signal_delay_s": "signal_delay_s"}
+ALIASES = {
+    "slurm_partition": "partition",
+    "slurm_account": "account",
+    "slurm_qos": "qos",
+    "slurm_constraint": "constraint",
+    "timeout_min": "time_min",
+    "slurm_signal_delay_s": "signal_delay_s",
+}
 # environment variables a generated script exports when they are set at generation time
 PASSTHROUGH_ENV = ("ACCO_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 # overrides that say how a run is launched, not what it computes: not passed on to train.py
@@ -43,6 +60,7 @@ def load_profile(name: str = "slurm", conf_dir: str = CONF_DIR, overrides: dict 
     path = os.path.join(conf_dir, "launcher", f"{name}.yaml")
     if os.path.exists(path):
         from omegaconf import OmegaConf
+
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
         for key, value in data.items():
             key = ALIASES.get(key, key)
@@ -60,6 +78,7 @@ def job_shape(cfg: dict, profile: dict) -> dict:
     """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
     from ..config.validate import parse_layout
     from .submit import job_shape as submit_shape
+
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
         world = nodes * per_node
@@ -72,12 +91,13 @@ def job_name(cfg: dict, overrides: list[str]) -> str:
     """acco-<experiment>-<run name>, with only characters that are safe in file names and in
     #SBATCH lines; long names are cut and end with a hash of the full one."""
     from ..config.experiments import run_name
+
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
     name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run_name(cfg, overrides)]))
     if len(name) > JOB_NAME_MAX:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-        name = f"{name[:JOB_NAME_MAX - 9]}-{digest}"
+        name = f"{name[: JOB_NAME_MAX - 9]}-{digest}"
     return name
 
 
@@ -142,8 +162,15 @@ def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
     return args
 
 
-def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str, python: str,
-                  environ: dict | None = None, regenerate: str | None = None) -> str:
+def sbatch_script(
+    overrides: list[str],
+    cfg: dict,
+    profile: dict,
+    repo_root: str,
+    python: str,
+    environ: dict | None = None,
+    regenerate: str | None = None,
+) -> str:
     """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
     profile (see load_profile); `environ` (default os.environ) the environment whose ACCO_CACHE /
     HF_*_OFFLINE are exported; `regenerate` the command that writes this script again."""
@@ -157,30 +184,38 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
     logs = log_dir(cfg, profile, repo_root)
     out_dir = _abs(cfg["out_dir"], repo_root)
     from ..config.experiments import run_name
+
     run = run_name(cfg, overrides)
     if regenerate is None:
         rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in ("experiment", "scale")]
-        regenerate = " ".join(["python experiments/make_sbatch.py", *([str(exp["id"]), f"scale={scale}"]
-                                                                       if exp.get("id") else []),
-                               *map(shell_quote, rest)])
+        regenerate = " ".join(
+            [
+                "python experiments/make_sbatch.py",
+                *([str(exp["id"]), "--scale", scale] if exp.get("id") else []),
+                *map(shell_quote, rest),
+            ]
+        )
 
     lines = ["#!/bin/bash"]
     if exp.get("id"):
-        lines.append(f"# acco: experiment {exp['id']}" + (f" ({exp['title']})" if exp.get("title") else "")
-                     + f", scale {scale}")
-    lines += [f"# run:        {run} -- {shape['nodes']} node(s) x {shape['tasks_per_node']} task(s) = "
-              f"{shape['world_size']} ranks, device {cfg.get('device', 'auto')}",
-              f"# results:    {out_dir}",
-              f"# logs:       {logs}/{name}-<job id>.out/.err (the folder must exist before sbatch)",
-              f"# regenerate: {regenerate}",
-              "# submit:     sbatch <this file>"]
+        lines.append(
+            f"# acco: experiment {exp['id']}" + (f" ({exp['title']})" if exp.get("title") else "") + f", scale {scale}"
+        )
+    lines += [
+        f"# run:        {run} -- {shape['nodes']} node(s) x {shape['tasks_per_node']} task(s) = "
+        f"{shape['world_size']} ranks, device {cfg.get('device', 'auto')}",
+        f"# results:    {out_dir}",
+        f"# logs:       {logs}/{name}-<job id>.out/.err (the folder must exist before sbatch)",
+        f"# regenerate: {regenerate}",
+        "# submit:     sbatch <this file>",
+    ]
     model = cfg.get("model") or {}
     dep = model.get("pretrained_from")
     if dep and not model.get("pretrained_path"):
-        needs = " ".join([f"+experiment={dep['experiment']}", f"scale={dep.get('scale', 'cpu')}",
-                          *(dep.get("overrides") or [])])
-        lines.append(f"# needs:      the saved model of `{needs}` (run it first; under srun it is not "
-                     f"trained automatically)")
+        needs = " ".join([f"experiment={dep['experiment']}/{dep.get('scale', 'cpu')}", *(dep.get("overrides") or [])])
+        lines.append(
+            f"# needs:      the saved model of `{needs}` (run it first; under srun it is not trained automatically)"
+        )
 
     directives = [("job-name", name), ("nodes", shape["nodes"]), ("ntasks-per-node", shape["tasks_per_node"])]
     if shape["gpus_per_node"]:
@@ -193,10 +228,16 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
     for key in ("partition", "account", "qos", "constraint"):
         if profile.get(key):
             directives.append((key, profile[key]))
-    directives += [("output", f"{logs}/{name}-%j.out"), ("error", f"{logs}/{name}-%j.err"),
-                   ("signal", f"USR1@{int(profile.get('signal_delay_s') or 90)}"), ("requeue", None)]
-    lines += [f"#SBATCH --{key}" if value is None else f"#SBATCH --{key}={_directive_value(value)}"
-              for key, value in directives]
+    directives += [
+        ("output", f"{logs}/{name}-%j.out"),
+        ("error", f"{logs}/{name}-%j.err"),
+        ("signal", f"USR1@{int(profile.get('signal_delay_s') or 90)}"),
+        ("requeue", None),
+    ]
+    lines += [
+        f"#SBATCH --{key}" if value is None else f"#SBATCH --{key}={_directive_value(value)}"
+        for key, value in directives
+    ]
 
     lines += ["", "set -euo pipefail", f"cd {shell_quote(repo_root)}"]
     for var in PASSTHROUGH_ENV:
@@ -204,11 +245,15 @@ def sbatch_script(overrides: list[str], cfg: dict, profile: dict, repo_root: str
             value = _abs(environ[var], repo_root) if var == "ACCO_CACHE" else environ[var]
             lines.append(f"export {var}={shell_quote(value)}")
     args = [f"{shell_quote(python)} experiments/train.py", *map(shell_quote, train_args(overrides, cfg, repo_root))]
-    lines += ["", "code=0", "srun " + " \\\n    ".join(_wrap(args)) + " || code=$?",
-              f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
-              "# the restarted job continues from the checkpoint (resume=auto)",
-              f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
-              'exit "$code"']
+    lines += [
+        "",
+        "code=0",
+        "srun " + " \\\n    ".join(_wrap(args)) + " || code=$?",
+        f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
+        "# the restarted job continues from the checkpoint (resume=auto)",
+        f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
+        'exit "$code"',
+    ]
     return "\n".join(lines) + "\n"
 
 

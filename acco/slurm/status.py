@@ -1,9 +1,11 @@
 """The state of an experiment's runs: Slurm's view (sacct) beside the results folder's."""
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from typing import Any
 
 from ..run.files import read_summary
 
@@ -11,8 +13,12 @@ from ..run.files import read_summary
 def sacct_state(job_id: str) -> tuple[str, str]:
     """(State, ExitCode) of a job from Slurm accounting, or ('UNKNOWN', '')."""
     try:
-        out = subprocess.run(["sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "JobID,State,ExitCode"],
-                             capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["sacct", "-j", str(job_id), "-X", "-n", "-P", "-o", "JobID,State,ExitCode"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
     except (subprocess.SubprocessError, OSError):
         return "UNKNOWN", ""
     for line in out.splitlines():
@@ -30,8 +36,15 @@ def log_tail(path: str | None, lines: int = 8) -> list[str]:
 
 
 def run_status(out_dir: str) -> dict:
-    info = {"out_dir": out_dir, "job_id": None, "slurm_state": "-", "exit_code": "", "result": "missing",
-            "steps": None, "log_tail": []}
+    info: dict[str, Any] = {
+        "out_dir": out_dir,
+        "job_id": None,
+        "slurm_state": "-",
+        "exit_code": "",
+        "result": "missing",
+        "steps": None,
+        "log_tail": [],
+    }
     slurm_file = os.path.join(out_dir, "slurm.json")
     if os.path.exists(slurm_file):
         with open(slurm_file) as f:

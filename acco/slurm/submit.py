@@ -4,6 +4,7 @@ RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from the Slurm variab
 
 On submitit's checkpoint signal (SIGUSR2, `signal_delay_s` before the time limit, or a preemption)
 the job is requeued with `resume=auto`, so a run that saved a checkpoint continues from it."""
+
 from __future__ import annotations
 
 import json
@@ -40,15 +41,19 @@ def job_shape(cfg: dict, world: int, profile: dict | None = None) -> dict:
     nodes = int(prof.get("nodes") or nodes)
     per_node = int(prof.get("tasks_per_node") or per_node)
     if nodes * per_node != world:
-        raise ConfigError(f"the job would start {nodes} nodes x {per_node} tasks = {nodes * per_node} ranks "
-                          f"but the run needs world_size={world}; fix launcher.nodes/launcher.tasks_per_node "
-                          f"or layout")
+        raise ConfigError(
+            f"the job would start {nodes} nodes x {per_node} tasks = {nodes * per_node} ranks "
+            f"but the run needs world_size={world}; fix launcher.nodes/launcher.tasks_per_node "
+            f"or layout"
+        )
     uses_gpu = cfg.get("device") == "cuda"
     gpus = prof.get("gpus_per_node")
     gpus = (per_node if uses_gpu else 0) if gpus is None else int(gpus)
     if gpus > per_node:
-        raise ConfigError(f"launcher.gpus_per_node={gpus} but only {per_node} tasks per node would use "
-                          f"them (one GPU per task); set launcher.tasks_per_node={gpus} or fewer GPUs")
+        raise ConfigError(
+            f"launcher.gpus_per_node={gpus} but only {per_node} tasks per node would use "
+            f"them (one GPU per task); set launcher.tasks_per_node={gpus} or fewer GPUs"
+        )
     if uses_gpu and gpus < per_node:
         raise ConfigError(f"{per_node} tasks per node need {per_node} GPUs per node, the profile gives {gpus}")
     return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": gpus}
@@ -56,15 +61,20 @@ def job_shape(cfg: dict, world: int, profile: dict | None = None) -> dict:
 
 def make_executor(cfg: dict, shape: dict, name: str):
     import submitit
+
     prof = cfg["launcher"]
     folder = os.path.abspath(os.path.join(prof.get("log_dir") or "results/.slurm", "%j"))
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    params = {"name": name, "nodes": shape["nodes"], "tasks_per_node": shape["tasks_per_node"],
-              "cpus_per_task": int(prof.get("cpus_per_task") or 1),
-              "timeout_min": int(prof.get("time_min") or 60),
-              "slurm_signal_delay_s": int(prof.get("signal_delay_s") or 90),
-              # one dead task ends the step at once instead of leaving its peers in a collective
-              "slurm_srun_args": ["--kill-on-bad-exit=1"]}
+    params = {
+        "name": name,
+        "nodes": shape["nodes"],
+        "tasks_per_node": shape["tasks_per_node"],
+        "cpus_per_task": int(prof.get("cpus_per_task") or 1),
+        "timeout_min": int(prof.get("time_min") or 60),
+        "slurm_signal_delay_s": int(prof.get("signal_delay_s") or 90),
+        # one dead task ends the step at once instead of leaving its peers in a collective
+        "slurm_srun_args": ["--kill-on-bad-exit=1"],
+    }
     if shape["gpus_per_node"]:
         params["gpus_per_node"] = shape["gpus_per_node"]
     if prof.get("mem_gb"):
@@ -86,8 +96,9 @@ class SlurmRun:
         import submitit
 
         from ..run.launch import external_env, slurm_master_port
-        from ..testbed.emulate import for_external_launcher, join
         from ..run.worker import run_rank
+        from ..testbed.emulate import for_external_launcher, join
+
         dist_env = submitit.helpers.TorchDistributedEnvironment()
         if "MASTER_PORT" not in os.environ:  # submitit's own pick is a random port that may be in use
             dist_env.master_port = slurm_master_port()
@@ -101,6 +112,7 @@ class SlurmRun:
 
     def checkpoint(self, *args, **kwargs):
         import submitit
+
         requeues = int(self.cfg.get("_requeues", 0)) + 1
         if requeues > int(self.cfg["launcher"].get("max_requeues", 3)):
             return None
@@ -108,8 +120,13 @@ class SlurmRun:
 
 
 def record_job(out_dir: str, job, shape: dict) -> None:
-    info = {"job_id": job.job_id, "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr), **shape}
+    info = {
+        "job_id": job.job_id,
+        "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "stdout": str(job.paths.stdout),
+        "stderr": str(job.paths.stderr),
+        **shape,
+    }
     with open(os.path.join(out_dir, "slurm.json"), "w") as f:
         json.dump(info, f, indent=2)
 

@@ -2,11 +2,13 @@
 
 A task factory is named in the config as `module:function` and called as
 `factory(cfg, rank, world_size, device) -> Task`; tests plug in gradient oracles this way."""
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -15,12 +17,12 @@ import torch
 class Task:
     model: torch.nn.Module  # may stay on the host (fp32): the trainer moves it to the device
     loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor]  # mean loss of one micro-batch
-    train_stream: Any                                      # .batch(k): this rank's k-th micro-batch
-    val_batches: list = field(default_factory=list)        # this rank's validation micro-batches
+    train_stream: Any  # .batch(k): this rank's k-th micro-batch
+    val_batches: list = field(default_factory=list)  # this rank's validation micro-batches
     samples_per_micro_batch: int = 1
     tokens_per_sample: int = 0
-    on_finish: Callable[[str], None] | None = None         # called by every rank with out_dir at the end
-    tokenizer: Any = None                                  # saved beside the model (save_model)
+    on_finish: Callable[[str], None] | None = None  # called by every rank with out_dir at the end
+    tokenizer: Any = None  # saved beside the model (save_model)
     # at the committed parameters: an acco.evaluation.ShardedEvaluation (every rank scores its share)
     # or a plain callable (rank 0 alone)
     final_eval: Callable[[torch.nn.Module], dict] | None = None
@@ -39,20 +41,33 @@ def prepare_task_data(cfg: dict) -> dict:
     the GPUs do not wait for a corpus to be tokenized. Returns what was found or built."""
     if cfg["data"].get("kind") == "instruct":
         from .finetune import prepare_finetune_data
+
         data = prepare_finetune_data(cfg)
-        return {"kind": "instruct", "train_examples": len(data.train), "val_examples": len(data.val),
-                "tokenizer": data.tokenizer_path}
+        return {
+            "kind": "instruct",
+            "train_examples": len(data.train),
+            "val_examples": len(data.val),
+            "tokenizer": data.tokenizer_path,
+        }
     from .lm import prepare_lm_data
+
     data = prepare_lm_data(cfg["data"])
     seq_len = int(cfg["data"]["seq_len"])
-    return {"kind": "pretrain", "train_blocks": len(data.train_blocks), "val_blocks": len(data.val_blocks),
-            "train_tokens": len(data.train_blocks) * seq_len, "tokenizer": data.tokenizer_path}
+    return {
+        "kind": "pretrain",
+        "train_blocks": len(data.train_blocks),
+        "val_blocks": len(data.val_blocks),
+        "train_tokens": len(data.train_blocks) * seq_len,
+        "tokenizer": data.tokenizer_path,
+    }
 
 
 def build_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
     """The task the data config asks for: packed pretraining or instruction fine-tuning."""
     if cfg["data"].get("kind") == "instruct":
         from .finetune import build_finetune_task
+
         return build_finetune_task(cfg, rank, world_size, device)
     from .lm import build_lm_task
+
     return build_lm_task(cfg, rank, world_size, device)

@@ -1,7 +1,7 @@
 """Instruction fine-tuning (the paper's Alpaca experiment): a pretrained causal LM, Alpaca's prompt
 template, micro-batches padded to their longest example, loss on the response tokens only."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import torch
 
@@ -16,6 +16,7 @@ def instruct_loss(device: torch.device):
     def loss_fn(model, batch: dict) -> torch.Tensor:
         batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         return model(**batch).loss
+
     return loss_fn
 
 
@@ -33,16 +34,23 @@ def prepare_finetune_data(cfg: dict):
     """The tokenized instruction data a run of `cfg` reads (built once into the data cache)."""
     data_cfg, model_cfg = cfg["data"], cfg["model"]
     source = generated_source(dict(data_cfg["source"]), data_cfg["seed"], data_cfg["cache_dir"])
-    return prepare_instruction_data(source, tokenizer_spec(data_cfg, model_cfg), data_cfg["max_len"],
-                                    data_cfg["val_fraction"], data_cfg["seed"], data_cfg["cache_dir"],
-                                    data_cfg.get("response_only_loss", True))
+    return prepare_instruction_data(
+        source,
+        tokenizer_spec(data_cfg, model_cfg),
+        data_cfg["max_len"],
+        data_cfg["val_fraction"],
+        data_cfg["seed"],
+        data_cfg["cache_dir"],
+        data_cfg.get("response_only_loss", True),
+    )
 
 
 def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
     data_cfg, model_cfg = cfg["data"], cfg["model"]
     data = prepare_finetune_data(cfg)
-    model = build_causal_lm(model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id,
-                            seed=cfg["seed"])  # on the host: the trainer moves it (acco.engine.flat)
+    model = build_causal_lm(
+        model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id, seed=cfg["seed"]
+    )  # on the host: the trainer moves it (acco.engine.flat)
     mbs = data_cfg["micro_batch_size"]
     stream = InstructBatchStream(data.train, rank, world_size, mbs, seed=cfg["seed"])
     val_batches = []
@@ -51,6 +59,12 @@ def build_finetune_task(cfg: dict, rank: int, world_size: int, device: torch.dev
         # the whole validation split, sharded over the ranks (Fig. 8's validation loss)
         val_batches = [val_stream.batch(k) for k in range(val_stream.batches_per_epoch)]
     tokenizer = load_tokenizer(data.tokenizer_path)
-    return Task(model=model, loss_fn=instruct_loss(device), train_stream=stream, val_batches=val_batches,
-                samples_per_micro_batch=mbs, tokens_per_sample=0, tokenizer=tokenizer)
-
+    return Task(
+        model=model,
+        loss_fn=instruct_loss(device),
+        train_stream=stream,
+        val_batches=val_batches,
+        samples_per_micro_batch=mbs,
+        tokens_per_sample=0,
+        tokenizer=tokenizer,
+    )

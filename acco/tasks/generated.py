@@ -1,12 +1,13 @@
 """Embedded, generated corpora written as files in the cache, so the CPU scale reads them through
 the same loaders (`datasets`) as the real datasets."""
+
 from __future__ import annotations
 
 import os
 
 from ..data.cache import build_once
 
-WRITERS = {}
+WRITERS: dict[str, object] = {}
 
 
 def _writers():
@@ -14,9 +15,14 @@ def _writers():
         from ..data import write_story_jsonl
         from ..data.instructions import write_alpaca_json
         from ..evaluation import write_lambada_jsonl
-        WRITERS.update({"stories": (write_story_jsonl, "stories.jsonl"),
-                        "instructions": (write_alpaca_json, "alpaca_data.json"),
-                        "lambada_like": (write_lambada_jsonl, "lambada_test.jsonl")})
+
+        WRITERS.update(
+            {
+                "stories": (write_story_jsonl, "stories.jsonl"),
+                "instructions": (write_alpaca_json, "alpaca_data.json"),
+                "lambada_like": (write_lambada_jsonl, "lambada_test.jsonl"),
+            }
+        )
     return WRITERS
 
 

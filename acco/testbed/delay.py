@@ -5,14 +5,19 @@
 - netns mode: the kernel shapes the rate, and only the latency (no netem in this kernel) is a sleep.
 
 Latency is charged once per sequential step of a ring collective ((N-1) steps for reduce-scatter
-and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/analytic/costmodel.py."""
+and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/analytic/costmodel.py.
+
+`after` is what a worker joining the link (acco/testbed/emulate.py `join`) registers as the
+engine's collective hook (acco/engine/collectives.py): every collective of the flat methods, and
+PyTorch DDP's bucket all-reduces and ZeRO step, is charged the same way."""
+
 from __future__ import annotations
 
 import time
 
-_rate_bytes_per_s = 0.0   # 0: the rate is not emulated here (unlimited, or shaped by the kernel)
+_rate_bytes_per_s = 0.0  # 0: the rate is not emulated here (unlimited, or shaped by the kernel)
 _latency_s = 0.0
-charged_s = 0.0           # total sleep added in this process (for tests and reports)
+charged_s = 0.0  # total sleep added in this process (for tests and reports)
 
 
 def configure(rate_mbit: float, delay_ms: float) -> None:
@@ -52,34 +57,3 @@ def after(kind: str, buffer_bytes: int, world: int, started: float) -> None:
     if left > 0:
         time.sleep(left)
         charged_s += left
-
-
-def install_on_torch_ddp(torch_ddp, world: int) -> None:
-    """The same link for PyTorch's DDP + ZeroRedundancyOptimizer: a comm hook delays each bucket's
-    all-reduce, and the optimizer step (whose partition broadcasts move the bytes of an
-    all-gather of the parameters) is delayed like an all-gather."""
-    if not active():
-        return
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-    def delayed_allreduce(state, bucket):
-        started = time.perf_counter()
-        nbytes = bucket.buffer().numel() * bucket.buffer().element_size()
-        fut = default_hooks.allreduce_hook(state, bucket)
-
-        def done(f):
-            after("all_reduce", nbytes, world, started)
-            return f.value()
-        return fut.then(done)
-
-    # state = the process group DDP was built on (its step timeout), as for DDP's own hook
-    torch_ddp.ddp.register_comm_hook(torch_ddp.group, delayed_allreduce)
-    param_bytes = sum(p.numel() * p.element_size() for p in torch_ddp.params)
-    step = torch_ddp.opt.step
-
-    def delayed_step(*args, **kwargs):
-        started = time.perf_counter()
-        out = step(*args, **kwargs)
-        after("all_gather", param_bytes, world, started)
-        return out
-    torch_ddp.opt.step = delayed_step

@@ -1,10 +1,12 @@
 """The two ends of the emulated link: the local launcher prepares it (`prepare`), each spawned
 worker joins it (`join`) before it opens any socket."""
+
 from __future__ import annotations
 
 import os
 import sys
 
+from ..engine.collectives import register_collective_hook, unregister_collective_hook
 from . import delay
 from .link import is_active, link_values, netns_possible
 from .netns import Topology, enter
@@ -32,8 +34,11 @@ def prepare(cfg: dict, world_size: int) -> tuple[dict, Topology | None]:
             else:
                 link["runtime"] = topo.runtime()
                 return dict(cfg, link=link), topo
-        print(f"acco: link: network namespaces not possible ({why}); emulating the link with "
-              f"in-process delays", file=sys.stderr, flush=True)
+        print(
+            f"acco: link: network namespaces not possible ({why}); emulating the link with in-process delays",
+            file=sys.stderr,
+            flush=True,
+        )
     link["runtime"] = {"mode": "delay", **({"fallback_reason": why} if why else {})}
     return dict(cfg, link=link), None
 
@@ -48,8 +53,9 @@ def for_external_launcher(cfg: dict) -> dict:
 
 
 def join(cfg: dict, env) -> None:
-    """In a spawned worker, before init_process_group: enter this rank's namespace (gloo bound to
-    its veth, the master at rank 0's address), and set up the in-process delays."""
+    """In a worker, before init_process_group: enter this rank's namespace (gloo bound to its
+    veth, the master at rank 0's address), and set up the in-process delays, charged to every
+    training collective through the engine's collective hook."""
     runtime = (cfg.get("link") or {}).get("runtime") or {}
     rate, delay_ms, _ = link_values(cfg)
     if runtime.get("mode") == "netns":
@@ -61,3 +67,7 @@ def join(cfg: dict, env) -> None:
         delay.configure(rate, delay_ms)
     else:
         delay.configure(0.0, 0.0)
+    if delay.active():
+        register_collective_hook(delay.after)
+    else:
+        unregister_collective_hook(delay.after)

@@ -10,6 +10,7 @@
 This kernel has no netem, so latency is always an in-process sleep per ring step (both modes);
 only the rate is shaped by the kernel. What a run used is recorded in summary.json as
 `link: {mode: netns|delay|none, rate_mbit, delay_ms}`."""
+
 from __future__ import annotations
 
 import os
@@ -55,29 +56,38 @@ def check_link(cfg: dict, external_launcher: bool) -> None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise LinkConfigError(f"link.{key} must be a number >= 0 (0 = unlimited), got {value!r}; "
-                                  f"set e.g. link.{key}=100")
+            raise LinkConfigError(
+                f"link.{key} must be a number >= 0 (0 = unlimited), got {value!r}; set e.g. link.{key}=100"
+            )
         if value < 0:
-            raise LinkConfigError(f"link.{key} must be >= 0 (0 = unlimited), got {value}; "
-                                  f"set link.{key}=0 or a positive value")
+            raise LinkConfigError(
+                f"link.{key} must be >= 0 (0 = unlimited), got {value}; set link.{key}=0 or a positive value"
+            )
     mode = link.get("mode", "auto")
     if mode not in MODES:
         raise LinkConfigError(f"link.mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not is_active(cfg):
         return
     if external_launcher and mode == "netns":
-        raise LinkConfigError("link.mode=netns needs the local launcher (it makes one namespace per worker); "
-                              "under torchrun or Slurm use link.mode=auto or delay (in-process delays)")
+        raise LinkConfigError(
+            "link.mode=netns needs the local launcher (it makes one namespace per worker); "
+            "under torchrun or Slurm use link.mode=auto or delay (in-process delays)"
+        )
     if mode == "netns" and link_values(cfg)[0] > 0:
         why = netns_possible()
         if why:
-            raise LinkConfigError(f"link.mode=netns needs network namespaces ({why}); "
-                                  f"use link.mode=auto or link.mode=delay")
+            raise LinkConfigError(
+                f"link.mode=netns needs network namespaces ({why}); use link.mode=auto or link.mode=delay"
+            )
 
 
 def summary(cfg: dict) -> dict:
     """What summary.json records about the link this run used."""
     rate, delay, _ = link_values(cfg)
     runtime = (cfg.get("link") or {}).get("runtime") or {}
-    return {"mode": runtime.get("mode", "none"), "rate_mbit": rate, "delay_ms": delay,
-            **({"fallback_reason": runtime["fallback_reason"]} if runtime.get("fallback_reason") else {})}
+    return {
+        "mode": runtime.get("mode", "none"),
+        "rate_mbit": rate,
+        "delay_ms": delay,
+        **({"fallback_reason": runtime["fallback_reason"]} if runtime.get("fallback_reason") else {}),
+    }

@@ -5,6 +5,7 @@ with tc tbf (the rank's veth egress and its bridge port's egress).
 
 Names are `acco<launcher pid>x<random>-...` so concurrent runs never collide, and namespaces left
 behind by a launcher that died without cleaning up (SIGKILL) are removed by the next one."""
+
 from __future__ import annotations
 
 import atexit
@@ -18,7 +19,7 @@ import threading
 
 from ..run.lock import pid_alive
 
-IFNAME = "acco0"         # the veth end inside each rank's namespace (what GLOO_SOCKET_IFNAME names)
+IFNAME = "acco0"  # the veth end inside each rank's namespace (what GLOO_SOCKET_IFNAME names)
 SUBNET = "10.77.0"
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = "/var/run/netns"
@@ -37,8 +38,24 @@ def _tc(ns: str, dev: str, rate_mbit: float) -> None:
     messages behind bulk data, a tiny one tail-drops (both measured to slow collectives)."""
     rate_bps = rate_mbit * 1e6
     burst = max(64 * 1024, int(rate_bps / 8 * 0.004))  # >= 4 ms of the rate
-    _ip("netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-        "rate", f"{rate_mbit:g}mbit", "burst", str(burst), "latency", "20ms")
+    _ip(
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        f"{rate_mbit:g}mbit",
+        "burst",
+        str(burst),
+        "latency",
+        "20ms",
+    )
 
 
 def list_namespaces() -> list[str]:
@@ -75,7 +92,7 @@ class Topology:
     def names(self) -> list[str]:
         return [self.switch, *self.ranks]
 
-    def create(self) -> "Topology":
+    def create(self) -> Topology:
         remove_stale()
         _install_cleanup(self)
         try:
@@ -85,8 +102,7 @@ class Topology:
             for r, ns in enumerate(self.ranks):
                 self._add_ns(ns)
                 port = f"p{r}"
-                _ip("link", "add", IFNAME, "netns", ns, "type", "veth", "peer", "name", port,
-                    "netns", self.switch)
+                _ip("link", "add", IFNAME, "netns", ns, "type", "veth", "peer", "name", port, "netns", self.switch)
                 _ip("-n", self.switch, "link", "set", port, "master", "br0")
                 _ip("-n", self.switch, "link", "set", port, "up")
                 _ip("-n", ns, "addr", "add", f"{self.addresses[r]}/24", "dev", IFNAME)
@@ -111,8 +127,13 @@ class Topology:
 
     def runtime(self) -> dict:
         """What a worker needs to join its namespace (goes into cfg['link']['runtime'])."""
-        return {"mode": "netns", "namespaces": list(self.ranks), "addresses": list(self.addresses),
-                "ifname": IFNAME, "switch": self.switch}
+        return {
+            "mode": "netns",
+            "namespaces": list(self.ranks),
+            "addresses": list(self.addresses),
+            "ifname": IFNAME,
+            "switch": self.switch,
+        }
 
 
 _LIVE: list[Topology] = []

@@ -3,6 +3,7 @@ delivers (tests/test_link.py checks it against bytes/rate).
 
     python -m acco.testbed.probe --world 2 --rate 100 --mbytes 8 [--mode auto|netns|delay]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,7 @@ def _worker(local_rank: int, cfg: dict, envs, kind: str, numel: int, reps: int, 
     from ..engine.collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
     from ..run.launch import init_process_group
     from .emulate import join
+
     env = envs[local_rank]
     join(cfg, env)
     env.export()
@@ -42,26 +44,40 @@ def _worker(local_rank: int, cfg: dict, envs, kind: str, numel: int, reps: int, 
             all_reduce_sum(full, group)
         times.append(time.perf_counter() - start)
     with open(os.path.join(out_dir, f"rank{env.rank}.json"), "w") as f:
-        json.dump({"times": times[1:], "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
-                   "master_addr": env.master_addr}, f)
+        json.dump(
+            {"times": times[1:], "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"), "master_addr": env.master_addr}, f
+        )
     dist.destroy_process_group()
 
 
-def probe(world: int, rate_mbit: float, nbytes: int, kind: str = "reduce_scatter", mode: str = "auto",
-          delay_ms: float = 0.0, reps: int = 3) -> dict:
+def probe(
+    world: int,
+    rate_mbit: float,
+    nbytes: int,
+    kind: str = "reduce_scatter",
+    mode: str = "auto",
+    delay_ms: float = 0.0,
+    reps: int = 3,
+) -> dict:
     """Median seconds of `kind` over a float32 buffer of `nbytes` among `world` local processes."""
     import torch.multiprocessing as mp
 
     from ..run.launch import local_envs
     from .emulate import prepare
+
     cfg = {"link": {"rate_mbit": rate_mbit, "delay_ms": delay_ms, "mode": mode}}
     numel = (nbytes // 4) // world * world
     topo = None
     with tempfile.TemporaryDirectory() as out_dir:
         try:
             cfg, topo = prepare(cfg, world)
-            mp.start_processes(_worker, args=(cfg, local_envs(world), kind, numel, reps, out_dir),
-                               nprocs=world, join=True, start_method="spawn")
+            mp.start_processes(
+                _worker,
+                args=(cfg, local_envs(world), kind, numel, reps, out_dir),
+                nprocs=world,
+                join=True,
+                start_method="spawn",
+            )
         finally:
             if topo is not None:
                 topo.destroy()
@@ -70,9 +86,15 @@ def probe(world: int, rate_mbit: float, nbytes: int, kind: str = "reduce_scatter
             with open(os.path.join(out_dir, f"rank{r}.json")) as f:
                 ranks.append(json.load(f))
     per_rep = [max(r["times"][i] for r in ranks) for i in range(reps)]
-    return {"mode": cfg["link"]["runtime"]["mode"], "seconds": statistics.median(per_rep),
-            "all_seconds": per_rep, "nbytes": numel * 4, "world": world,
-            "namespaces": (topo.names if topo is not None else []), "rank0": ranks[0]}
+    return {
+        "mode": cfg["link"]["runtime"]["mode"],
+        "seconds": statistics.median(per_rep),
+        "all_seconds": per_rep,
+        "nbytes": numel * 4,
+        "world": world,
+        "namespaces": (topo.names if topo is not None else []),
+        "rank0": ranks[0],
+    }
 
 
 def main(argv=None) -> int:
@@ -85,11 +107,14 @@ def main(argv=None) -> int:
     p.add_argument("--mode", default="auto", choices=["auto", "netns", "delay"])
     a = p.parse_args(argv)
     from .delay import ring_bytes
+
     res = probe(a.world, a.rate, int(a.mbytes * 1e6), a.kind, a.mode, a.delay_ms)
     sent, _ = ring_bytes(a.kind, res["nbytes"], a.world)
     expect = sent * 8 / (a.rate * 1e6) if a.rate else float("nan")
-    print(f"{a.kind} of {res['nbytes'] / 1e6:.1f} MB, {a.world} ranks, {res['mode']} link at {a.rate:g} Mbit: "
-          f"{res['seconds']:.3f} s (bytes/rate {expect:.3f} s; runs {[round(t, 3) for t in res['all_seconds']]})")
+    print(
+        f"{a.kind} of {res['nbytes'] / 1e6:.1f} MB, {a.world} ranks, {res['mode']} link at {a.rate:g} Mbit: "
+        f"{res['seconds']:.3f} s (bytes/rate {expect:.3f} s; runs {[round(t, 3) for t in res['all_seconds']]})"
+    )
     return 0
 
 

@@ -12,6 +12,7 @@ schedule at (samples before the step) / (nominal samples per committed step), wi
 end and `optim.warmup_steps` counted in nominal steps (world x accum x micro-batch size, x2 for
 ACCO's two rounds per step). DDP and adaptive ACCO thus anneal at the same sample counts, and a run
 whose steps hold exactly the nominal samples gets exactly the step schedule."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,10 +26,10 @@ class BudgetError(ValueError):
 
 @dataclass(frozen=True)
 class RunLength:
-    steps: int | None          # committed steps (None: no limit in steps)
+    steps: int | None  # committed steps (None: no limit in steps)
     budget: int | None = None  # in `unit`s (None: no budget)
-    unit: str = "samples"      # "samples" or "tokens"
-    per_sample: int = 1        # units per sample (tokens: the task's fixed tokens per sample)
+    unit: str = "samples"  # "samples" or "tokens"
+    per_sample: int = 1  # units per sample (tokens: the task's fixed tokens per sample)
 
     def done(self, steps_done: int, samples_done: int) -> bool:
         if self.steps is not None and steps_done >= self.steps:
@@ -40,8 +41,9 @@ class RunLength:
         return None if self.budget is None else self.budget / self.per_sample
 
     def describe(self) -> str:
-        parts = ([f"{self.steps} steps"] if self.steps is not None else []) + \
-                ([f"{self.budget} {self.unit}"] if self.budget is not None else [])
+        parts = ([f"{self.steps} steps"] if self.steps is not None else []) + (
+            [f"{self.budget} {self.unit}"] if self.budget is not None else []
+        )
         return " or ".join(parts)
 
 
@@ -53,14 +55,15 @@ def run_length(train_cfg: dict, tokens_per_sample: int = 0) -> RunLength:
         raise BudgetError("train.tokens and train.samples are both set; keep one budget")
     if tokens is not None:
         if not tokens_per_sample:
-            raise BudgetError("train.tokens needs a task with a fixed number of tokens per sample (packed "
-                              "pretraining); this task's samples vary in length: use train.samples")
+            raise BudgetError(
+                "train.tokens needs a task with a fixed number of tokens per sample (packed "
+                "pretraining); this task's samples vary in length: use train.samples"
+            )
         return RunLength(steps, int(tokens), "tokens", int(tokens_per_sample))
     if samples is not None:
         return RunLength(steps, int(samples), "samples", 1)
     if steps is None:
-        raise BudgetError("train.steps is null and there is no budget: set train.steps, train.samples "
-                          "or train.tokens")
+        raise BudgetError("train.steps is null and there is no budget: set train.steps, train.samples or train.tokens")
     return RunLength(steps)
 
 
@@ -75,13 +78,15 @@ def lr_schedule(cfg: dict, world: int, samples_per_micro_batch: int, tokens_per_
     length = run_length(train, tokens_per_sample)
     min_ratio = optim.get("min_lr_ratio", 0.0)
     if length.budget is None:
-        return per_step(make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"],
-                                         length.steps, min_ratio))
-    nominal = nominal_samples_per_step(cfg["method"]["name"], world, int(train["accum"]),
-                                       samples_per_micro_batch)
-    shape = lr_shape(optim["lr"], optim["schedule"], max(0, int(optim["warmup_steps"])),
-                     length.budget_samples / nominal, min_ratio)
+        return per_step(
+            make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], length.steps, min_ratio)
+        )
+    nominal = nominal_samples_per_step(cfg["method"]["name"], world, int(train["accum"]), samples_per_micro_batch)
+    shape = lr_shape(
+        optim["lr"], optim["schedule"], max(0, int(optim["warmup_steps"])), length.budget_samples / nominal, min_ratio
+    )
 
     def lr_at(step: int, micro_batches: int) -> float:
         return shape(micro_batches * samples_per_micro_batch / nominal)
+
     return lr_at

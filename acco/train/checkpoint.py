@@ -12,6 +12,7 @@ Every file is written under a temporary name and renamed; the folder is built as
 removed only once a newer one is complete. On resume each candidate is verified against its
 manifest (sizes, checksums, world size, the run's settings), newest first; a truncated or corrupt
 one is reported and the previous one used."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,19 +22,44 @@ import os
 import random
 import shutil
 import time
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
+
+from ..atomic import atomic_write
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
 SHARED_FILE = "model.pt"
 FORMAT = 1
 # keys that say how a run is executed or reported, not what it computes: a resumed run may change them
-NOT_IDENTITY = {"out_dir", "results_root", "overwrite", "resume", "launcher", "device", "fault", "dist",
-                "link", "logger", "experiment", "scale", "layout", "final_eval"}
-NOT_IDENTITY_TRAIN = {"log_every", "trace", "trace_steps", "threads", "checkpoint_every", "keep_checkpoints",
-                      "save_model", "save_final_params"}
+NOT_IDENTITY = {
+    "out_dir",
+    "results_root",
+    "overwrite",
+    "resume",
+    "launcher",
+    "device",
+    "fault",
+    "dist",
+    "link",
+    "logger",
+    "experiment",
+    "scale",
+    "layout",
+    "final_eval",
+}
+NOT_IDENTITY_TRAIN = {
+    "log_every",
+    "trace",
+    "trace_steps",
+    "threads",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "save_model",
+    "save_final_params",
+}
 
 
 class CheckpointError(ValueError):
@@ -74,6 +100,7 @@ def rng_state() -> dict:
     state = {"python": random.getstate(), "torch": torch.get_rng_state()}
     try:
         import numpy as np
+
         state["numpy"] = np.random.get_state()
     except ImportError:
         pass
@@ -87,6 +114,7 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "numpy" in state:
         import numpy as np
+
         np.random.set_state(state["numpy"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -97,13 +125,7 @@ def _write_file(folder: str, name: str, obj) -> dict:
     buf = io.BytesIO()
     torch.save(obj, buf)
     data = buf.getvalue()
-    path = os.path.join(folder, name)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(os.path.join(folder, name), data, fsync=True)
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
@@ -120,8 +142,9 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def save(out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict,
-         cfg: dict, keep: int = 2) -> str:
+def save(
+    out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict, cfg: dict, keep: int = 2
+) -> str:
     """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
     rank's file is in place, the manifest, then publishes the folder. Returns its path."""
     root = os.path.join(out_dir, CHECKPOINTS)
@@ -138,16 +161,16 @@ def save(out_dir: str, step: int, rank: int, world_size: int, shared: dict | Non
     gathered: list = [None] * world_size
     dist.all_gather_object(gathered, files)
     if rank == 0:
-        manifest = {"format": FORMAT, "step": step, "world_size": world_size,
-                    "method": cfg["method"]["name"], "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    "identity": identity(cfg),
-                    "files": {k: v for part in gathered for k, v in part.items()}}
-        tmp = os.path.join(partial, f"{MANIFEST}.tmp")
-        with open(tmp, "w") as f:
-            json.dump(manifest, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(partial, MANIFEST))
+        manifest = {
+            "format": FORMAT,
+            "step": step,
+            "world_size": world_size,
+            "method": cfg["method"]["name"],
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "identity": identity(cfg),
+            "files": {k: v for part in gathered for k, v in part.items()},
+        }
+        atomic_write(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1), fsync=True)
         _fsync_dir(partial)
         if os.path.exists(final):  # the same step saved again (a resumed run's first checkpoint)
             shutil.rmtree(final)
@@ -161,7 +184,7 @@ def save(out_dir: str, step: int, rank: int, world_size: int, shared: dict | Non
 def prune(root: str, keep: int) -> None:
     """Remove all but the newest `keep` complete checkpoints (never the only complete one)."""
     complete = [path for _, path in list_checkpoints(root) if os.path.exists(os.path.join(path, MANIFEST))]
-    for path in complete[max(1, keep):]:
+    for path in complete[max(1, keep) :]:
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -226,16 +249,20 @@ def resolve_resume(cfg: dict, world_size: int, warn=None) -> dict | None:
     else:
         folder, explicit = str(resume), True
         if not os.path.isdir(folder):
-            raise CheckpointError(f"resume={resume}: no such folder; give a checkpoint folder "
-                                  f"(<out_dir>/{CHECKPOINTS}/step_N), a run folder, or resume=auto")
+            raise CheckpointError(
+                f"resume={resume}: no such folder; give a checkpoint folder "
+                f"(<out_dir>/{CHECKPOINTS}/step_N), a run folder, or resume=auto"
+            )
     if os.path.exists(os.path.join(folder, MANIFEST)) or os.path.basename(folder.rstrip("/")).startswith("step_"):
-        candidates = [(None, folder)]
+        candidates: Sequence[tuple[int | None, str]] = [(None, folder)]
     else:
         candidates = list_checkpoints(os.path.join(folder, CHECKPOINTS))
     if not candidates:
         if explicit:
-            raise CheckpointError(f"resume={resume}: no checkpoint there (expected {CHECKPOINTS}/step_N "
-                                  f"folders); use resume=auto to start over when there is none")
+            raise CheckpointError(
+                f"resume={resume}: no checkpoint there (expected {CHECKPOINTS}/step_N "
+                f"folders); use resume=auto to start over when there is none"
+            )
         return None
     problems = []
     for _, path in candidates:
@@ -248,11 +275,14 @@ def resolve_resume(cfg: dict, world_size: int, warn=None) -> dict | None:
             continue
         diff = _first_difference(manifest["identity"], identity(cfg))
         if diff:
-            raise CheckpointError(f"checkpoint {path} belongs to a different run ({diff}); resume with "
-                                  f"the same settings, or start over with resume=null overwrite=true")
+            raise CheckpointError(
+                f"checkpoint {path} belongs to a different run ({diff}); resume with "
+                f"the same settings, or start over with resume=null overwrite=true"
+            )
         return {"dir": os.path.abspath(path), "step": manifest["step"]}
-    raise CheckpointError(f"no usable checkpoint in {folder} ({'; '.join(problems)}); start over with "
-                          f"resume=null overwrite=true")
+    raise CheckpointError(
+        f"no usable checkpoint in {folder} ({'; '.join(problems)}); start over with resume=null overwrite=true"
+    )
 
 
 def load(path: str, rank: int) -> tuple[dict, dict]:

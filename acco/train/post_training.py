@@ -3,6 +3,7 @@ timeout (dist.final_timeout_s, hours by default) bounds waits for work that grow
 and the evaluation sets, not with one training step: the sharded final evaluation (each rank
 scores its share, one all-reduce of float64 sums) and, in acco/run/worker.py, rank 0's saves and the
 gather of every rank's figures."""
+
 from __future__ import annotations
 
 import sys
@@ -39,8 +40,11 @@ def final_evaluation(cfg: dict, final_eval, model, rank: int, world_size: int, g
     sleep_s = float(fault.get("final_eval_sleep_s") or 0)
     if sleep_s and rank == int(fault.get("final_eval_sleep_rank") or 0):
         # fault injection (tests): an evaluation longer than dist.timeout_s
-        print(f"acco: rank {rank}: final evaluation slowed by {sleep_s:g} s (fault.final_eval_sleep_s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"acco: rank {rank}: final evaluation slowed by {sleep_s:g} s (fault.final_eval_sleep_s)",
+            file=sys.stderr,
+            flush=True,
+        )
         time.sleep(sleep_s)
     if not hasattr(final_eval, "partial"):
         return final_eval(model) if rank == 0 else None

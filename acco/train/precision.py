@@ -7,6 +7,7 @@
     fp32  everything in fp32
 
 Older configs said `train.bf16: true|false` (bf16 on GPU only); they read as auto / fp32."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ PRECISIONS = ("auto", "bf16", "fp32")
 
 
 def precision_name(train_cfg: dict, device_type: str) -> str:
-    """"bf16" or "fp32" for a run's train section on a device type ("cpu" or "cuda")."""
+    """ "bf16" or "fp32" for a run's train section on a device type ("cpu" or "cuda")."""
     choice = train_cfg.get("precision")
     if choice is None:  # a config from before train.precision
         choice = "auto" if train_cfg.get("bf16", True) else "fp32"

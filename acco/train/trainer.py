@@ -1,12 +1,12 @@
-"""One rank's training run: builds the chosen method on the shared machinery, runs its schedule of
-rounds, and records one metrics row per committed step."""
+"""One rank's training run: builds the chosen method's backend (PyTorch DDP + ZeRO, or a schedule
+of rounds on the flat engine: acco/train/backend*.py), runs it, and at every committed step records
+one metrics row, evaluates when due, and agrees with the other ranks on signals, non-finite values
+and checkpoints."""
+
 from __future__ import annotations
 
 import math
-import os
-import signal
 import sys
-import threading
 import time
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
@@ -14,70 +14,41 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import checkpoint
-from .budget import lr_schedule, run_length
-from ..engine.comm_worker import CommWorker
-from ..engine.compute import MicroBatchRunner, autocast
-from ..engine.flat import FlatModel
-from ..engine.rounds import RoundEngine, StopRule, run_acco, run_delayed, run_sequential
-from ..engine.sharded_adamw import ShardedAdamW
-from ..engine.sync import SyncResult, Syncer
-from ..engine.torch_ddp import TorchDDPZero1
+from ..engine.compute import autocast
+from ..engine.rounds import StopRule
+from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
-from .precision import compute_dtype, parameters_in
-from ..run.progress import Progress, make_logger
 from ..run.files import MetricsWriter, reset_peak_memory
-from ..tasks import Task
+from ..run.progress import Progress, make_logger
 from ..run.watchdog import Watchdog, exit_on_stall
+from ..tasks import Task
+from . import checkpoint
+from .backend import Backend
+from .backend_flat import FlatBackend
+from .backend_torch_ddp import TorchDDPBackend
+from .budget import lr_schedule, run_length
+from .faults import inject_fault, nan_injecting
+from .precision import compute_dtype, parameters_in
+from .signals import Preempted, SignalLatch
 
 METHODS = ("ddp", "dpu", "wp", "acco")
-# the signals that ask for a checkpoint and a clean exit: sbatch --signal=USR1, submitit's USR2,
-# SIGTERM (scancel, preemption, the local launcher forwarding its own)
-CHECKPOINT_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
-
-
-class Preempted(Exception):
-    """Raised on every rank after the checkpoint a signal asked for has been written."""
-
-    def __init__(self, step: int, signum: int, path: str):
-        super().__init__(f"{signal.Signals(signum).name} at step {step}; checkpoint {path}")
-        self.step, self.signum, self.path = step, signum, path
 
 
 class NonFiniteError(RuntimeError):
     pass
 
 
-class SignalLatch:
-    """Remembers a checkpoint signal from the moment the worker starts (a signal during start-up
-    must not kill it); the trainer acts on it at the next step boundary, on every rank."""
-    signum = 0
-    previous: dict = {}
-
-    @classmethod
-    def install(cls) -> None:
-        if threading.current_thread() is not threading.main_thread() or cls.previous:
-            return
-
-        def note(signum, frame):
-            cls.signum = cls.signum or signum
-        for sig in CHECKPOINT_SIGNALS:
-            cls.previous[sig] = signal.signal(sig, note)
-
-    @classmethod
-    def uninstall(cls) -> None:
-        for sig, handler in cls.previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
-
-    @classmethod
-    def previous_handler(cls, signum: int):
-        """What the signal did before (submitit's handler requeues the job on USR2)."""
-        return cls.previous.get(signum)
-
-
 class Trainer:
-    def __init__(self, cfg: dict, task: Task, rank: int, world_size: int, device: torch.device,
-                 tracer: TraceRecorder, metrics: MetricsWriter | None):
+    def __init__(
+        self,
+        cfg: dict,
+        task: Task,
+        rank: int,
+        world_size: int,
+        device: torch.device,
+        tracer: TraceRecorder,
+        metrics: MetricsWriter | None,
+    ):
         self.cfg = cfg
         self.task = task
         self.rank, self.world_size = rank, world_size
@@ -98,20 +69,25 @@ class Trainer:
         self.compute_dtype = compute_dtype(train, device)
         if train.get("activation_checkpointing"):  # recompute each block's activations in backward
             if not hasattr(task.model, "activation_checkpointing_enable"):
-                raise ValueError("train.activation_checkpointing=true needs a Hugging Face model "
-                                 "(activation_checkpointing_enable); set it to false for this task")
+                raise ValueError(
+                    "train.activation_checkpointing=true needs a Hugging Face model "
+                    "(activation_checkpointing_enable); set it to false for this task"
+                )
             task.model.activation_checkpointing_enable({"use_reentrant": False})
         self.samples = 0
         self.eval_s = 0.0
         self.last_eval: float | None = None
         self.progress = self.logger = None
         if metrics is not None:  # rank 0 shows progress and feeds the optional experiment tracker
-            self.progress = Progress(method["name"], self.steps, int(train.get("log_every") or 0),
-                                     budget=self.length.budget, unit=self.length.unit,
-                                     per_sample=self.length.per_sample)
+            self.progress = Progress(
+                method["name"],
+                self.steps,
+                int(train.get("log_every") or 0),
+                budget=self.length.budget,
+                unit=self.length.unit,
+                per_sample=self.length.per_sample,
+            )
             self.logger = make_logger(cfg, cfg["out_dir"])
-        self.torch_ddp: TorchDDPZero1 | None = None
-        self.engine: RoundEngine | None = None
         # training collectives wait at most dist.step_timeout_s for a peer: past that it crashed
         # or hung, and this rank fails instead of waiting for ever (the default group keeps
         # dist.timeout_s, for start-up and the end of the run)
@@ -122,38 +98,42 @@ class Trainer:
         self.control_group = dist.new_group(list(range(world_size)), timeout=step_timeout, backend="gloo")
         self.checkpoint_every = int(train.get("checkpoint_every") or 0)
         self.start_step = self.steps_done = 0
-        self.wall_offset = 0.0      # wall time of the steps before a resume
+        self.wall_offset = 0.0  # wall time of the steps before a resume
         self.last_checkpoint: str | None = None
         if (cfg.get("fault") or {}).get("nan_at_step"):
-            task.loss_fn = self._nan_injecting(task.loss_fn, int(cfg["fault"]["nan_at_step"]))
+            task.loss_fn = nan_injecting(task.loss_fn, int(cfg["fault"]["nan_at_step"]), lambda: self.steps_done)
+        # the training collectives' own process group: PyTorch DDP's, or the flat engine's
+        # communication thread's (so they never interleave with the main thread's collectives)
+        group = dist.new_group(list(range(world_size)), timeout=step_timeout)
+        self.backend: Backend
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
-            self.torch_ddp = TorchDDPZero1(
-                task.model, task.loss_fn, task.train_stream, tracer, self.accum, self.lr_at,
-                optim["betas"], optim["eps"], optim["weight_decay"], optim["decay_bias_and_norm"],
-                optim["clip_norm"], slowdown, device, compute_dtype=self.compute_dtype,
-                group=dist.new_group(list(range(world_size)), timeout=step_timeout))
-            self.runner = self.torch_ddp.runner
-            return
-        # the model may still be on the host: one parameter at a time onto the device, into the
-        # low-precision buffer and this rank's fp32 master shard
-        self.flat = FlatModel(task.model, world_size, dtype=self.compute_dtype,
-                              decay_bias_and_norm=optim["decay_bias_and_norm"], rank=rank, device=device)
-        self.opt = ShardedAdamW(self.flat.take_master_shard(), self.flat.decay_ranges,
-                                self.lr_at, optim["betas"], optim["eps"], optim["weight_decay"])
-        self.buffer = torch.zeros_like(self.flat.params)  # the one communication buffer
-        # the communication thread gets a process group of its own, so its collectives never
-        # interleave with the main thread's (evaluation, metrics) on the default group
-        self.comm_group = dist.new_group(list(range(world_size)), timeout=step_timeout)
-        self.comm = CommWorker(device)
-        self.syncer = Syncer(self.buffer, self.opt, rank, world_size, self.comm_group, tracer,
-                             optim["clip_norm"])
-        self.runner = MicroBatchRunner(task.model, task.loss_fn, task.train_stream, tracer, slowdown,
-                                       autocast_dtype=self.compute_dtype, device_type=device.type)
-        adaptive = not train["deterministic"]
-        self.engine = RoundEngine(self.flat, self.syncer, self.comm, self.runner, self.accum,
-                                  adaptive, tracer, train.get("max_accum_factor", 64))
-        if self.length.budget is not None:
-            self.engine.may_extend = self.budget_allows_more
+            self.backend = TorchDDPBackend(
+                task, optim, self.accum, self.lr_at, slowdown, device, self.compute_dtype, tracer, group
+            )
+        else:
+            self.backend = FlatBackend(
+                task,
+                self.method,
+                int(method.get("warmup_steps", 0)),
+                optim,
+                rank,
+                world_size,
+                device,
+                self.accum,
+                self.lr_at,
+                slowdown,
+                self.compute_dtype,
+                adaptive=not train["deterministic"],
+                max_accum_factor=train.get("max_accum_factor", 64),
+                tracer=tracer,
+                comm_group=group,
+                may_extend=self.budget_allows_more if self.length.budget is not None else None,
+            )
+
+    @property
+    def runner(self):
+        """The compute side (data position, micro-batch counts); None after release()."""
+        return self.backend.runner
 
     def budget_allows_more(self, uncommitted: int) -> bool:
         """Adaptive rounds near the end of a budget: one more micro-batch beyond the round's minimum
@@ -176,24 +156,13 @@ class Trainer:
         self.tracer.at_step(start + 1)  # the trace window (train.trace_steps) counts committed steps
         SignalLatch.install()
         # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
-        self.watchdog = Watchdog(lambda: (self.runner.next_index, self.steps_done), 2 * self.step_timeout_s,
-                                 exit_on_stall(self.rank, self.cfg["out_dir"])).start()
+        self.watchdog = Watchdog(
+            lambda: (self.runner.next_index, self.steps_done),
+            2 * self.step_timeout_s,
+            exit_on_stall(self.rank, self.cfg["out_dir"]),
+        ).start()
         try:
-            if self.torch_ddp is not None:
-                t = start
-                while not self.until.done(t):
-                    self.on_step(t, self.torch_ddp.step())
-                    t += 1
-            elif self.method == "ddp":
-                run_sequential(self.engine, self.until, self.on_step, start)
-            elif self.method in ("dpu", "wp"):
-                run_delayed(self.engine, self.until, self.on_step,
-                            warmup_steps=int(self.cfg["method"].get("warmup_steps", 0)),
-                            predict=self.method == "wp", start=start)
-            elif self.method == "acco":
-                run_acco(self.engine, self.until, self.on_step, start)
-            else:
-                raise ValueError(f"unknown method {self.method!r}")
+            self.backend.run(self.until, self.on_step, start)
         finally:
             self.watchdog.stop()
             self.wall_time_s = time.perf_counter() - self.start - self.eval_s + self.wall_offset
@@ -201,7 +170,7 @@ class Trainer:
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
         self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
-        self._inject_fault(t + 1)
+        inject_fault(self.cfg.get("fault") or {}, t + 1, self.rank)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
         wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
         every = int(self.cfg["train"].get("eval_every") or 0)
@@ -209,14 +178,19 @@ class Trainer:
         if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or self.until.done(t + 1)):
             eval_loss = self.evaluate()
         if self.metrics is not None:
-            row = {"step": t + 1, "samples": self.samples,
-                   "tokens": self.samples * self.task.tokens_per_sample if self.task.tokens_per_sample else None,
-                   "wall_time_s": round(wall, 4), "train_loss": res.loss_mean, "lr": res.lr,
-                   "micro_batches": res.micro_batches, "eval_loss": eval_loss,
-                   "grad_norm": res.grad_norm}
+            row = {
+                "step": t + 1,
+                "samples": self.samples,
+                "tokens": self.samples * self.task.tokens_per_sample if self.task.tokens_per_sample else None,
+                "wall_time_s": round(wall, 4),
+                "train_loss": res.loss_mean,
+                "lr": res.lr,
+                "micro_batches": res.micro_batches,
+                "eval_loss": eval_loss,
+                "grad_norm": res.grad_norm,
+            }
             self.metrics.write(row)
-            self.progress.update(t + 1, res.loss_mean, self.samples, wall, res.lr, res.micro_batches,
-                                 eval_loss)
+            self.progress.update(t + 1, res.loss_mean, self.samples, wall, res.lr, res.micro_batches, eval_loss)
             if self.logger is not None:
                 self.logger.log(row)
         self.at_step_boundary(t + 1, res)
@@ -225,10 +199,7 @@ class Trainer:
     def at_step_boundary(self, step: int, res: SyncResult) -> None:
         """Every rank, after committed step `step`, nothing in flight: one small all-reduce tells
         all ranks whether any got a checkpoint signal or saw a non-finite gradient shard."""
-        if self.torch_ddp is not None:
-            bad_grad = not self.torch_ddp.grads_finite()
-        else:
-            bad_grad, self.syncer.nonfinite_grad = self.syncer.nonfinite_grad, False
+        bad_grad = self.backend.take_nonfinite_grad()
         flags = torch.tensor([float(SignalLatch.signum), float(bad_grad)], dtype=torch.float64)
         dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control_group)
         signum, bad_grad = int(flags[0]), bool(flags[1])
@@ -240,8 +211,12 @@ class Trainer:
             return  # the run is complete: nothing to resume
         due = signum or (self.checkpoint_every and step % self.checkpoint_every == 0)
         if due and self.pending_grads_nonfinite():
-            print(f"acco: rank {self.rank}: no checkpoint at step {step}: the gradients carried into "
-                  f"the next step are not finite", file=sys.stderr, flush=True)
+            print(
+                f"acco: rank {self.rank}: no checkpoint at step {step}: the gradients carried into "
+                f"the next step are not finite",
+                file=sys.stderr,
+                flush=True,
+            )
         elif due:
             self.save_checkpoint(step)
         if signum:
@@ -251,9 +226,9 @@ class Trainer:
         """dpu/wp/acco carry gradients into the next step: a checkpoint holding non-finite ones
         would not be a good one to go back to. Checked (a scan of the model-sized buffer and one
         more small all-reduce, so every rank decides alike) only when a checkpoint is due."""
-        if self.engine is None or self.method == "ddp":
+        if not self.backend.carries_gradients:
             return False
-        flag = torch.tensor([float(not bool(torch.isfinite(self.flat.grads).all()))], dtype=torch.float64)
+        flag = torch.tensor([float(self.backend.pending_grads_nonfinite())], dtype=torch.float64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group)
         return bool(flag[0])
 
@@ -262,32 +237,36 @@ class Trainer:
         start = time.perf_counter()
         with self.watchdog.paused():
             self.last_checkpoint = checkpoint.save(
-                self.cfg["out_dir"], step, self.rank, self.world_size, shared if self.rank == 0 else None,
-                own, self.cfg, keep=int(self.cfg["train"].get("keep_checkpoints") or 2))
+                self.cfg["out_dir"],
+                step,
+                self.rank,
+                self.world_size,
+                shared if self.rank == 0 else None,
+                own,
+                self.cfg,
+                keep=int(self.cfg["train"].get("keep_checkpoints") or 2),
+            )
         self.eval_s += time.perf_counter() - start  # like evaluation: not training time
         return self.last_checkpoint
 
     def state_dicts(self, step: int) -> tuple[dict, dict]:
         """(the state every rank shares: the parameters; this rank's own state) after `step`."""
         wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
-        own = {"step": step, "samples": self.samples, "wall_s": wall, "last_eval": self.last_eval,
-               "rng": checkpoint.rng_state()}
-        if self.torch_ddp is not None:
-            shared = {"model": {k: v.detach().cpu().clone() for k, v in self.task.model.state_dict().items()}}
-            own["torch_ddp"] = self.torch_ddp.state_dict()
-        else:
-            shared = {"params": self.flat.params}
-            # dpu/wp past warmup and acco hold the gradients of a round not yet sent
-            own["engine"] = self.engine.state_dict(pending=self.method != "ddp")
+        own = {
+            "step": step,
+            "samples": self.samples,
+            "wall_s": wall,
+            "last_eval": self.last_eval,
+            "rng": checkpoint.rng_state(),
+        }
+        shared, backend_own = self.backend.state_dicts()
+        own.update(backend_own)
         return shared, own
 
     def load_checkpoint(self, path: str) -> int:
         """Continue from a verified checkpoint folder; returns its step."""
         shared, own = checkpoint.load(path, self.rank)
-        if self.torch_ddp is not None:
-            self.torch_ddp.load_state_dict(own["torch_ddp"], shared["model"])
-        else:
-            self.engine.load_state_dict(own["engine"], shared["params"].to(self.device))
+        self.backend.load_state_dicts(shared, own)
         self.start_step = self.steps_done = int(own["step"])
         self.samples = int(own["samples"])
         self.wall_offset = float(own["wall_s"])
@@ -298,48 +277,16 @@ class Trainer:
             self.progress.resume_at(self.start_step, self.samples)
         return self.start_step
 
-    # -- fault injection (failure tests) --------------------------------------------------------
-    def _inject_fault(self, step: int) -> None:
-        fault = self.cfg.get("fault") or {}
-        if fault.get("at_step") != step:
-            return
-        if fault.get("kill_rank") == self.rank:
-            os.kill(os.getpid(), signal.SIGKILL)  # a worker dying mid-run
-        if fault.get("hang_rank") == self.rank:
-            while True:  # a worker stuck outside any collective (a deadlock, a stuck device)
-                time.sleep(3600)
-        if fault.get("signal_rank") == self.rank:
-            os.kill(os.getpid(), getattr(signal, str(fault.get("signal") or "SIGUSR1")))
-
-    def _nan_injecting(self, loss_fn, at_step: int):
-        """The loss turns NaN from the micro-batches computed after step at_step-1 was committed
-        (ddp and acco commit them at step at_step, dpu and wp one step later)."""
-        def wrapped(model, batch):
-            loss = loss_fn(model, batch)
-            # steps_done moves on the main thread only, so which micro-batches turn NaN does not
-            # depend on the communication thread's timing
-            return loss * float("nan") if self.steps_done >= at_step - 1 else loss
-        return wrapped
-
     # -- committed parameters, evaluation -------------------------------------------------------
     def committed_vector(self) -> torch.Tensor:
         """θ_t as an fp32 vector of the trainable parameters (same on every rank)."""
-        if self.torch_ddp is not None:
-            return self.torch_ddp.committed_vector()
-        out = torch.empty(self.flat.layout.padded, dtype=torch.float32, device=self.device)
-        return self.engine.gather_committed(out)[: self.flat.numel]
+        return self.backend.committed_vector()
 
     def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
         """Put θ_t into the model (collective unless `vector`, a committed_vector(), is given).
         Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to
         the buffers' dtype, through the communication buffer (free at a step boundary)."""
-        if self.torch_ddp is not None:
-            return
-        if vector is None:
-            self.engine.gather_committed(self.buffer)
-            self.flat.params.copy_(self.buffer)
-        else:
-            self.flat.trainable().copy_(vector)
+        self.backend.load_committed_into_model(vector)
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -372,11 +319,7 @@ class Trainer:
         """For the block, the model holds θ_t rounded to the flat buffers' dtype (collective on the
         flat path: the masters are gathered into the communication buffer, free at a step boundary,
         and the parameters viewed from it: no model-sized copy). The torch DDP model holds θ_t."""
-        if self.torch_ddp is not None:
-            yield
-            return
-        self.engine.gather_committed(self.buffer)
-        with self.flat.parameters_from(self.buffer):
+        with self.backend.committed_parameters():
             yield
 
     @contextmanager
@@ -386,26 +329,19 @@ class Trainer:
         (the flat methods' parameters already are), so equal committed parameters give equal
         evaluations whatever the method; fp32: nothing changes."""
         dtype = self.compute_dtype
-        storage = parameters_in(self.task.model, dtype) if self.torch_ddp is not None \
-            and dtype != torch.float32 else nullcontext()
+        storage = (
+            parameters_in(self.task.model, dtype)
+            if not self.backend.parameters_in_compute_dtype and dtype != torch.float32
+            else nullcontext()
+        )
         with storage, autocast(self.device.type, dtype):
             yield
 
     def memory_report(self) -> dict:
-        if self.torch_ddp is not None:
-            params = sum(p.numel() * p.element_size() for p in self.torch_ddp.params)
-            return {"optimizer_state_bytes": self.torch_ddp.optimizer_state_bytes(),
-                    "param_bytes": params, "grad_bytes": params, "comm_buffer_bytes": 0}
-        item = self.flat.params.element_size()
-        return {"optimizer_state_bytes": self.opt.state_bytes(),
-                "param_bytes": self.flat.params.numel() * item,
-                "grad_bytes": self.flat.grads.numel() * item,
-                "comm_buffer_bytes": self.buffer.numel() * item}
+        return self.backend.memory_report()
 
     def round_micro_batches(self) -> list[int]:
-        if self.engine is not None:
-            return list(self.engine.rounds_micro_batches)
-        return [self.accum] * self.torch_ddp.step_count
+        return self.backend.round_micro_batches()
 
     def finish_logging(self, summary: dict | None) -> None:
         if self.progress is not None:
@@ -415,10 +351,8 @@ class Trainer:
             self.logger = None
 
     def close(self, wait: bool = True) -> None:
-        if self.engine is not None:
-            self.comm.close(timeout=30 if wait else 1)
+        self.backend.close(wait)
 
     def release(self) -> None:
         """Drop the references to process-group users (PyTorch DDP, ZeRO, the sync)."""
-        self.torch_ddp = self.engine = self.runner = None
-        self.__dict__.pop("syncer", None)
+        self.backend.release()

@@ -1,0 +1,499 @@
+"""The run configuration's schema, declared once: what keys exist and of what type. The values
+stay in conf/ (the YAML files); every field here is MISSING or None, so nothing is set twice.
+
+Registered in Hydra's ConfigStore (`register()`): conf/config.yaml starts its defaults list with
+`acco_schema`, and each group option starts its own with its kind's schema (conf/method/dpu.yaml:
+`- schema_dpu`), so Hydra/OmegaConf reject a misspelt key or a wrongly typed value in any config
+file at composition. Open-ended parts stay open: `model.config` is a Hugging Face config,
+`data.source` and `data.tokenizer` are specs whose keys depend on their kind, `experiment` holds
+an experiment's metadata and run lists.
+
+OmegaConf converts leniently (`yes` -> true, `2` -> true, `3` -> "3"), so the command line gets a
+strict check first (`check_override`): an unknown key or a value of the wrong type is one line
+naming it and the fix. A config built outside Hydra composition (the experiment merge layer, a
+config.yaml read back) is checked with `check_config`.
+
+At run time the config stays a plain dict (JSON/YAML-dumpable, picklable to spawned workers, cheap
+in per-step code); `typed(cfg)` gives a read-only attribute-access view where one is wanted."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from .validate import ConfigError
+
+SEE = "conf/config.yaml"
+DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+
+
+def _help(must: str, example: str):
+    """Field metadata: what a value must be and an example, for the one-line error."""
+    return {"must": must, "example": example}
+
+
+# -- config groups: one dataclass per kind of option ---------------------------------------------
+
+
+@dataclass
+class MethodConfig:  # conf/method/acco.yaml
+    name: str = MISSING
+
+
+@dataclass
+class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
+    impl: str = MISSING  # torch (PyTorch DDP + ZeRO) | flat (the shared engine)
+
+
+@dataclass
+class WarmupMethod(MethodConfig):  # conf/method/dpu.yaml, wp.yaml
+    warmup_steps: int = MISSING  # DDP steps before the delayed updates start
+
+
+@dataclass
+class PretrainedFrom:  # a model trained by another experiment's run (fig8 <- fig7)
+    experiment: str = MISSING
+    scale: str = "cpu"
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelConfig:  # conf/model/*.yaml
+    name: str = MISSING
+    family: str = MISSING  # gpt_neo | llama
+    pretrained_path: str | None = None
+    hub_id: str | None = None
+    config: dict[str, Any] = MISSING  # the Hugging Face config's keys (open-ended)
+    pretrained_from: PretrainedFrom | None = None
+
+
+@dataclass
+class DataConfig:
+    name: str = MISSING
+    kind: str = MISSING  # pretrain | instruct
+    source: dict[str, Any] = MISSING  # hub_id/path/split/... or generator: its keys depend on the source
+    tokenizer: dict[str, Any] = MISSING  # kind: bpe | pretrained | from_model, and that kind's keys
+    micro_batch_size: int = MISSING
+    val_fraction: float = MISSING
+    seed: int = MISSING
+    cache_dir: str = MISSING
+
+
+@dataclass
+class PretrainData(DataConfig):  # conf/data/{synthetic,tinystories,openwebtext}.yaml
+    seq_len: int = MISSING
+    num_proc: int | None = None
+
+
+@dataclass
+class InstructData(DataConfig):  # conf/data/{alpaca,synthetic_instruct}.yaml
+    max_len: int = MISSING
+    response_only_loss: bool = MISSING
+
+
+@dataclass
+class LauncherConfig:  # conf/launcher/local.yaml
+    name: str = MISSING  # local | slurm
+    profile: str = MISSING
+    gpu: str | None = None
+    gpu_mem_gb: float | None = None
+    mfu: float | None = None
+
+
+@dataclass
+class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.yaml
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    time_min: int = MISSING
+    mem_gb: int | None = None
+    cpus_per_task: int = MISSING
+    nodes: int | None = None
+    tasks_per_node: int | None = None
+    gpus_per_node: int | None = None
+    signal_delay_s: int = MISSING
+    max_requeues: int = MISSING
+    wait: bool = MISSING
+    log_dir: str = MISSING
+
+
+@dataclass
+class LoggerConfig:  # conf/logger/none.yaml
+    name: str = MISSING
+
+
+@dataclass
+class WandbLogger(LoggerConfig):  # conf/logger/wandb.yaml
+    mode: str = MISSING  # offline | online | disabled
+    project: str = MISSING
+    entity: str | None = None
+
+
+# -- sections of conf/config.yaml -----------------------------------------------------------------
+
+
+@dataclass
+class TrainConfig:
+    steps: int | None = MISSING
+    samples: int | None = MISSING
+    tokens: int | None = MISSING
+    accum: int = MISSING
+    deterministic: bool = MISSING
+    max_accum_factor: int = MISSING
+    eval_every: int = MISSING
+    eval_batches: int = MISSING
+    log_every: int = MISSING
+    trace: bool = MISSING
+    trace_steps: list[int] | None = MISSING
+    save_final_params: bool = MISSING
+    save_model: bool = MISSING
+    threads: Any = field(default=MISSING, metadata=_help("auto or an integer >= 1", "auto"))
+    precision: str = MISSING
+    activation_checkpointing: bool = MISSING
+    checkpoint_every: int | None = MISSING
+    keep_checkpoints: int | None = MISSING
+
+
+@dataclass
+class OptimConfig:
+    lr: float = MISSING
+    betas: list[float] = MISSING
+    eps: float = MISSING
+    weight_decay: float = MISSING
+    decay_bias_and_norm: bool = MISSING
+    clip_norm: float = MISSING
+    schedule: str = MISSING
+    warmup_steps: int = MISSING
+    min_lr_ratio: float = MISSING
+
+
+@dataclass
+class FinalEvalConfig:
+    lambada: bool = MISSING
+    heldout: bool = MISSING
+    lambada_source: dict[str, Any] = MISSING  # hub_id/path/split/config_name, or a generator
+
+
+@dataclass
+class LinkConfig:
+    rate_mbit: float = MISSING
+    delay_ms: float = MISSING
+    mode: str = MISSING  # (the testbed adds `runtime` when the run starts: not a setting)
+
+
+@dataclass
+class HeteroConfig:
+    slow_rank: int | None = MISSING
+    factor: float = MISSING
+
+
+@dataclass
+class FaultConfig:
+    kill_rank: int | None = MISSING
+    hang_rank: int | None = MISSING
+    signal_rank: int | None = MISSING
+    signal: str = MISSING
+    at_step: int | None = MISSING
+    nan_at_step: int | None = MISSING
+    final_eval_sleep_s: float | None = MISSING
+    final_eval_sleep_rank: int = MISSING
+
+
+@dataclass
+class DistConfig:
+    timeout_s: float = MISSING
+    step_timeout_s: float = MISSING
+    final_timeout_s: float | None = MISSING
+
+
+@dataclass
+class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>/<scale>.yaml
+    id: str = MISSING
+    title: str = MISSING
+    paper: dict[str, Any] = field(default_factory=dict)  # the paper's numbers (free-form)
+    gpus: int | None = None  # GPUs the paper-scale runs train on
+    runs: list[Any] | None = None  # the run list: {key: value or [values]} each (acco.config.experiments)
+    rehearsal_maps: dict[str, Any] | None = None  # scale=rehearsal: paper value -> rehearsal value
+
+
+@dataclass
+class RunConfig:
+    """The whole run (conf/config.yaml with its groups; comments there say what each key does)."""
+
+    method: MethodConfig = MISSING
+    model: ModelConfig = MISSING
+    data: DataConfig = MISSING
+    launcher: LauncherConfig = MISSING
+    logger: LoggerConfig = MISSING
+    experiment: ExperimentConfig | None = None  # experiment=<id>/<scale>: its metadata and run list
+    seed: int = MISSING
+    scale: str = MISSING
+    layout: str | None = MISSING
+    world_size: int | None = MISSING
+    device: str = MISSING
+    out_dir: str | None = MISSING
+    results_root: str = MISSING
+    overwrite: bool = MISSING
+    resume: str | None = field(default=MISSING, metadata=_help("auto or a checkpoint/run folder", "auto"))
+    task: str = MISSING
+    train: TrainConfig = MISSING
+    optim: OptimConfig = MISSING
+    final_eval: FinalEvalConfig = MISSING
+    link: LinkConfig = MISSING
+    hetero: HeteroConfig = MISSING
+    fault: FaultConfig = MISSING
+    dist: DistConfig = MISSING
+
+
+# each group option's kind: the name its YAML file lists first in its defaults
+GROUP_SCHEMAS = {
+    "method": {"schema_acco": MethodConfig, "schema_ddp": DdpMethod, "schema_warmup": WarmupMethod},
+    "model": {"schema": ModelConfig},
+    "data": {"schema_pretrain": PretrainData, "schema_instruct": InstructData},
+    "launcher": {"schema_local": LauncherConfig, "schema_slurm": SlurmLauncher},
+    "logger": {"schema_none": LoggerConfig, "schema_wandb": WandbLogger},
+}
+# every kind of a group, for checks made before the option is known (the command line)
+GROUP_KINDS = {group: tuple(dict.fromkeys(kinds.values())) for group, kinds in GROUP_SCHEMAS.items()}
+
+
+def register() -> None:
+    """Put the schemas in Hydra's ConfigStore; before Hydra composes (experiments/train.py and
+    acco.config.experiments.compose call it). Storing again replaces: calling twice is harmless."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="acco_schema", node=RunConfig)
+    for group, kinds in GROUP_SCHEMAS.items():
+        for name, node in kinds.items():
+            cs.store(group=group, name=name, node=node)
+
+
+# -- strict checks with one-line messages ---------------------------------------------------------
+
+_KIND_WORDS = {
+    int: ("an integer", "1"),
+    float: ("a number", "1.0"),
+    bool: ("true or false", "true"),
+    str: ("a string", "<text>"),
+}
+
+
+def _unwrap(tp) -> tuple[Any, bool]:
+    """(type, None allowed) of Optional[X] / X."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0], True
+    return tp, False
+
+
+@functools.cache
+def _fields(cls) -> dict[str, tuple[dataclasses.Field, Any]]:
+    """name -> (field, declared type) of a schema dataclass (its annotations resolved)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
+
+
+def _suggest(word: str, options) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unknown(dotted: str, arg: str, options, prefix: str) -> ConfigError:
+    name = dotted.rsplit(".", 1)[-1]
+    given = f" ({arg})" if arg else ""
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    if close:
+        return ConfigError(
+            f"unknown key {dotted!r}{given}: did you mean {prefix}{close[0]}? check the spelling "
+            f"({SEE} lists every key)"
+        )
+    where = f"{prefix[:-1]} has {', '.join(options)}" if prefix else f"the top-level keys are {', '.join(options)}"
+    return ConfigError(f"unknown key {dotted!r}{given}; check the spelling: {where} ({SEE})")
+
+
+def _check_value(dotted: str, value, f: dataclasses.Field | None, tp) -> None:
+    """A value (as Hydra's override parser or a YAML file gives it) against its declared type,
+    without OmegaConf's lenient conversions."""
+    tp, optional = _unwrap(tp)
+    if value is None:
+        if optional or tp is Any:
+            return
+    elif tp is Any or (isinstance(value, str) and "${" in value):
+        return  # open-ended, or an interpolation (resolved and checked after composition)
+    elif tp in _KIND_WORDS:
+        ok = (
+            isinstance(value, bool)
+            if tp is bool
+            else isinstance(value, int) and not isinstance(value, bool)
+            if tp is int
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+            if tp is float
+            else isinstance(value, str)
+        )
+        if ok:
+            return
+    elif typing.get_origin(tp) is list:
+        if isinstance(value, (list, tuple)):
+            (item,) = typing.get_args(tp) or (Any,)
+            for i, v in enumerate(value):
+                _check_value(f"{dotted}[{i}]", v, None, item)
+            return
+    elif typing.get_origin(tp) is dict or dataclasses.is_dataclass(tp):
+        if isinstance(value, dict):
+            return  # its keys are checked by the caller (check_config) or are open-ended
+    meta = dict(f.metadata) if f is not None else {}
+    word, example = _KIND_WORDS.get(tp, (None, None))
+    if typing.get_origin(tp) is list:
+        word, example = "a list", "[...]"
+    must = meta.get("must") or word or "a section"
+    example = meta.get("example") or example or "{...}"
+    if optional and "must" not in meta:
+        must += " or null"
+    raise ConfigError(f"{dotted} must be {must}, got {value!r}; set e.g. {dotted}={example}")
+
+
+def _lookup(dotted: str, arg: str, groups: dict[str, str] | None = None):
+    """The dataclass field a dotted key names: (field, type), (None, Any) inside an open-ended
+    part; an unknown key raises. A group's key is looked up in its chosen option's kind, or in
+    any kind of the group when the option is not known yet."""
+    parts = dotted.split(".")
+    classes: tuple = (RunConfig,)
+    f, tp = None, RunConfig
+    for i, part in enumerate(parts):
+        found = None
+        for cls in classes:
+            found = _fields(cls).get(part)
+            if found is not None:
+                break
+        prefix = ".".join(parts[:i]) + "." if i else ""
+        if found is None:
+            options = list(dict.fromkeys(n for cls in classes for n in _fields(cls)))
+            raise _unknown(dotted, arg, options, prefix)
+        f, decl = found
+        tp, _ = _unwrap(decl)
+        if i == 0 and part in GROUP_KINDS:
+            kind = (groups or {}).get(part)
+            classes = (kind,) if kind is not None else GROUP_KINDS[part]
+        elif dataclasses.is_dataclass(tp):
+            classes = (tp,)
+        else:
+            return (None, Any) if i < len(parts) - 1 else (f, decl)
+    return f, decl
+
+
+def check_override(key: str, values: list, arg: str, options: dict[str, str] | None = None) -> None:
+    """One command-line override (`train.steps=5`; `values`: what Hydra's override parser gives,
+    several for a sweep) against the schema: the key exists, each value has the declared type.
+    `options`: the group options chosen (method -> dpu), so a key of another option's kind
+    (method.warmup_steps with method=acco) is named as such; a group not in it: any kind."""
+    group = key.split(".")[0]
+    if group in GROUP_KINDS and "." not in key:
+        return  # a group choice (method=dpu): acco.config.validate.check_overrides checks the option
+    option = (options or {}).get(group)
+    kind = option_kind(group, option) if option else None
+    try:
+        f, tp = _lookup(key, arg, {group: kind} if kind else None)
+    except ConfigError:
+        if kind is None:
+            raise
+        others = sorted(
+            o
+            for o in group_options(group)
+            if option_kind(group, o) not in (None, kind) and _has(group, option_kind(group, o), key)
+        )
+        if not others:
+            raise
+        raise ConfigError(
+            f"{key} is not a setting of {group}={option} ({arg}); it belongs to "
+            f"{' and '.join(f'{group}={o}' for o in others)}: drop it or choose one of those"
+        ) from None
+    for value in values:
+        _check_value(key, value, f, tp)
+
+
+def _has(group: str, kind, dotted: str) -> bool:
+    try:
+        _lookup(dotted, "", {group: kind})
+    except ConfigError:
+        return False
+    return True
+
+
+def group_options(group: str) -> list[str]:
+    folder = os.path.join(CONF_DIR, group)
+    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+
+
+@functools.cache
+def option_kind(group: str, option: str):
+    """The schema dataclass of conf/<group>/<option>.yaml: the first entry of its defaults list."""
+    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
+    if not os.path.exists(path):
+        return None
+    defaults = OmegaConf.load(path).get("defaults") or []
+    return GROUP_SCHEMAS[group].get(str(defaults[0])) if defaults else None
+
+
+def check_config(cfg: dict, allow_extra_top_level: bool = False) -> None:
+    """A whole config (plain dict, resolved) against the schema: unknown keys, wrong types.
+    `allow_extra_top_level`: a task of one's own (task=module:function) may read a section of its own."""
+    groups = {}
+    for group, kinds in GROUP_KINDS.items():
+        keys = set((cfg.get(group) or {}).keys()) if isinstance(cfg.get(group), dict) else set()
+        # the option's kind: the one declaring all its keys (the smallest such: acco's before ddp's)
+        fitting = [k for k in kinds if keys <= set(_fields(k))]
+        groups[group] = min(fitting, key=lambda k: len(_fields(k))) if fitting else kinds[-1]
+    _check_node(cfg, RunConfig, "", groups, allow_extra_top_level)
+
+
+def _check_node(node: dict, cls, prefix: str, groups: dict, allow_extra: bool) -> None:
+    fields = _fields(cls)
+    for key, value in node.items():
+        if key.startswith("_"):
+            continue  # run-time notes of the entry point (_resume)
+        dotted = f"{prefix}{key}"
+        if key not in fields:
+            if allow_extra and not prefix:
+                continue
+            raise _unknown(dotted, "", list(fields), prefix)
+        f, decl = fields[key]
+        if value == "???":  # OmegaConf's MISSING: no config file set it
+            raise ConfigError(f"{dotted} has no value; set it, e.g. {dotted}=... ({SEE})")
+        if not prefix and key in GROUP_KINDS:
+            decl = groups[key]  # the chosen option's kind
+        _check_value(dotted, value, f, decl)
+        tp, _ = _unwrap(decl)
+        if dataclasses.is_dataclass(tp) and isinstance(value, dict):
+            _check_node(value, tp, f"{dotted}.", groups, allow_extra)
+
+
+def typed(cfg: dict) -> DictConfig:
+    """A read-only, schema-typed view of a checked run config: `typed(cfg).train.accum` (and
+    `["train"]["accum"]`). For code outside the per-step path; the plain dict stays the config.
+    Keys added at run time (link.runtime, _resume, a custom task's section) are kept, untyped."""
+    groups = {}
+    schema = OmegaConf.structured(RunConfig)
+    OmegaConf.set_struct(schema, False)
+    for group, kinds in GROUP_KINDS.items():
+        value = cfg.get(group)
+        if isinstance(value, dict):
+            fitting = [k for k in kinds if set(value) <= set(_fields(k))]
+            groups[group] = OmegaConf.structured(min(fitting, key=lambda k: len(_fields(k))))
+    view = OmegaConf.merge(schema, groups, cfg)
+    OmegaConf.set_readonly(view, True)
+    return view
+
+
+def top_level_keys() -> set[str]:
+    return set(_fields(RunConfig))

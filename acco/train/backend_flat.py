@@ -1,0 +1,154 @@
+"""The flat engine as a backend: flat parameter and gradient buffers, AdamW sharded over the ranks
+and a communication thread (acco/engine/*), on which ddp (impl=flat), dpu, wp and acco are
+schedules of rounds (acco/engine/rounds.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import contextmanager
+
+import torch
+
+from ..engine.comm_worker import CommWorker
+from ..engine.compute import MicroBatchRunner
+from ..engine.flat import FlatModel
+from ..engine.rounds import RoundEngine, StepCallback, StopRule, run_acco, run_delayed, run_sequential
+from ..engine.sharded_adamw import ShardedAdamW
+from ..engine.sync import Syncer
+from ..engine.trace import TraceRecorder
+from ..tasks import Task
+from .backend import Backend
+
+FLAT_METHODS = ("ddp", "dpu", "wp", "acco")
+
+
+class FlatBackend(Backend):
+    parameters_in_compute_dtype = True  # views of the flat buffer, stored in the compute dtype
+
+    def __init__(
+        self,
+        task: Task,
+        method: str,
+        warmup_steps: int,
+        optim,
+        rank: int,
+        world_size: int,
+        device: torch.device,
+        accum: int,
+        lr_at,
+        slowdown: float,
+        compute_dtype: torch.dtype,
+        adaptive: bool,
+        max_accum_factor: int,
+        tracer: TraceRecorder,
+        comm_group,
+        may_extend: Callable[[int], bool] | None = None,
+    ):
+        if method not in FLAT_METHODS:
+            raise ValueError(f"unknown method {method!r}")
+        self.method = method
+        self.warmup_steps = warmup_steps
+        # dpu/wp past warmup and acco hold the gradients of a round not yet sent
+        self.carries_gradients = method != "ddp"
+        self.device = device
+        # the model may still be on the host: one parameter at a time onto the device, into the
+        # low-precision buffer and this rank's fp32 master shard
+        self.flat = FlatModel(
+            task.model,
+            world_size,
+            dtype=compute_dtype,
+            decay_bias_and_norm=optim["decay_bias_and_norm"],
+            rank=rank,
+            device=device,
+        )
+        self.opt = ShardedAdamW(
+            self.flat.take_master_shard(),
+            self.flat.decay_ranges,
+            lr_at,
+            optim["betas"],
+            optim["eps"],
+            optim["weight_decay"],
+        )
+        self.buffer = torch.zeros_like(self.flat.params)  # the one communication buffer
+        # the communication thread gets a process group of its own (`comm_group`), so its
+        # collectives never interleave with the main thread's (evaluation, metrics) on another
+        self.comm = CommWorker(device)
+        self.syncer: Syncer | None = Syncer(
+            self.buffer, self.opt, rank, world_size, comm_group, tracer, optim["clip_norm"]
+        )
+        self.runner: MicroBatchRunner | None = MicroBatchRunner(
+            task.model,
+            task.loss_fn,
+            task.train_stream,
+            tracer,
+            slowdown,
+            autocast_dtype=compute_dtype,
+            device_type=device.type,
+        )
+        self.engine: RoundEngine | None = RoundEngine(
+            self.flat, self.syncer, self.comm, self.runner, accum, adaptive, tracer, max_accum_factor
+        )
+        self.engine.may_extend = may_extend
+
+    def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
+        if self.method == "ddp":
+            run_sequential(self.engine, until, on_step, start)
+        elif self.method in ("dpu", "wp"):
+            run_delayed(
+                self.engine, until, on_step, warmup_steps=self.warmup_steps, predict=self.method == "wp", start=start
+            )
+        else:
+            run_acco(self.engine, until, on_step, start)
+
+    def take_nonfinite_grad(self) -> bool:
+        # each rank sees only its shard of the synced gradient: the trainer agrees on it
+        bad, self.syncer.nonfinite_grad = self.syncer.nonfinite_grad, False
+        return bad
+
+    def pending_grads_nonfinite(self) -> bool:
+        return self.carries_gradients and not bool(torch.isfinite(self.flat.grads).all())
+
+    def state_dicts(self) -> tuple[dict, dict]:
+        return {"params": self.flat.params}, {"engine": self.engine.state_dict(pending=self.carries_gradients)}
+
+    def load_state_dicts(self, shared: dict, own: dict) -> None:
+        self.engine.load_state_dict(own["engine"], shared["params"].to(self.device))
+
+    def committed_vector(self) -> torch.Tensor:
+        out = torch.empty(self.flat.layout.padded, dtype=torch.float32, device=self.device)
+        return self.engine.gather_committed(out)[: self.flat.numel]
+
+    def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
+        """Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to
+        the buffers' dtype, through the communication buffer (free at a step boundary)."""
+        if vector is None:
+            self.engine.gather_committed(self.buffer)
+            self.flat.params.copy_(self.buffer)
+        else:
+            self.flat.trainable().copy_(vector)
+
+    @contextmanager
+    def committed_parameters(self):
+        """θ_t rounded to the buffers' dtype: the masters are gathered into the communication
+        buffer, free at a step boundary, and the parameters viewed from it (no model-sized copy)."""
+        self.engine.gather_committed(self.buffer)
+        with self.flat.parameters_from(self.buffer):
+            yield
+
+    def memory_report(self) -> dict:
+        item = self.flat.params.element_size()
+        return {
+            "optimizer_state_bytes": self.opt.state_bytes(),
+            "param_bytes": self.flat.params.numel() * item,
+            "grad_bytes": self.flat.grads.numel() * item,
+            "comm_buffer_bytes": self.buffer.numel() * item,
+        }
+
+    def round_micro_batches(self) -> list[int]:
+        return list(self.engine.rounds_micro_batches)
+
+    def close(self, wait: bool = True) -> None:
+        self.comm.close(timeout=30 if wait else 1)
+
+    def release(self) -> None:
+        self.engine = self.runner = self.syncer = None

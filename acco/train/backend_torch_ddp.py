@@ -1,0 +1,95 @@
+"""The ddp baseline as a backend: PyTorch's DistributedDataParallel + ZeroRedundancyOptimizer
+(acco/engine/torch_ddp.py), one committed step per accumulation of `accum` micro-batches."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+
+from ..engine.rounds import StepCallback, StopRule
+from ..engine.torch_ddp import TorchDDPZero1
+from ..engine.trace import TraceRecorder
+from ..tasks import Task
+from .backend import Backend
+
+
+class TorchDDPBackend(Backend):
+    # PyTorch's mixed precision: fp32 parameters and gradients, the forward under autocast
+    parameters_in_compute_dtype = False
+    carries_gradients = False
+
+    def __init__(
+        self,
+        task: Task,
+        optim,
+        accum: int,
+        lr_at,
+        slowdown: float,
+        device: torch.device,
+        compute_dtype: torch.dtype,
+        tracer: TraceRecorder,
+        group,
+    ):
+        self.model = task.model
+        self.accum = accum
+        self.torch_ddp: TorchDDPZero1 | None = TorchDDPZero1(
+            task.model,
+            task.loss_fn,
+            task.train_stream,
+            tracer,
+            accum,
+            lr_at,
+            optim["betas"],
+            optim["eps"],
+            optim["weight_decay"],
+            optim["decay_bias_and_norm"],
+            optim["clip_norm"],
+            slowdown,
+            device,
+            compute_dtype=compute_dtype,
+            group=group,
+        )
+        self.runner = self.torch_ddp.runner
+
+    def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
+        t = start
+        while not until.done(t):
+            on_step(t, self.torch_ddp.step())
+            t += 1
+
+    def take_nonfinite_grad(self) -> bool:
+        # DDP all-reduced the gradient, so every rank gives the same answer
+        return not self.torch_ddp.grads_finite()
+
+    def state_dicts(self) -> tuple[dict, dict]:
+        shared = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}}
+        return shared, {"torch_ddp": self.torch_ddp.state_dict()}
+
+    def load_state_dicts(self, shared: dict, own: dict) -> None:
+        self.torch_ddp.load_state_dict(own["torch_ddp"], shared["model"])
+
+    def committed_vector(self) -> torch.Tensor:
+        return self.torch_ddp.committed_vector()
+
+    def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
+        return  # the model is the one DDP trains: it holds θ_t
+
+    @contextmanager
+    def committed_parameters(self):
+        yield  # the model holds θ_t
+
+    def memory_report(self) -> dict:
+        params = sum(p.numel() * p.element_size() for p in self.torch_ddp.params)
+        return {
+            "optimizer_state_bytes": self.torch_ddp.optimizer_state_bytes(),
+            "param_bytes": params,
+            "grad_bytes": params,
+            "comm_buffer_bytes": 0,
+        }
+
+    def round_micro_batches(self) -> list[int]:
+        return [self.accum] * self.torch_ddp.step_count
+
+    def release(self) -> None:
+        self.torch_ddp = self.runner = None

@@ -1,0 +1,48 @@
+"""Checkpoint signals: a signal asks for a checkpoint and a clean exit, which happens at the next
+step boundary that every rank agrees on (acco/train/trainer.py `at_step_boundary`)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+# the signals that ask for a checkpoint and a clean exit: sbatch --signal=USR1, submitit's USR2,
+# SIGTERM (scancel, preemption, the local launcher forwarding its own)
+CHECKPOINT_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
+
+
+class Preempted(Exception):
+    """Raised on every rank after the checkpoint a signal asked for has been written."""
+
+    def __init__(self, step: int, signum: int, path: str):
+        super().__init__(f"{signal.Signals(signum).name} at step {step}; checkpoint {path}")
+        self.step, self.signum, self.path = step, signum, path
+
+
+class SignalLatch:
+    """Remembers a checkpoint signal from the moment the worker starts (a signal during start-up
+    must not kill it); the trainer acts on it at the next step boundary, on every rank."""
+
+    signum = 0
+    previous: dict = {}
+
+    @classmethod
+    def install(cls) -> None:
+        if threading.current_thread() is not threading.main_thread() or cls.previous:
+            return
+
+        def note(signum, frame):
+            cls.signum = cls.signum or signum
+
+        for sig in CHECKPOINT_SIGNALS:
+            cls.previous[sig] = signal.signal(sig, note)
+
+    @classmethod
+    def uninstall(cls) -> None:
+        for sig, handler in cls.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    @classmethod
+    def previous_handler(cls, signum: int):
+        """What the signal did before (submitit's handler requeues the job on USR2)."""
+        return cls.previous.get(signum)
