@@ -17,18 +17,9 @@ import pandas as pd
 import yaml
 
 from acco.config.experiments import SCALES, experiment_dir
+from acco.run.files import METRIC_FIELDS
 
-METRIC_COLUMNS = [
-    "step",
-    "samples",
-    "tokens",
-    "wall_time_s",
-    "train_loss",
-    "lr",
-    "micro_batches",
-    "eval_loss",
-    "grad_norm",
-]
+METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/run/files.py)
 RUN_COLUMNS = [
     "exp",
     "scale",
