@@ -33,6 +33,10 @@ def acco_cache(tmp_path_factory):
     os.environ["ACCO_CACHE"] = path
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    # Child processes load test-only task factories (task=tests.oracle:...): the installed package
+    # maps only acco/ and analysis/, so the repository root goes on their import path.
+    parts = [ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     return path
 
 

@@ -210,7 +210,7 @@ def test_tokenizer_larger_than_the_embedding_stops_before_anything(rehearsal_dat
     # fig4's old pairing at rehearsal size: the GPT-Neo tokenizer (1024 ids) with the Llama model (768)
     # (+: the key is not in the default data group that Hydra composes before the experiment's)
     line = one_line_error(
-        ["experiment=fig4/rehearsal", "method=ddp", "method.impl=flat", "layout=1x1", f"+data.tokenizer.path={neo}"],
+        ["experiment=fig4/rehearsal", "method=ddp", "method.impl=flat", "layout=1x1", f"data.tokenizer.path={neo}"],
         tmp_path,
     )
     assert f"the tokenizer at {neo} has 1024 token ids" in line and "model.config.vocab_size=768" in line
@@ -226,7 +226,7 @@ def test_tokenizer_larger_than_the_embedding_stops_before_anything(rehearsal_dat
             "experiment=fig8/rehearsal",
             "method=ddp",
             "layout=1x2",
-            f"+data.tokenizer.path={out / FOLDERS['llama_tokenizer']}",
+            f"data.tokenizer.path={out / FOLDERS['llama_tokenizer']}",
             f"model.pretrained_path={small}",
         ],
         tmp_path,
