@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     import yaml
     from transformers import AutoModelForCausalLM
 
+    from acco.config.schema import typed
     from acco.data.sources import DataNotFoundError
     from acco.data.tokenizer import load_tokenizer
     from acco.run.files import write_json_atomic
@@ -46,8 +47,9 @@ def main(argv=None) -> int:
                 "path": args.lambada_path,
                 "split": "test",
             }
+        cfg = typed(cfg)  # the run's config, read as the run read it
         try:
-            data = prepare_lm_data(cfg["data"])
+            data = prepare_lm_data(cfg.data)
             model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).to(device)
             results = lambada_final_eval(cfg, load_tokenizer(model_dir), data.val_blocks, device)(model)
         except DataNotFoundError as exc:

@@ -21,6 +21,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
+from acco.config.schema import typed  # noqa: E402
 from acco.config.validate import ConfigError, check_overrides  # noqa: E402
 from acco.run.start import ensure_pretrained, fail_config  # noqa: E402
 
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
     for cfg in distinct.values():  # everything there before anything is built
         ensure_pretrained(cfg, external=True)  # fine-tuning from a run of ours: it must exist
         try:
-            preflight(cfg)
+            preflight(typed(cfg))
         except DataNotFoundError as exc:
             fail_config(str(exc))
     print(
@@ -68,11 +69,11 @@ def main(argv: list[str]) -> int:
         f"{next(iter(distinct.values()))['data']['cache_dir']}",
         flush=True,
     )
-    for cfg in distinct.values():
+    for cfg in map(typed, distinct.values()):
         start = time.perf_counter()
         found = prepare_task_data(cfg)
         print(
-            f"prepare: {cfg['data']['name']} ({cfg['data'].get('kind')}): "
+            f"prepare: {cfg.data.name} ({cfg.data.kind}): "
             f"{json.dumps({k: v for k, v in found.items() if k != 'kind'})} in "
             f"{time.perf_counter() - start:.1f} s",
             flush=True,

@@ -232,12 +232,14 @@ def run_in_group(fn, world: int, *args) -> list:
 
 
 def _trainer(cfg, rank, world):
+    from acco.config.schema import typed
     from acco.engine.trace import TraceRecorder
     from acco.tasks import load_task_factory
     from acco.train.trainer import Trainer
 
     device = torch.device("cpu")
-    task = load_task_factory(cfg["task"])(cfg, rank, world, device)
+    cfg = typed(cfg)  # as acco.run.worker.run_rank gives it
+    task = load_task_factory(cfg.task)(cfg, rank, world, device)
     return Trainer(cfg, task, rank, world, device, TraceRecorder(rank, enabled=False), None), task
 
 

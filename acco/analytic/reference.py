@@ -17,7 +17,10 @@ import sys
 from collections.abc import Callable
 
 import torch
+from omegaconf import DictConfig
 
+from ..config.plain import plain
+from ..config.schema import typed
 from ..engine.flat import trainable_parameters
 from ..engine.torch_ddp import adamw_param_groups
 from ..train.budget import lr_schedule, run_length
@@ -183,21 +186,23 @@ class Reference:
         return theta
 
 
-def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
-    """The reference for a run's resolved config: rank 0's model, every rank's data stream."""
+def reference_from_config(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
+    """The reference for a run's resolved config (a dict, e.g. a run's config.yaml, or its typed
+    view): rank 0's model, every rank's data stream."""
     from ..tasks import load_task_factory
 
-    factory = load_task_factory(cfg["task"])
-    world = int(cfg.get("world_size") or 1)
+    cfg = typed(cfg)
+    factory = load_task_factory(cfg.task)
+    world = cfg.world_size or 1
     device = torch.device("cpu")
     tasks = [factory(cfg, w, world, device) for w in range(world)]
-    optim = cfg["optim"]
+    optim = plain(cfg.optim)
     lr_at = lr_schedule(cfg, world, tasks[0].samples_per_micro_batch, tasks[0].tokens_per_sample)
     ref = Reference(
         tasks[0].model,
         tasks[0].loss_fn,
         [t.train_stream for t in tasks],
-        int(cfg["train"]["accum"]),
+        cfg.train.accum,
         lr_at,
         optim["betas"],
         optim["eps"],
@@ -211,13 +216,15 @@ def reference_from_config(cfg: dict, record_points: bool = False) -> Reference:
     return ref
 
 
-def replay(cfg: dict, record_points: bool = False) -> Reference:
+def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
+    cfg = typed(cfg)
     ref = reference_from_config(cfg, record_points)
-    length = run_length(cfg["train"], ref.tokens_per_sample)
+    length = run_length(cfg.train, ref.tokens_per_sample)
     budget = None
     if length.budget is not None:  # the first micro-batch count whose samples reach the budget
         budget = -(-length.budget // (length.per_sample * ref.samples_per_micro_batch))
-    ref.run(cfg["method"]["name"], length.steps, int(cfg["method"].get("warmup_steps", 0) or 0), budget)
+    # warmup_steps: a setting of dpu and wp only (conf/method/)
+    ref.run(cfg.method.name, length.steps, cfg.method.get("warmup_steps", 0), budget)
     return ref
 
 

@@ -6,16 +6,20 @@ from __future__ import annotations
 import os
 
 import torch
+from omegaconf import DictConfig
 from transformers import AutoModelForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from ..config.plain import plain
 
 FAMILIES = {"gpt_neo": (GPTNeoConfig, GPTNeoForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
 
 
-def hf_config(model_cfg: dict, vocab_size: int | None = None, eos_id: int | None = None):
+def hf_config(model_cfg: DictConfig | dict, vocab_size: int | None = None, eos_id: int | None = None):
+    """`model_cfg`: a run's model section, or plain {family, config} (acco.analytic.memory)."""
     family = model_cfg["family"]
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-    fields = dict(model_cfg.get("config") or {})
+    fields = dict(plain(model_cfg["config"]))  # Hugging Face takes plain values
     if vocab_size is not None and fields.get("vocab_size") is None:
         fields["vocab_size"] = vocab_size
     if eos_id is not None:
@@ -28,18 +32,18 @@ def hf_config(model_cfg: dict, vocab_size: int | None = None, eos_id: int | None
 
 
 def build_causal_lm(
-    model_cfg: dict, vocab_size: int | None = None, eos_id: int | None = None, seed: int = 0
+    model_cfg: DictConfig, vocab_size: int | None = None, eos_id: int | None = None, seed: int = 0
 ) -> torch.nn.Module:
     """A freshly initialised model (same weights on every rank for the same seed), or the
     pretrained weights at `model_cfg.pretrained_path`."""
-    path = model_cfg.get("pretrained_path")
+    path = model_cfg.pretrained_path
     if path:
         if not os.path.isdir(path):
-            hub_id = model_cfg.get("hub_id") or "the model"
+            hub_id = model_cfg.hub_id or "the model"
             raise FileNotFoundError(
                 f"pretrained model not found at {path}: download {hub_id} (e.g. `huggingface-cli "
                 f"download {hub_id} --local-dir {path}`) on a machine with internet and copy it there"
             )
         return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     torch.manual_seed(seed)
-    return FAMILIES[model_cfg["family"]][1](hf_config(model_cfg, vocab_size, eos_id))
+    return FAMILIES[model_cfg.family][1](hf_config(model_cfg, vocab_size, eos_id))

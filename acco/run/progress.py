@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..config.plain import plain
+
 
 class Progress:
     """One committed step at a time. A bar only where someone watches a terminal: in a log file a
@@ -124,7 +126,7 @@ class WandbLogger:
             name=os.path.basename(os.path.normpath(out_dir)),
             dir=out_dir,
             mode=opts.get("mode") or "offline",
-            config=cfg,
+            config=plain(cfg),  # the run's typed view: W&B takes plain data
             tags=[cfg["method"]["name"]],
             reinit="finish_previous",
         )

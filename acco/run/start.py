@@ -13,7 +13,8 @@ import torch
 import yaml
 
 from ..config.experiments import experiment_dir, run_name, with_out_dir
-from ..config.schema import DEFAULT_TASK, check_config
+from ..config.plain import plain
+from ..config.schema import DEFAULT_TASK, check_config, typed
 from ..config.validate import ConfigError, validate
 from .files import PREEMPTED_EXIT, read_summary
 from .launch import external_env, local_envs
@@ -56,22 +57,23 @@ def dependency_out_dir(spec: dict, results_root: str) -> str:
 def ensure_pretrained(cfg: dict, external: bool) -> None:
     """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
     CPU-scale pretraining of Fig. 7) gets that run's saved model; the run is trained first if its
-    results are not there yet."""
-    model = cfg["model"]
-    spec = model.get("pretrained_from")
-    if model.get("pretrained_path") or not spec:
+    results are not there yet. Sets model.pretrained_path in `cfg` (the plain config the run is
+    started with)."""
+    view = typed(cfg)
+    spec = view.model.pretrained_from
+    if view.model.pretrained_path or spec is None:
         return
-    dep_dir = dependency_out_dir(spec, cfg.get("results_root") or "results")
+    dep_dir = dependency_out_dir(plain(spec), view.results_root)
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
-        launcher = cfg.get("launcher") or {}
-        on_slurm = [f"launcher={launcher['profile']}", "launcher.wait=true"] if launcher.get("name") == "slurm" else []
+        launcher = view.launcher
+        on_slurm = [f"launcher={launcher.profile}", "launcher.wait=true"] if launcher.name == "slurm" else []
         args = [
-            f"experiment={spec['experiment']}/{spec.get('scale', 'cpu')}",
+            f"experiment={spec.experiment}/{spec.scale}",
             *on_slurm,
-            *(spec.get("overrides") or []),
-            f"results_root='{cfg.get('results_root') or 'results'}'",
+            *spec.overrides,
+            f"results_root='{view.results_root}'",
             f"out_dir='{dep_dir}'",
             "overwrite=true",
         ]  # quoted: run folder names contain '='
@@ -82,7 +84,7 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
                 f"{model_dir}; run that first (python experiments/train.py {' '.join(args[:-1])})"
             )
         print(
-            f"acco: {cfg['model']['name']} starts from the pretraining run {dep_dir}; training it first",
+            f"acco: {view.model.name} starts from the pretraining run {dep_dir}; training it first",
             file=sys.stderr,
             flush=True,
         )
@@ -90,7 +92,7 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
         if code != 0 or not os.path.isdir(model_dir):
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
             sys.exit(1)
-    model["pretrained_path"] = os.path.abspath(model_dir)
+    cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
 
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
@@ -132,18 +134,21 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     if problem:
         fail_config(problem)
     ensure_pretrained(cfg, external=external)
+    # from here the config is final but for the notes below: read through its typed view (the
+    # plain dict stays what config.yaml holds and what the workers are sent)
+    view = typed(cfg)
     from ..train.checkpoint import CheckpointError, resolve_resume
 
     try:  # where resume=auto|<path> continues from (None: from scratch)
-        cfg["_resume"] = resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
+        cfg["_resume"] = resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
     except CheckpointError as exc:
         fail_config(str(exc))
-    if cfg["task"] == "acco.tasks:build_task":
+    if view.task == DEFAULT_TASK:
         from ..data.sources import DataNotFoundError
         from ..tasks.preflight import preflight
 
         try:
-            preflight(cfg)
+            preflight(view)
         except DataNotFoundError as exc:
             fail_config(str(exc))
     return cfg, world

@@ -24,7 +24,10 @@ import traceback
 
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig
 
+from ..config.plain import plain
+from ..config.schema import typed
 from ..engine.trace import TraceRecorder, merge_trace_parts
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
@@ -66,24 +69,25 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def run_rank(cfg: dict, env: DistEnv) -> str:
+def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
+    """The rank's whole run. `cfg`: a checked config (plain, as pickled to a spawned worker); from
+    here on the code reads it through its typed view."""
+    cfg = typed(cfg)
     SignalLatch.install()  # SIGUSR1/USR2/TERM from now on: checkpoint at the next step boundary
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    device = pick_device(cfg.get("device", "auto"), env.local_rank)
+    device = pick_device(cfg.device, env.local_rank)
     if device.type == "cpu":
-        torch.set_num_threads(cpu_threads(cfg["train"].get("threads"), env.local_world_size))
-    backend = init_process_group(env, device, float(cfg["dist"]["timeout_s"]))
+        torch.set_num_threads(cpu_threads(cfg.train.threads, env.local_world_size))
+    backend = init_process_group(env, device, cfg.dist.timeout_s)
     post_group = post_training_group(cfg, env.world_size)
-    out_dir = cfg["out_dir"]
+    out_dir = cfg.out_dir
     rank, world = env.rank, env.world_size
     if rank == 0:
         os.makedirs(out_dir, exist_ok=True)
-    window = cfg["train"].get("trace_steps")
-    tracer = TraceRecorder(
-        rank, enabled=bool(cfg["train"].get("trace", True)), steps=tuple(window) if window is not None else None
-    )
+    window = cfg.train.trace_steps
+    tracer = TraceRecorder(rank, enabled=cfg.train.trace, steps=tuple(window) if window is not None else None)
     trainer = None
     status, error = "running", None
     metrics = None
@@ -91,7 +95,7 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
     preempted = None
     try:
         resume = resume_point(cfg, world)
-        task = load_task_factory(cfg["task"])(cfg, rank, world, device)
+        task = load_task_factory(cfg.task)(cfg, rank, world, device)
         dist.barrier()  # rank 0 has created out_dir
         metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) if rank == 0 else None
         trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
@@ -100,7 +104,7 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
         trainer.train()
         # θ_T as an fp32 vector only when it is saved: on a GPU a model-sized fp32 copy (28 GB
         # for a 7B model) would not fit beside the training state
-        final = trainer.committed_vector() if cfg["train"].get("save_final_params") else None
+        final = trainer.committed_vector() if cfg.train.save_final_params else None
         trainer.load_committed_into_model(final)  # every rank's model holds θ_T
         results = None
         if task.final_eval is not None:
@@ -129,21 +133,21 @@ def run_rank(cfg: dict, env: DistEnv) -> str:
     return status
 
 
-def resume_point(cfg: dict, world: int) -> dict | None:
+def resume_point(cfg: DictConfig, world: int) -> dict | None:
     """Where this run continues from: resolved (and checked) by the entry point before any worker
     started, or here for a run requeued by submitit with resume=auto."""
     if "_resume" in cfg:
-        return cfg["_resume"]
+        return plain(cfg._resume)
     from ..train.checkpoint import resolve_resume
 
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 
-def save_outputs(cfg: dict, task, final: torch.Tensor | None, out_dir: str, results: dict | None) -> None:
+def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str, results: dict | None) -> None:
     """Rank 0, after training: final parameters, the model (+ tokenizer), final evaluations."""
-    if cfg["train"].get("save_final_params"):
+    if cfg.train.save_final_params:
         torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
-    if cfg["train"].get("save_model"):
+    if cfg.train.save_model:
         model_dir = os.path.join(out_dir, "model")
         # the parameters are views into one flat buffer: save independent copies
         state = {k: v.detach().clone().cpu() for k, v in task.model.state_dict().items()}
@@ -155,7 +159,7 @@ def save_outputs(cfg: dict, task, final: torch.Tensor | None, out_dir: str, resu
 
 
 def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group) -> None:
-    out_dir, rank = cfg["out_dir"], env.rank
+    out_dir, rank = cfg.out_dir, env.rank
     if metrics is not None:
         metrics.close()
     if os.path.isdir(out_dir):
@@ -176,12 +180,12 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         dist.all_gather_object(per_rank, mem, group=post_group)
     if rank == 0:
         if status in ("completed", "preempted"):  # streamed, and no peer waits for it
-            window = cfg["train"].get("trace_steps")
+            window = cfg.train.trace_steps
             merge_trace_parts(out_dir, env.world_size, {"trace_steps": list(window)} if window is not None else None)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
-            "method": cfg["method"]["name"],
+            "method": cfg.method.name,
             "world_size": env.world_size,
             "status": status,
             # a lost connection or a timed-out collective means a peer failed, not this rank
@@ -191,19 +195,19 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
             "backend": backend,
             "device": str(device),
-            "deterministic": bool(cfg["train"]["deterministic"]),
-            "accum": cfg["train"]["accum"],
+            "deterministic": cfg.train.deterministic,
+            "accum": cfg.train.accum,
             "steps_completed": len(rows),
-            "steps": cfg["train"]["steps"],
+            "steps": cfg.train.steps,
             "total_wall_time_s": round(getattr(trainer, "wall_time_s", time.time() - t0), 4),
             "final_train_loss": rows[-1]["train_loss"] if rows else None,
             "final_eval_loss": last_eval,
             "samples": rows[-1]["samples"] if rows else 0,
-            "hetero": cfg.get("hetero"),
+            "hetero": plain(cfg.hetero),
             "link": link_summary(cfg),
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             "per_rank": per_rank,
-            "resumed_from_step": (cfg.get("_resume") or {}).get("step")
+            "resumed_from_step": (plain(cfg.get("_resume")) or {}).get("step")
             if trainer is None
             else (trainer.start_step or None),
             "last_checkpoint": getattr(trainer, "last_checkpoint", None),

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 
+from omegaconf import DictConfig
+
+from ..config.plain import plain
 from ..data.sources import DataNotFoundError, data_hint, hub_reachable
 
 
@@ -34,10 +37,10 @@ def check_tokenizer(spec: dict | None, config_key: str) -> None:
         load_pretrained_tokenizer(spec.get("path"), spec.get("hub_id"), config_key=config_key)
 
 
-def check_model(model_cfg: dict) -> None:
-    path = model_cfg.get("pretrained_path")
+def check_model(model_cfg: DictConfig) -> None:
+    path = model_cfg.pretrained_path
     if path and not os.path.isdir(path):
-        hub_id = model_cfg.get("hub_id") or "the model"
+        hub_id = model_cfg.hub_id or "the model"
         raise DataNotFoundError(
             f"pretrained model {hub_id} not found at {path}: on a machine with internet run "
             f'"huggingface-cli download {hub_id} --local-dir {path}", copy it here and set '
@@ -45,11 +48,9 @@ def check_model(model_cfg: dict) -> None:
         )
 
 
-def preflight(cfg: dict) -> None:
-    data = cfg.get("data") or {}
-    check_source(data.get("source"), "data.source.path")
-    check_tokenizer(data.get("tokenizer"), "data.tokenizer.path")
-    check_model(cfg.get("model") or {})
-    final = cfg.get("final_eval") or {}
-    if final.get("lambada"):
-        check_source(final.get("lambada_source"), "final_eval.lambada_source.path")
+def preflight(cfg: DictConfig) -> None:
+    check_source(plain(cfg.data.source), "data.source.path")
+    check_tokenizer(plain(cfg.data.tokenizer), "data.tokenizer.path")
+    check_model(cfg.model)
+    if cfg.final_eval.lambada:
+        check_source(plain(cfg.final_eval.lambada_source), "final_eval.lambada_source.path")

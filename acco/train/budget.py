@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omegaconf import DictConfig
+
 from ..engine.schedule import LrAt, lr_shape, make_lr_schedule, per_step
 
 
@@ -47,10 +49,9 @@ class RunLength:
         return " or ".join(parts)
 
 
-def run_length(train_cfg: dict, tokens_per_sample: int = 0) -> RunLength:
-    steps = train_cfg.get("steps")
-    steps = None if steps is None else int(steps)
-    tokens, samples = train_cfg.get("tokens"), train_cfg.get("samples")
+def run_length(train_cfg: DictConfig, tokens_per_sample: int = 0) -> RunLength:
+    """How long a run's train section says it trains (steps, a budget, or whichever comes first)."""
+    steps, tokens, samples = train_cfg.steps, train_cfg.tokens, train_cfg.samples
     if tokens is not None and samples is not None:
         raise BudgetError("train.tokens and train.samples are both set; keep one budget")
     if tokens is not None:
@@ -72,19 +73,15 @@ def nominal_samples_per_step(method: str, world: int, accum: int, samples_per_mi
     return world * accum * samples_per_micro_batch * (2 if method == "acco" else 1)
 
 
-def lr_schedule(cfg: dict, world: int, samples_per_micro_batch: int, tokens_per_sample: int = 0) -> LrAt:
+def lr_schedule(cfg: DictConfig, world: int, samples_per_micro_batch: int, tokens_per_sample: int = 0) -> LrAt:
     """lr_at(step, micro_batches) for a run's config (the trainer's, and the reference's)."""
-    optim, train = cfg["optim"], cfg["train"]
-    length = run_length(train, tokens_per_sample)
-    min_ratio = optim.get("min_lr_ratio", 0.0)
+    optim = cfg.optim
+    length = run_length(cfg.train, tokens_per_sample)
+    lr, schedule, warmup, min_ratio = optim.lr, optim.schedule, optim.warmup_steps, optim.min_lr_ratio
     if length.budget is None:
-        return per_step(
-            make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], length.steps, min_ratio)
-        )
-    nominal = nominal_samples_per_step(cfg["method"]["name"], world, int(train["accum"]), samples_per_micro_batch)
-    shape = lr_shape(
-        optim["lr"], optim["schedule"], max(0, int(optim["warmup_steps"])), length.budget_samples / nominal, min_ratio
-    )
+        return per_step(make_lr_schedule(lr, schedule, warmup, length.steps, min_ratio))
+    nominal = nominal_samples_per_step(cfg.method.name, world, cfg.train.accum, samples_per_micro_batch)
+    shape = lr_shape(lr, schedule, max(0, warmup), length.budget_samples / nominal, min_ratio)
 
     def lr_at(step: int, micro_batches: int) -> float:
         return shape(micro_batches * samples_per_micro_batch / nominal)

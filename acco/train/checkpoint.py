@@ -26,8 +26,10 @@ from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig
 
 from ..atomic import atomic_write
+from ..config.plain import plain
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
@@ -74,11 +76,13 @@ def rank_file(rank: int) -> str:
     return f"rank{rank}.pt"
 
 
-def identity(cfg: dict) -> dict:
-    """The settings a checkpoint's training state depends on (the resumed run must match them)."""
-    out = {k: v for k, v in cfg.items() if k not in NOT_IDENTITY and not k.startswith("_")}
-    out["train"] = {k: v for k, v in (cfg.get("train") or {}).items() if k not in NOT_IDENTITY_TRAIN}
-    data = dict(cfg.get("data") or {})
+def identity(cfg: DictConfig | dict) -> dict:
+    """The settings a checkpoint's training state depends on (the resumed run must match them):
+    plain data, written to the manifest."""
+    run: dict = plain(cfg)
+    out = {k: v for k, v in run.items() if k not in NOT_IDENTITY and not k.startswith("_")}
+    out["train"] = {k: v for k, v in (run.get("train") or {}).items() if k not in NOT_IDENTITY_TRAIN}
+    data = dict(run.get("data") or {})
     data.pop("cache_dir", None)  # where the data is cached, not what it is
     data.pop("num_proc", None)  # how many processes build it, not what it is
     out["data"] = data
@@ -143,7 +147,7 @@ def _fsync_dir(path: str) -> None:
 
 
 def save(
-    out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict, cfg: dict, keep: int = 2
+    out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict, cfg: DictConfig, keep: int = 2
 ) -> str:
     """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
     rank's file is in place, the manifest, then publishes the folder. Returns its path."""
@@ -165,7 +169,7 @@ def save(
             "format": FORMAT,
             "step": step,
             "world_size": world_size,
-            "method": cfg["method"]["name"],
+            "method": cfg.method.name,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "identity": identity(cfg),
             "files": {k: v for part in gathered for k, v in part.items()},
@@ -236,16 +240,16 @@ def verify(path: str, world_size: int | None = None) -> dict:
     return manifest
 
 
-def resolve_resume(cfg: dict, world_size: int, warn=None) -> dict | None:
+def resolve_resume(cfg: DictConfig, world_size: int, warn=None) -> dict | None:
     """What `resume` (null | auto | <checkpoint folder> | <run folder>) continues from:
     {"dir": folder, "step": step}, or None to start from scratch. Unusable checkpoints are
     reported through `warn` and skipped in favour of the previous one; CheckpointError when an
     explicitly named checkpoint, or every one there is, cannot be used."""
-    resume = cfg.get("resume")
-    if resume in (None, False, "", "none", "null"):
+    resume = cfg.resume
+    if resume in (None, "", "none", "null"):
         return None
     if resume == "auto":
-        folder, explicit = cfg["out_dir"], False
+        folder, explicit = cfg.out_dir, False
     else:
         folder, explicit = str(resume), True
         if not os.path.isdir(folder):

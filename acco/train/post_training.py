@@ -12,14 +12,15 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig
 
 DEFAULT_FINAL_TIMEOUT_S = 6 * 3600.0
 
 
-def post_training_group(cfg: dict, world_size: int):
+def post_training_group(cfg: DictConfig, world_size: int):
     """A gloo group over every rank (host scalars and pickled objects, so on GPU too) with the
     long timeout. Call on every rank, at start-up (new_group is itself a collective)."""
-    timeout_s = float((cfg.get("dist") or {}).get("final_timeout_s") or DEFAULT_FINAL_TIMEOUT_S)
+    timeout_s = float(cfg.dist.final_timeout_s or DEFAULT_FINAL_TIMEOUT_S)
     return dist.new_group(list(range(world_size)), timeout=timedelta(seconds=timeout_s), backend="gloo")
 
 
@@ -31,14 +32,13 @@ def all_reduce_sums(sums: dict[str, float], group) -> dict[str, float]:
     return dict(zip(keys, vec.tolist()))
 
 
-def final_evaluation(cfg: dict, final_eval, model, rank: int, world_size: int, group) -> dict | None:
+def final_evaluation(cfg: DictConfig, final_eval, model, rank: int, world_size: int, group) -> dict | None:
     """The task's final evaluation at the committed parameters (in `model` on every rank).
     A ShardedEvaluation (has `partial`): rank r scores its share, the sums are all-reduced, every
     rank returns the results. A plain callable: rank 0 runs it alone (its peers wait for it at the
     next post-training collective, under the same long timeout) and only rank 0 gets results."""
-    fault = cfg.get("fault") or {}
-    sleep_s = float(fault.get("final_eval_sleep_s") or 0)
-    if sleep_s and rank == int(fault.get("final_eval_sleep_rank") or 0):
+    sleep_s = cfg.fault.final_eval_sleep_s or 0.0
+    if sleep_s and rank == cfg.fault.final_eval_sleep_rank:
         # fault injection (tests): an evaluation longer than dist.timeout_s
         print(
             f"acco: rank {rank}: final evaluation slowed by {sleep_s:g} s (fault.final_eval_sleep_s)",
