@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The performance testbed's benchmark (`make bench`): see acco/bench/main.py and README.md.
 
-python experiments/bench.py [--worlds 2,4] [--ratios 0,0.25,1,4] [--rounds 2] [--out results/bench]
+python experiments/bench.py [--worlds 2,4] [--ratios 0,1,2] [--rounds 2] [--hetero-worlds 2,4] [--out results/bench]
 """
 
 import sys

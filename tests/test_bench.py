@@ -36,8 +36,10 @@ def test_bench_end_to_end_tiny(tmp_path):
             "3",
             "--accum",
             "2",
-            "--hetero-world",
-            "0",
+            "--hetero-worlds",
+            "2",
+            "--delay-methods",
+            "acco",
             "--out",
             str(out),
         ],
@@ -62,6 +64,9 @@ def test_bench_end_to_end_tiny(tmp_path):
         "costmodel_fig4.csv",
         "costmodel_table3.csv",
         "bench.png",
+        "delay.csv",
+        "bounds.csv",
+        "hetero_ideal.csv",
     ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     grid = pd.read_csv(out / "grid.csv")
@@ -83,7 +88,33 @@ def test_bench_end_to_end_tiny(tmp_path):
         assert budget <= 0 or cal["link_work_mbit_s"] / budget >= MAX_RATE_MBIT, cal
     else:
         assert cal["link_work_mbit_s"] / budget <= 1.0, cal
+    # the shaped ratio again on the in-process delay link, ACCO and its reference
+    delay = pd.read_csv(out / "delay.csv")
+    assert set(delay["method"]) == {"acco", "ddp_flat"} and (delay["link_mode"] == "delay").all()
+    # ACCO against both bounds, per link: the contention-aware one adds the sync's measured CPU
+    ideal = pd.read_csv(out / "ideal.csv")
+    assert set(zip(ideal["group"], ideal["ratio_target"])) == {("grid", 0.0), ("grid", 1.0), ("delay", 1.0)}
+    assert (ideal["acco_sync_side_cpu_s"] > 0).all()
+    perfect = ideal[["t_comp_round_s", "t_sync_s"]].max(axis=1)
+    assert (ideal["contention_bound_round_s"] >= perfect - 1e-12).all()
+    # 2 workers on 2 cores: t_comp + c unless the sync is longer
+    expect = pd.concat([ideal["t_sync_s"], ideal["t_comp_round_s"] + ideal["acco_sync_side_cpu_s"]], axis=1).max(axis=1)
+    if os.cpu_count() == 2:
+        assert ((ideal["contention_bound_round_s"] - expect).abs() < 1e-9).all()
+    # every method against its own bound: sequential t_comp + t_sync, ACCO max(t_comp, t_sync)
+    bounds = pd.read_csv(out / "bounds.csv")
+    assert set(bounds[bounds["method"] == "acco"]["bound"]) == {"max(t_comp, t_sync)"}
+    assert set(bounds[bounds["method"] == "ddp_flat"]["bound"]) == {"t_comp + t_sync"}
+    assert (bounds["of_bound"] > 0).all() and (bounds["bound_round_s"] > 0).all()
+    # one of 2 workers 4x slower: the ideal measured as each rank's own rate, summed
+    hetero = pd.read_csv(out / "hetero_ideal.csv")
+    assert len(hetero) == 1 and hetero.iloc[0]["world"] == 2
+    h = hetero.iloc[0]
+    assert h["independent_ideal_ratio"] == pytest.approx(2.5)
+    assert h["measured_ideal_samples_per_s"] > h["slowest_times_n_samples_per_s"] > 0
     targets = pd.read_csv(out / "targets.csv")
+    assert targets["target"].str.startswith("ACCO >= 0.9 x contention-aware bound").sum() == 3
+    assert targets["target"].str.contains("measured ideal").sum() == 1
     assert len(targets) >= 2 and set(targets["pass"]) <= {True, False}
     mem = pd.read_csv(out / "memory.csv")
     acco = mem[mem["method"] == "acco"].iloc[0]

@@ -3,13 +3,17 @@ ZeroRedundancyOptimizer, and as single-process AdamW on the concatenated batch."
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 
 import pytest
 import torch
 
+from acco.config.schema import typed
 from acco.engine.schedule import make_lr_schedule
 from acco.engine.torch_ddp import adamw_param_groups
+from acco.engine.trace import load_spans
 from acco.tasks import load_task_factory
 
 from .conftest import SMALL_LM, load_run, run_train
@@ -41,7 +45,7 @@ def test_flat_zero1_equals_torch_ddp_zero_and_single_process_adamw(tmp_path):
 
     # single process, one forward per step on the concatenation of every worker's micro-batches
     factory = load_task_factory(cfg["task"])
-    tasks = [factory(cfg, r, world, torch.device("cpu")) for r in range(world)]
+    tasks = [factory(typed(cfg), r, world, torch.device("cpu")) for r in range(world)]  # as a worker reads it
     model, loss_fn = tasks[0].model, tasks[0].loss_fn
     optim = cfg["optim"]
     lr_at = make_lr_schedule(optim["lr"], optim["schedule"], optim["warmup_steps"], steps)
@@ -60,3 +64,62 @@ def test_flat_zero1_equals_torch_ddp_zero_and_single_process_adamw(tmp_path):
         opt.step()
     single = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     torch.testing.assert_close(finals["torch"], single, rtol=1e-4, atol=2e-6)
+
+
+def _ddp_run(out, world: int, hook: str, extra=()):
+    run_train(
+        [
+            "method=ddp",
+            "method.impl=torch",
+            f"method.comm_hook={hook}",
+            *SMALL_LM,
+            f"world_size={world}",
+            "train.steps=4",
+            "train.accum=2",
+            "train.deterministic=true",
+            "train.save_final_params=true",
+            "train.trace=true",
+            f"out_dir={out}",
+            *extra,
+        ]
+    )
+    with open(os.path.join(out, "metrics.csv")) as f:
+        metrics = list(csv.DictReader(f))
+    return metrics, torch.load(os.path.join(out, "final_params.pt"))
+
+
+def test_reduce_scatter_comm_hook_gives_pytorchs_average(tmp_path):
+    """The baseline's minimal-bytes hook (reduce-scatter + all-gather of each bucket) averages the
+    gradient as PyTorch's all-reduce does: bit-identical on 2 ranks (the same additions, divided by
+    the world size first), equal to rounding on 3 (a different summation order; the bucket does not
+    divide by 3, so the padding is exercised). On a delay-mode link both of its collectives are
+    charged (the all-reduce of the bucket would be charged once, for twice the bytes)."""
+    for world, exact in ((2, True), (3, False)):
+        base_m, base_p = _ddp_run(str(tmp_path / f"allreduce{world}"), world, "allreduce")
+        rs_m, rs_p = _ddp_run(
+            str(tmp_path / f"rs{world}"), world, "reduce_scatter", ["link.mode=delay", "link.rate_mbit=200"]
+        )
+        assert [r["step"] for r in rs_m] == [r["step"] for r in base_m]
+        losses = [float(r["train_loss"]) for r in base_m], [float(r["train_loss"]) for r in rs_m]
+        if exact:
+            assert losses[0] == losses[1]
+            assert torch.equal(base_p, rs_p)
+        else:
+            torch.testing.assert_close(losses[1], losses[0], rtol=1e-6, atol=0)
+            torch.testing.assert_close(rs_p, base_p, rtol=1e-5, atol=1e-7)
+        with open(tmp_path / f"rs{world}" / "summary.json") as f:
+            summary = json.load(f)
+        param_bytes = summary["per_rank"][0]["param_bytes"]
+        hooked = load_spans(str(tmp_path / f"rs{world}" / "trace.json"), cat="communication")
+        synced = [e["dur"] / 1e6 for e in hooked if e["name"].startswith("bwd + all_reduce")]
+        assert synced, "the hooked backward is in the trace"
+        # reduce-scatter and all-gather each charged (N-1)/N of the bucket at 200 Mbit/s
+        assert min(synced) >= 0.9 * 2 * (world - 1) / world * param_bytes / (200e6 / 8)
+
+
+def test_unknown_comm_hook_is_refused_before_workers_start(tmp_path):
+    proc = run_train(
+        ["method=ddp", "method.impl=torch", "method.comm_hook=ring", *SMALL_LM, f"out_dir={tmp_path / 'r'}"],
+        expect=2,
+    )
+    assert "method.comm_hook must be allreduce or reduce_scatter" in proc.stderr

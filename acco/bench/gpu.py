@@ -102,6 +102,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     """Compose the config as experiments/train.py would, join the process group (NCCL on GPU) and
     build the task and the trainer. Returns (cfg, trainer)."""
     from ..config.experiments import compose
+    from ..config.schema import typed
     from ..engine.trace import TraceRecorder
     from ..run.launch import DistEnv, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
@@ -109,13 +110,14 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
 
     cfg = compose(list(overrides))
     cfg["world_size"] = world
+    view = typed(cfg)  # what the task and the trainer read (acco.run.worker.run_rank's conversion)
     # not exported to os.environ: a later subprocess would take them for torchrun's
     env = DistEnv(rank, world, rank, world, "127.0.0.1", port or free_port(), "local")
-    device = pick_device(cfg.get("device", "auto"), rank)
-    init_process_group(env, device, float(cfg["dist"]["timeout_s"]))
-    os.makedirs(cfg["out_dir"], exist_ok=True)
-    task = load_task_factory(cfg["task"])(cfg, rank, world, device)
-    trainer = Trainer(cfg, task, rank, world, device, TraceRecorder(rank, enabled=False), None)
+    device = pick_device(view.device, rank)
+    init_process_group(env, device, view.dist.timeout_s)
+    os.makedirs(view.out_dir, exist_ok=True)
+    task = load_task_factory(view.task)(view, rank, world, device)
+    trainer = Trainer(view, task, rank, world, device, TraceRecorder(rank, enabled=False), None)
     return cfg, trainer
 
 

@@ -41,7 +41,11 @@ def trace_times(trace_path: str, accum: int) -> dict:
     overlap efficiency (t_comp + t_comm − t_span)/min(t_comp, t_comm) per rank from the trace."""
     spans = load_spans(trace_path)
     micro = [e["dur"] / 1e6 for e in spans if e.get("cat") == "compute"]
-    syncs = [e["dur"] / 1e6 for e in spans if e.get("cat") == "communication" and e["name"].startswith("sync")]
+    sync_spans = [e for e in spans if e.get("cat") == "communication" and e["name"].startswith("sync")]
+    syncs = [e["dur"] / 1e6 for e in sync_spans]
+    # CPU seconds a sync cost outside the compute thread (the communication thread and gloo's I/O
+    # threads; all of it for a sequential sync): acco/engine/trace.py side_cpu_seconds
+    side_cpu = [e["args"]["side_cpu_s"] for e in sync_spans if "side_cpu_s" in e.get("args", {})]
     by_name: dict[str, list[float]] = {}
     for e in spans:
         if e.get("cat") == "communication" and e["name"] in ("reduce_scatter", "all_gather", "all_reduce counts"):
@@ -53,11 +57,29 @@ def trace_times(trace_path: str, accum: int) -> dict:
         "t_micro_batch_s": mb,
         "t_comp_round_s": mb * accum if mb is not None else None,
         "t_sync_s": _median(syncs[1:] or syncs),  # the first sync also sets up the gloo pairs
+        "sync_side_cpu_s": _median(side_cpu[1:] or side_cpu),
         "t_reduce_scatter_s": _median(by_name.get("reduce_scatter", [])[1:]),
         "t_all_gather_s": _median(by_name.get("all_gather", [])[1:]),
         "overlap_efficiency": statistics.mean(eff) if eff else None,
         "overlap_efficiency_min": min(eff) if eff else None,
     }
+
+
+def rank_rates(trace_path: str) -> list[float]:
+    """Each rank's own micro-batch rate (1/s) in this run: micro-batches over the time its compute
+    lane spent on them (fwd+bwd, and a slow worker's slowdown sleep), so waiting for the others or
+    for a sync does not count, while sharing the cores with the other workers' compute and
+    communication (the run's own layout) does. The first committed step (warm-up) is left out."""
+    spans = load_spans(trace_path)
+    later = [e for e in spans if e.get("args", {}).get("step", 1) > 1] or spans
+    rates = []
+    for rank in sorted({e["pid"] for e in later}):
+        own = [e for e in later if e["pid"] == rank]
+        n = sum(1 for e in own if e.get("cat") == "compute")
+        busy = sum(e["dur"] for e in own if e.get("cat") == "compute" or e["name"] == "slowdown") / 1e6
+        if n and busy > 0:
+            rates.append(n / busy)
+    return rates
 
 
 def memory(summary: dict) -> dict:
@@ -85,7 +107,7 @@ def memory(summary: dict) -> dict:
     return out
 
 
-def measure_run(out_dir: str, accum: int) -> dict:
+def measure_run(out_dir: str, accum: int, micro_batch_size: int) -> dict:
     with open(os.path.join(out_dir, "summary.json")) as f:
         summary = json.load(f)
     if summary.get("status") != "completed":
@@ -93,5 +115,12 @@ def measure_run(out_dir: str, accum: int) -> dict:
     out = {"link_mode": (summary.get("link") or {}).get("mode"), "world": summary["world_size"]}
     out.update(steady_rate(os.path.join(out_dir, "metrics.csv")))
     out.update(trace_times(os.path.join(out_dir, "trace.json"), accum))
+    rates = rank_rates(os.path.join(out_dir, "trace.json"))
+    if rates:
+        # samples/s if every rank computed at its own rate, never waiting (ACCO's limit), and if
+        # every rank ran at the slowest one's (a synchronous method's)
+        out["rank_samples_per_s"] = ";".join(f"{micro_batch_size * r:.2f}" for r in rates)
+        out["sum_rank_samples_per_s"] = micro_batch_size * sum(rates)
+        out["n_times_slowest_samples_per_s"] = micro_batch_size * len(rates) * min(rates)
     out.update(memory(summary))
     return out

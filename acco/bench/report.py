@@ -107,7 +107,16 @@ def plot(out: str, grid: pd.DataFrame, ideal: pd.DataFrame) -> str:
 
 
 def write_all(
-    out: str, raw, grid, hetero, calibrations, tb, other, args: dict, failures: pd.DataFrame | None = None
+    out: str,
+    raw,
+    grid,
+    hetero,
+    calibrations,
+    tb,
+    other,
+    args: dict,
+    failures: pd.DataFrame | None = None,
+    delay: pd.DataFrame | None = None,
 ) -> list[str]:
     os.makedirs(out, exist_ok=True)
     paths = []
@@ -117,8 +126,12 @@ def write_all(
         df.to_csv(path, index=False)
         paths.append(path)
 
-    ideal = targets.ideal_rows(grid)
-    tg = targets.evaluate(grid, hetero)
+    delay = delay if delay is not None else pd.DataFrame(columns=grid.columns)
+    both = pd.concat([grid, delay]) if len(delay) else grid
+    ideal = targets.ideal_rows(both)
+    bounds = targets.own_bound_rows(both)
+    hetero_ideal = targets.hetero_rows(hetero)
+    tg = targets.evaluate(grid, hetero, delay)
     mem = memory_rows(grid, raw)
     err = model_fit.testbed_errors(grid, tb, other)
     paper = model_fit.paper_predictions()
@@ -128,6 +141,9 @@ def write_all(
     csv("grid", grid)
     csv("ideal", ideal)
     csv("hetero", hetero)
+    csv("hetero_ideal", hetero_ideal)
+    csv("delay", delay)
+    csv("bounds", bounds)
     csv("calibration", pd.DataFrame([c.as_row() for c in calibrations.values()]))
     csv("memory", mem)
     csv("targets", tg)
@@ -148,7 +164,7 @@ def write_all(
     )
     for name, df in paper.items():
         csv(name, df)
-    paths.append(plot(out, grid, ideal))
+    paths.append(plot(out, grid, ideal[ideal["group"] == "grid"] if len(ideal) else ideal))
     cols = [
         "method",
         "world",
@@ -161,6 +177,7 @@ def write_all(
         "samples_per_step",
         "t_comp_round_s",
         "t_sync_s",
+        "sync_side_cpu_s",
         "overlap_efficiency",
     ]
     abs_err = err["error_pct"].abs()
@@ -170,19 +187,41 @@ def write_all(
         f"Arguments: {args}\n",
         "Every number is a median over rounds; all methods ran interleaved in one run. Times are wall-clock "
         "on a shared machine: compare ratios, not absolute seconds. `ddp` = PyTorch DDP + "
-        "ZeroRedundancyOptimizer, `ddp_flat` = our sequential ZeRO-1 (the reference whose compute and sync "
-        "are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the first "
-        "committed step. An ACCO committed step is two rounds (2x the samples of a DDP step at equal accum).\n",
+        "ZeroRedundancyOptimizer with the reduce-scatter + all-gather communication hook "
+        "(method.comm_hook=reduce_scatter: the baseline at its best, the minimal bytes; `ddp_allreduce` is "
+        "PyTorch's default gloo all-reduce), `ddp_flat` = our sequential ZeRO-1 (the reference whose compute "
+        "and sync are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the "
+        "first committed step. An ACCO committed step is two rounds (2x the samples of a DDP step at equal "
+        "accum). Link `netns`: the kernel shapes TCP between network namespaces (its TCP work runs on the "
+        "same cores as compute); `delay`: the same rate as an in-process sleep after each collective.\n",
+        "Bounds. Perfect overlap: an ACCO round >= max(t_comp, t_sync), from the sequential reference's "
+        "separately measured compute and sync. Contention-aware: W workers on C cores, c = CPU seconds a "
+        "sync costs outside the compute thread (sync_side_cpu_s, measured in ACCO's run: its communication "
+        "thread and gloo's I/O threads): a round needs W (t_comp min(1, C/W) + c) CPU seconds on C cores, "
+        "so round >= max(t_sync, t_comp, W (t_comp min(1, C/W) + c) / C) — t_comp + c for 2 workers on 2 "
+        "cores, t_comp + 2c for 4. Heterogeneous: the ideal is the sum of each worker's own micro-batch "
+        "rate measured in ACCO's run (its compute lane's fwd+bwd and slowdown time per micro-batch), DDP's "
+        "limit N x the slowest's.\n",
         "## Targets\n",
         _md(tg[["target", "pass", "value", "threshold", "numbers", "why"]]),
         "## Failed runs (retried once, then left out)\n",
         _md(failures),
         "## Grid\n",
         _md(grid[[c for c in cols if c in grid.columns]].sort_values(["world", "ratio_target", "method"])),
-        "## ACCO vs ideal overlap\n",
+        "## Grid on the in-process delay link\n",
+        _md(delay[[c for c in cols if c in delay.columns]].sort_values(["world", "ratio_target", "method"]))
+        if len(delay)
+        else "(none)\n",
+        "## ACCO vs the perfect-overlap and the contention-aware bounds\n",
         _md(ideal),
+        "## Each method's time per round vs its own bound\n",
+        "Sequential: t_comp + (its bytes / the flat sync's) x t_sync (PyTorch DDP + ZeroRedundancyOptimizer "
+        "moves 1.5x the flat ZeRO-1's bytes: the gradients' 2(N-1)/N and the partitions' broadcast); "
+        "overlapping: max(t_comp, t_sync). of_bound = bound / measured.\n",
+        _md(bounds),
         "## Heterogeneous workers\n",
         _md(hetero[[c for c in cols if c in hetero.columns]]),
+        _md(hetero_ideal),
         "## Memory (per-rank maxima, unlimited link) vs Table 1\n",
         _md(mem),
         "## Cost model\n",

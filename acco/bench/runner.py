@@ -19,7 +19,10 @@ TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
 # bench method name -> train.py overrides
 METHODS = {
-    "ddp": ["method=ddp", "method.impl=torch"],  # PyTorch DDP + ZeroRedundancyOptimizer
+    # PyTorch DDP + ZeroRedundancyOptimizer at its best: each gradient bucket reduce-scattered and
+    # all-gathered (the minimal bytes, as NCCL's ring moves them; gloo's all-reduce takes ~1.9x as long)
+    "ddp": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter"],
+    "ddp_allreduce": ["method=ddp", "method.impl=torch", "method.comm_hook=allreduce"],  # PyTorch's default hook
     "ddp_flat": ["method=ddp", "method.impl=flat"],  # our sequential ZeRO-1 (the reference)
     "dpu": ["method=dpu", "method.warmup_steps=0"],
     "wp": ["method=wp", "method.warmup_steps=0"],
@@ -33,7 +36,7 @@ class RunSpec:
     world: int
     rate_mbit: float = 0.0
     ratio_target: float | None = None  # the comm/comp ratio this rate was chosen for
-    group: str = "grid"  # grid | calibration | hetero
+    group: str = "grid"  # grid | delay (the grid on an in-process delay link) | calibration | hetero
     round: int = 0
     deterministic: bool = True
     slow_rank: int | None = None
@@ -55,6 +58,8 @@ def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[st
         "train.log_every=0",
         "train.trace=true",
         f"link.rate_mbit={spec.rate_mbit:g}",
+        # the delay group: the in-process link (no TCP shaping, no kernel work); otherwise netns if possible
+        f"link.mode={'delay' if spec.group == 'delay' else 'auto'}",
         # a slow link or a slow worker makes long steps: no watchdog verdict on them
         "++dist.step_timeout_s=600",
         f"out_dir={out_dir}",
@@ -67,7 +72,7 @@ def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[st
     return args
 
 
-NAME = re.compile(r"^(grid|calibration|hetero)_w(\d+)_r([^_]+)_(.+)_(\d+)$")
+NAME = re.compile(r"^(grid|delay|calibration|hetero)_w(\d+)_r([^_]+)_(.+)_(\d+)$")
 
 
 def row_from_folder(out_dir: str) -> dict | None:
@@ -96,10 +101,15 @@ def row_from_folder(out_dir: str) -> dict | None:
         "process_wall_s": None,
     }
     try:
-        row.update(measure_run(out_dir, accum))
+        row.update(measure_run(out_dir, accum, int(cfg["data"]["micro_batch_size"])))
     except (RuntimeError, ValueError, OSError):
         return None
     return row
+
+
+def micro_batch_size(out_dir: str) -> int:
+    with open(os.path.join(out_dir, "config.yaml")) as f:
+        return int(yaml.safe_load(f)["data"]["micro_batch_size"])
 
 
 def run_one(
@@ -128,7 +138,7 @@ def run_one(
         "steps": steps,
         "process_wall_s": round(wall, 2),
     }
-    row.update(measure_run(out_dir, accum))
+    row.update(measure_run(out_dir, accum, micro_batch_size(out_dir)))
     log(
         f"bench: {spec.name():<34} {row['samples_per_s']:8.1f} samples/s  {row['s_per_step']:.3f} s/step  "
         f"link {row['link_mode']}" + (f" {spec.rate_mbit:g} Mbit" if spec.rate_mbit else "")

@@ -13,8 +13,16 @@ strict check first (`check_override`): an unknown key or a value of the wrong ty
 naming it and the fix. A config built outside Hydra composition (the experiment merge layer, a
 config.yaml read back) is checked with `check_config`.
 
-At run time the config stays a plain dict (JSON/YAML-dumpable, picklable to spawned workers, cheap
-in per-step code); `typed(cfg)` gives a read-only attribute-access view where one is wanted."""
+At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
+schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
+(acco.run.worker.run_rank; acco.run.start once the config is final; acco.bench.gpu.start_rank,
+experiments/prepare_data.py, acco.analytic.reference's entry points); given a view, `typed` returns
+it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
+view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
+code reads it without a default. Until then, and wherever plain data is needed (config.yaml,
+summary.json, the pickle sent to spawned workers or to submitit, the data layer's cache keys), the
+config is a plain dict: `acco.config.plain.plain(view)` converts back. Per-step code reads what it needs once, at
+construction (an attribute access costs microseconds)."""
 
 from __future__ import annotations
 
@@ -52,6 +60,9 @@ class MethodConfig:  # conf/method/acco.yaml
 @dataclass
 class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
     impl: str = MISSING  # torch (PyTorch DDP + ZeRO) | flat (the shared engine)
+    # impl=torch: how DDP averages a gradient bucket, allreduce (PyTorch's own) | reduce_scatter
+    # (reduce-scatter + all-gather, the minimal bytes: acco/engine/torch_ddp.py reduce_scatter_hook)
+    comm_hook: str = "allreduce"
 
 
 @dataclass
@@ -478,21 +489,37 @@ def _check_node(node: dict, cls, prefix: str, groups: dict, allow_extra: bool) -
             _check_node(value, tp, f"{dotted}.", groups, allow_extra)
 
 
-def typed(cfg: dict) -> DictConfig:
-    """A read-only, schema-typed view of a checked run config: `typed(cfg).train.accum` (and
-    `["train"]["accum"]`). For code outside the per-step path; the plain dict stays the config.
-    Keys added at run time (link.runtime, _resume, a custom task's section) are kept, untyped."""
-    groups = {}
+def typed(cfg: dict | DictConfig) -> DictConfig:
+    """The run config as code reads it: a read-only, schema-typed view of a checked config,
+    `cfg.train.accum` (and `cfg["train"]["accum"]`). A view given again is returned as it is, so
+    each entry point converts once and what it calls may too. Keys added at run time (link.runtime,
+    _resume, a custom task's section) are kept, untyped. Plain data for a file, a hash or a pickle:
+    `OmegaConf.to_container(view, resolve=True)`."""
+    if isinstance(cfg, DictConfig):
+        return cfg
     schema = OmegaConf.structured(RunConfig)
-    OmegaConf.set_struct(schema, False)
-    for group, kinds in GROUP_KINDS.items():
-        value = cfg.get(group)
-        if isinstance(value, dict):
-            fitting = [k for k in kinds if set(value) <= set(_fields(k))]
-            groups[group] = OmegaConf.structured(min(fitting, key=lambda k: len(_fields(k))))
-    view = OmegaConf.merge(schema, groups, cfg)
+    sections = {}  # each section's schema node: a group's by the option's kind (the smallest that fits)
+    for name, (_, decl) in _fields(RunConfig).items():
+        value, (tp, _) = cfg.get(name), _unwrap(decl)
+        if isinstance(value, dict) and dataclasses.is_dataclass(tp):
+            kinds = GROUP_KINDS.get(name, (tp,))
+            fitting = [k for k in kinds if set(value) <= set(_fields(k))] or [kinds[-1]]
+            sections[name] = OmegaConf.structured(min(fitting, key=lambda k: len(_fields(k))))
+    for node in (schema, *sections.values()):
+        _open(node)
+    view = OmegaConf.merge(schema, sections, cfg)
     OmegaConf.set_readonly(view, True)
     return view
+
+
+def _open(node: DictConfig) -> None:
+    """Let a typed node (and every typed node under it) take keys its dataclass does not declare:
+    a typed DictConfig refuses them unless its own struct flag is False."""
+    OmegaConf.set_struct(node, False)
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+            _open(child)
 
 
 def top_level_keys() -> set[str]:

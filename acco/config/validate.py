@@ -379,6 +379,11 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
             f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
             f"set method.impl=torch or method.impl=flat"
         )
+    if method == "ddp" and cfg["method"].get("comm_hook", "allreduce") not in ("allreduce", "reduce_scatter"):
+        raise ConfigError(
+            f"method.comm_hook must be allreduce or reduce_scatter, got {cfg['method'].get('comm_hook')!r}; "
+            f"set method.comm_hook=allreduce or method.comm_hook=reduce_scatter"
+        )
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)
     world = _int(cfg, "world_size", 1, allow_none=True)

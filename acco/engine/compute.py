@@ -48,23 +48,39 @@ class MicroBatchRunner:
         self.loss_scale = loss_scale  # the torch DDP baseline scales by 1/accum before backward
         self.next_index = 0  # index k of this rank's next micro-batch
         self.count = 0  # micro-batches in the accumulator since the last reset
-        self.loss_sum = 0.0
+        # the losses' sum since the last reset, on the device in float64 (the same sums as Python
+        # floats on CPU): the sync reads it with the counts, so a GPU needs no host sync per
+        # micro-batch for it. Replaced, never added to in place: a sync already launched holds the
+        # previous tensor.
+        self.loss_sum = self._zero_loss()
+        # the host waits for each micro-batch to finish only where something needs its duration:
+        # the trace's compute spans, the slowdown of a heterogeneous worker (sized by it), and the
+        # adaptive rounds' extension (so a GPU's queue never runs ahead of a finished sync); on
+        # CPU the work is synchronous anyway
+        self.wait_each = device_type != "cuda" or self.slowdown > 1.0
         self.busy_s = 0.0  # total fwd+bwd seconds (without the slowdown sleep)
         self._last_backward_s: float | None = None
 
+    def _zero_loss(self) -> torch.Tensor:
+        device = "cuda" if self.device_type == "cuda" else "cpu"
+        return torch.zeros((), dtype=torch.float64, device=device)
+
     def reset(self) -> None:
         self.count = 0
-        self.loss_sum = 0.0
+        self.loss_sum = self._zero_loss()
 
     # the data position (the stream is a pure function of k) and the accumulator's pending counts
     STATE = ("next_index", "count", "loss_sum", "busy_s", "_last_backward_s")
 
     def state_dict(self) -> dict:
-        return {key: getattr(self, key) for key in self.STATE}
+        state = {key: getattr(self, key) for key in self.STATE}
+        state["loss_sum"] = float(self.loss_sum)  # a plain number in the checkpoint
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         for key in self.STATE:
             setattr(self, key, state[key])
+        self.loss_sum = self._zero_loss() + float(state["loss_sum"])
 
     def _sleep_slowdown(self, work_s: float) -> None:
         # a heterogeneous worker k times slower: idle (k-1) x its own fwd+bwd time
@@ -73,12 +89,14 @@ class MicroBatchRunner:
             time.sleep((self.slowdown - 1.0) * work_s)
             self.tracer.add("slowdown", COMPUTE, t0, self.tracer.now_us(), cat="idle", factor=self.slowdown)
 
-    def run_one(self, label: str = "fwd+bwd", hooked_backward: bool = False) -> float:
+    def run_one(self, label: str = "fwd+bwd", hooked_backward: bool = False, wait: bool = False) -> None:
         """One micro-batch. `hooked_backward`: the backward also runs communication hooks (PyTorch
         DDP's bucketed all-reduce), so it goes on the communication lane and its duration is not
-        used to size the slowdown (the last pure backward's duration is)."""
+        used to size the slowdown (the last pure backward's duration is). `wait`: the host waits
+        for it to finish (on CPU it always has)."""
         k = self.next_index
         batch = self.stream.batch(k)
+        wait = wait or self.wait_each or self.tracer.recording
         t0 = self.tracer.now_us()
         start = time.perf_counter()
         with autocast(self.device_type, self.autocast_dtype):
@@ -91,11 +109,11 @@ class MicroBatchRunner:
             self._sleep_slowdown(work_s)
             with self.tracer.span("bwd + all_reduce (DDP hooks)", COMM, k=k):
                 scaled.backward()
-                value = float(loss.detach())
+                self._finish(wait)
         else:
             mid = time.perf_counter()
             scaled.backward()
-            value = float(loss.detach())  # a host sync, so the span measures finished work
+            self._finish(wait)  # so the span measures finished work
             end = time.perf_counter()
             self._last_backward_s = end - mid
             work_s = end - start
@@ -104,5 +122,8 @@ class MicroBatchRunner:
         self.busy_s += work_s
         self.next_index += 1
         self.count += 1
-        self.loss_sum += value
-        return value
+        self.loss_sum = self.loss_sum + loss.detach().double()
+
+    def _finish(self, wait: bool) -> None:
+        if wait and self.device_type == "cuda":
+            torch.cuda.current_stream().synchronize()

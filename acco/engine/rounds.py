@@ -65,7 +65,9 @@ class RoundEngine:
         while n < minimum or (
             self.adaptive and job is not None and not job.is_done() and n < self.max_micro_batches and self._extend_ok()
         ):
-            self.runner.run_one(label)
+            # past the minimum the host waits for each micro-batch: whether to compute another is
+            # decided on finished work (a GPU's queue never runs ahead of a finished sync)
+            self.runner.run_one(label, wait=n >= minimum)
             n += 1
         self.rounds_micro_batches.append(n)
         return n

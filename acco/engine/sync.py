@@ -1,6 +1,8 @@
-"""One *sync* (SPEC §2): all-reduce of the micro-batch counts, reduce-scatter of the gradient sum,
-division by the global count, optional global-norm clipping across shards, an AdamW step on this
-rank's shard (committed, tentative, or committed then tentative), all-gather of the shards.
+"""One *sync* (SPEC §2): reduce-scatter of the gradient sum, all-reduce of the micro-batch counts
+(which also carries this rank's finiteness of its gradient shard and any per-rank votes, so the
+ranks agree on them with no collective of their own), division by the global count, optional
+global-norm clipping across shards, an AdamW step on this rank's shard (committed, tentative, or
+committed then tentative), all-gather of the shards.
 
 One communication buffer of P entries serves both directions: the compute side copies its
 gradient accumulator into it, and the sync leaves the new full parameter vector in it."""
@@ -8,6 +10,7 @@ gradient accumulator into it, and the sync leaves the new full parameter vector 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -61,24 +64,39 @@ class Syncer:
         self.lo, self.hi = rank * shard, (rank + 1) * shard
         self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
         self.scratch = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
-        # set when a synced gradient shard held inf/nan; the trainer reads and clears it at the
-        # step boundary and agrees on it with the other ranks (each sees only its shard)
+        # Per-rank votes (the trainer's checkpoint signals) ride in the counts' all-reduce: summed
+        # over the ranks, and over the syncs since the last step boundary. Together with a synced
+        # gradient shard holding inf/nan on any rank, they are the same on every rank, so a step
+        # boundary needs no collective of its own, and so no barrier between committed steps.
+        self.votes: Callable[[], Sequence[float]] = tuple
+        self.agreed_votes: list[float] = []
         self.nonfinite_grad = False
 
-    def sync(self, kind: SyncKind, count: int, loss_sum: float) -> SyncResult:
+    def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
+        """(a non-finite synced gradient on any rank, the votes' sums) since the last call."""
+        agreed = (self.nonfinite_grad, tuple(self.agreed_votes))
+        self.nonfinite_grad, self.agreed_votes = False, []
+        return agreed
+
+    def sync(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
         span = self.tracer.span
-        with span(f"sync ({kind.value})", COMM):
-            stats = torch.tensor([float(count), float(loss_sum)], dtype=torch.float64, device=self.buffer.device)
-            with span("all_reduce counts", COMM):
-                all_reduce_sum(stats, self.group)
-            n_tot, loss_tot = stats.tolist()
-            if n_tot <= 0:
-                raise RuntimeError("a sync saw zero micro-batches across all ranks")
+        with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
+            votes = [float(v) for v in self.votes()]
+            stats = torch.tensor([float(count), 0.0, 0.0, *votes], dtype=torch.float64, device=self.buffer.device)
+            stats[1] = loss_sum  # the compute side's sum, on the device: no host sync for it
+            # inf/nan in this rank's shard of the sum (then also in the mean), set on the device: no
+            # host sync of its own
+            stats[2] = (~torch.isfinite(self.grad_shard)).any()
+            with span("all_reduce counts", COMM):
+                all_reduce_sum(stats, self.group)
+            n_tot, loss_tot, nonfinite, *vote_sums = stats.tolist()
+            if n_tot <= 0:
+                raise RuntimeError("a sync saw zero micro-batches across all ranks")
+            self.nonfinite_grad = self.nonfinite_grad or nonfinite > 0
+            self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
             grad = self.grad_shard.to(torch.float32).div_(n_tot)
-            if not bool(torch.isfinite(grad).all()):
-                self.nonfinite_grad = True
             grad_norm = float("nan")
             if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
                 with span("clip", COMM):

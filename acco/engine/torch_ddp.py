@@ -5,6 +5,7 @@ ZeroRedundancyOptimizer(AdamW) (ZeRO-1: each rank steps its partition, then broa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import torch
@@ -12,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-from .collectives import collective_done, collective_hooks
+from .collectives import all_gather_into, collective_done, collective_hooks, reduce_scatter_sum
 from .compute import MicroBatchRunner
 from .flat import no_decay, trainable_parameters
 from .schedule import LrAt
@@ -28,6 +29,45 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
     if skip:
         groups.append({"params": skip, "weight_decay": 0.0})
     return groups
+
+
+COMM_HOOKS = ("allreduce", "reduce_scatter")
+
+
+def reduce_scatter_hook(world: int):
+    """A DDP communication hook that averages a gradient bucket with a reduce-scatter and an
+    all-gather (acco/engine/collectives.py: a ring from point-to-point sends on gloo, NCCL's own
+    reduce-scatter on GPU), each rank sending 2(N-1)/N of the bucket: the minimal bytes, as NCCL's
+    ring all-reduce does. gloo's all-reduce, PyTorch's default hook on CPU, moved ~1.9x longer on
+    a shaped link for the same bucket, which is gloo's algorithm, not DDP's. Like PyTorch's hook it
+    divides by the world size first, so on 2 ranks the mean is bit-identical to it.
+
+    The collectives run synchronously inside the hook and its future is complete on return: the
+    bucket's communication does not overlap the rest of the backward pass (with one bucket, as for
+    the models on CPU, there is nothing left to overlap). A bucket whose length does not divide by
+    the world size is padded with zeros in a per-bucket work buffer kept across steps."""
+    work: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    # a plain function without a return annotation: DDP accepts only an absent one or the
+    # evaluated torch.futures.Future[torch.Tensor] (this module's annotations are strings), and
+    # reads the hook's __name__
+    def reduce_scatter_all_gather(group, bucket):
+        buf = bucket.buffer()
+        n = buf.numel()
+        if bucket.index() not in work or work[bucket.index()][0].numel() < n:
+            shard = -(-n // world)
+            work[bucket.index()] = (buf.new_zeros(shard * world), buf.new_empty(shard), buf.new_empty(shard))
+        full, shard_sum, scratch = work[bucket.index()]
+        full[:n].copy_(buf).div_(world)
+        full[n:].zero_()  # reduce_scatter_sum clobbers the whole work buffer
+        reduce_scatter_sum(full, shard_sum, group, scratch)
+        all_gather_into(full, shard_sum, group)
+        buf.copy_(full[:n])
+        fut: torch.futures.Future = torch.futures.Future(devices=[buf.device] if buf.is_cuda else None)
+        fut.set_result(buf)
+        return fut
+
+    return reduce_scatter_all_gather
 
 
 class TorchDDPZero1:
@@ -48,11 +88,16 @@ class TorchDDPZero1:
         device=None,
         compute_dtype: torch.dtype | None = None,
         group=None,
+        comm_hook: str = "allreduce",
     ):
         """`lr_at(step, micro_batches)`: acco.engine.schedule. `compute_dtype` bf16: mixed
         precision the PyTorch way, fp32 parameters and gradients, forward under bf16 autocast.
         `group`: the process group of the training collectives (its timeout is how long a rank
-        waits for a crashed or hung peer); None = the default group."""
+        waits for a crashed or hung peer); None = the default group. `comm_hook`: how DDP averages
+        each gradient bucket, "allreduce" (PyTorch's own) or "reduce_scatter" (reduce-scatter +
+        all-gather, the minimal bytes: see reduce_scatter_hook)."""
+        if comm_hook not in COMM_HOOKS:
+            raise ValueError(f"comm_hook must be one of {', '.join(COMM_HOOKS)}, got {comm_hook!r}")
         self.group = group
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         model.to(self.device)  # a model built on the host: PyTorch's DDP keeps it whole on the device
@@ -85,15 +130,21 @@ class TorchDDPZero1:
         self.clip_norm = float(clip_norm or 0.0)
         self.step_count = 0
         self.micro_batches = 0  # global micro-batches of the committed steps (a budget's schedule)
+        # per-rank votes carried in the loss all-reduce, as on the flat path (acco/engine/sync.py)
+        self.votes: Callable[[], Sequence[float]] = tuple
+        self.agreed_votes: list[float] = []
+        if comm_hook == "reduce_scatter":
+            # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+            self.ddp.register_comm_hook(self.group, reduce_scatter_hook(dist.get_world_size(self.group)))
         if collective_hooks():
-            self._report_collectives()
+            self._report_collectives(report_buckets=comm_hook == "allreduce")
 
-    def _report_collectives(self) -> None:
+    def _report_collectives(self, report_buckets: bool) -> None:
         """PyTorch's collectives through the collective hooks (acco/engine/collectives.py), like
         the flat path's: a comm hook reports each bucket's all-reduce, and the optimizer step
         (whose partition broadcasts move the bytes of an all-gather of the parameters) is reported
         as an all-gather. Only when hooks are registered: DDP's own all-reduce is left alone
-        otherwise."""
+        otherwise. `report_buckets` False: the reduce-scatter hook's collectives report themselves."""
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         world = dist.get_world_size(self.group)
@@ -109,8 +160,9 @@ class TorchDDPZero1:
 
             return fut.then(done)
 
-        # state = the process group DDP was built on (its step timeout), as for DDP's own hook
-        self.ddp.register_comm_hook(self.group, reported_allreduce)
+        if report_buckets:
+            # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+            self.ddp.register_comm_hook(self.group, reported_allreduce)
         param_bytes = sum(p.numel() * p.element_size() for p in self.params)
         step = self.opt.step
 
@@ -139,20 +191,23 @@ class TorchDDPZero1:
                 group["lr"] = lr
             with self.tracer.span("adamw (zero-1) + broadcast", COMM):
                 self.opt.step()
-            stats = torch.tensor(
-                [float(self.runner.count), self.runner.loss_sum], dtype=torch.float64, device=self.device
-            )
+            votes = [float(v) for v in self.votes()]
+            stats = torch.tensor([float(self.runner.count), 0.0, *votes], dtype=torch.float64, device=self.device)
+            stats[1] = self.runner.loss_sum
             with self.tracer.span("all_reduce loss", COMM):
                 dist.all_reduce(stats, group=self.group)
         self.step_count += 1
-        n_tot, loss_tot = stats.tolist()
+        n_tot, loss_tot, *vote_sums = stats.tolist()
+        self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
         self.micro_batches += int(round(n_tot))
         return SyncResult(SyncKind.COMMIT, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.step_count)
 
     def grads_finite(self) -> bool:
         """Whether the averaged gradient of the last step is finite (the same answer on every rank:
         DDP all-reduced it; it stays in .grad until the next step zeroes it)."""
-        return all(bool(torch.isfinite(p.grad).all()) for p in self.params if p.grad is not None)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        # one fused check and one host sync, not one per parameter
+        return not grads or bool(torch.stack([torch.isfinite(g).all() for g in grads]).all())
 
     # -- checkpoints: the model is saved once (rank 0), each rank its own ZeRO partition's state --
     def state_dict(self) -> dict:

@@ -26,6 +26,17 @@ PART = ".trace.rank{rank}.part"
 COPY_CHUNK = 1 << 20  # bytes per copy when merging the parts
 
 
+def side_cpu_seconds() -> float:
+    """CPU seconds this process has spent outside its main (compute) thread: the communication
+    thread and gloo's own I/O threads. Called on the main thread (a sequential sync), it counts every
+    thread, the main one included. With several intra-op threads (train.threads) their compute counts
+    too; the benchmark runs one per worker."""
+    if threading.current_thread() is threading.main_thread():
+        return time.process_time()
+    main = time.pthread_getcpuclockid(threading.main_thread().ident)  # type: ignore[arg-type]
+    return time.process_time() - time.clock_gettime(main)
+
+
 class TraceRecorder:
     def __init__(self, rank: int, enabled: bool = True, steps: tuple[int, int] | None = None):
         self.rank = rank
@@ -64,11 +75,16 @@ class TraceRecorder:
             self.events.append(ev)
 
     @contextmanager
-    def span(self, name: str, lane: int, cat: str | None = None, **args):
+    def span(self, name: str, lane: int, cat: str | None = None, side_cpu: bool = False, **args):
+        """`side_cpu`: also record `side_cpu_s`, the CPU seconds the span cost outside the compute
+        side (see side_cpu_seconds), what a communication thread takes from the cores that compute."""
         start = self.now_us()
+        cpu0 = side_cpu_seconds() if side_cpu and self.recording else None
         try:
             yield
         finally:
+            if cpu0 is not None:
+                args["side_cpu_s"] = side_cpu_seconds() - cpu0
             self.add(name, lane, start, self.now_us(), cat=cat, **args)
 
     def metadata(self) -> list[dict]:

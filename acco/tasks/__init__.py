@@ -1,7 +1,9 @@
 """Tasks: what a worker trains (a model, a loss, its micro-batch stream, validation batches).
 
 A task factory is named in the config as `module:function` and called as
-`factory(cfg, rank, world_size, device) -> Task`; tests plug in gradient oracles this way."""
+`factory(cfg, rank, world_size, device) -> Task`, `cfg` the run's typed view
+(acco.config.schema.typed; a task of one's own reads its own section from it, untyped); tests plug
+in gradient oracles this way."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from omegaconf import DictConfig
 
 
 @dataclass
@@ -28,6 +31,14 @@ class Task:
     final_eval: Callable[[torch.nn.Module], dict] | None = None
 
 
+def to_device(batch: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host micro-batch onto the device: through pinned memory on a GPU, so the copy is
+    asynchronous (from pageable memory `non_blocking` would still wait)."""
+    if device.type == "cuda":
+        batch = batch.pin_memory()
+    return batch.to(device, non_blocking=True)
+
+
 def load_task_factory(path: str) -> Callable[..., Task]:
     module, _, name = path.partition(":")
     if not module or not name:
@@ -35,11 +46,11 @@ def load_task_factory(path: str) -> Callable[..., Task]:
     return getattr(importlib.import_module(module), name)
 
 
-def prepare_task_data(cfg: dict) -> dict:
+def prepare_task_data(cfg: DictConfig) -> dict:
     """Build (or find) the data cache a run of `cfg` reads, with no model and no process group:
     what experiments/prepare_data.py runs on a CPU node before a paper-scale job is submitted, so
     the GPUs do not wait for a corpus to be tokenized. Returns what was found or built."""
-    if cfg["data"].get("kind") == "instruct":
+    if cfg.data.kind == "instruct":
         from .finetune import prepare_finetune_data
 
         data = prepare_finetune_data(cfg)
@@ -51,8 +62,8 @@ def prepare_task_data(cfg: dict) -> dict:
         }
     from .lm import prepare_lm_data
 
-    data = prepare_lm_data(cfg["data"])
-    seq_len = int(cfg["data"]["seq_len"])
+    data = prepare_lm_data(cfg.data)
+    seq_len = cfg.data.seq_len
     return {
         "kind": "pretrain",
         "train_blocks": len(data.train_blocks),
@@ -62,9 +73,9 @@ def prepare_task_data(cfg: dict) -> dict:
     }
 
 
-def build_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
+def build_task(cfg: DictConfig, rank: int, world_size: int, device: torch.device) -> Task:
     """The task the data config asks for: packed pretraining or instruction fine-tuning."""
-    if cfg["data"].get("kind") == "instruct":
+    if cfg.data.kind == "instruct":
         from .finetune import build_finetune_task
 
         return build_finetune_task(cfg, rank, world_size, device)

@@ -6,98 +6,102 @@ from __future__ import annotations
 import os
 
 import torch
+from omegaconf import DictConfig
 
+from ..config.plain import plain
 from ..data import RankBatchStream, prepare_story_data
 from ..data.cache import quiet_datasets
 from ..data.pretrain import SOURCE_KEYS, prepare_pretraining_data
 from ..data.sources import load_raw_dataset
 from ..data.tokenizer import load_tokenizer
 from ..models import build_causal_lm
-from . import Task
+from . import Task, to_device
 from .generated import generated_source
 
 
 def causal_lm_loss(device: torch.device):
     def loss_fn(model, batch: torch.Tensor) -> torch.Tensor:
-        ids = batch.to(device, non_blocking=True)
+        ids = to_device(batch, device)
         return model(input_ids=ids, labels=ids).loss
 
     return loss_fn
 
 
-def prepare_lm_data(data_cfg: dict):
-    source = data_cfg["source"]
+def prepare_lm_data(data_cfg: DictConfig):
+    """The packed blocks of a pretraining data section (acco.data keeps to plain data: its cache
+    keys hash the source and tokenizer specs)."""
+    source, tokenizer = plain(data_cfg.source), plain(data_cfg.tokenizer)
     if source.get("generator") == "stories":
         return prepare_story_data(
-            cache_dir=data_cfg["cache_dir"],
+            cache_dir=data_cfg.cache_dir,
             num_stories=source["num_stories"],
-            seed=data_cfg["seed"],
-            vocab_size=data_cfg["tokenizer"]["vocab_size"],
-            seq_len=data_cfg["seq_len"],
-            val_fraction=data_cfg["val_fraction"],
-            num_proc=data_cfg.get("num_proc"),
+            seed=data_cfg.seed,
+            vocab_size=tokenizer["vocab_size"],
+            seq_len=data_cfg.seq_len,
+            val_fraction=data_cfg.val_fraction,
+            num_proc=data_cfg.num_proc,
         )
     return prepare_pretraining_data(
         {k: source[k] for k in SOURCE_KEYS if source.get(k) is not None},
-        data_cfg["tokenizer"],
-        data_cfg["seq_len"],
-        data_cfg["val_fraction"],
-        data_cfg["seed"],
-        data_cfg["cache_dir"],
-        num_proc=data_cfg.get("num_proc"),
+        tokenizer,
+        data_cfg.seq_len,
+        data_cfg.val_fraction,
+        data_cfg.seed,
+        data_cfg.cache_dir,
+        num_proc=data_cfg.num_proc,
     )
 
 
-def lambada_final_eval(cfg: dict, tokenizer, val_blocks, device):
+def lambada_final_eval(cfg: DictConfig, tokenizer, val_blocks, device):
     """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks, as one
     ShardedEvaluation (the ranks share it; called with a model, one process does all of it)."""
     from ..evaluation import evaluation_suite, heldout_evaluation, lambada_evaluation, lambada_examples
 
-    spec = cfg.get("final_eval") or {}
-    if not (spec.get("lambada") or spec.get("heldout")):
+    spec = cfg.final_eval
+    if not (spec.lambada or spec.heldout):
         return None
 
     def load_lambada() -> list[tuple[str, str]]:
-        src = generated_source(dict(spec["lambada_source"]), cfg["data"]["seed"], cfg["data"]["cache_dir"])
+        src = generated_source(plain(spec.lambada_source), cfg.data.seed, cfg.data.cache_dir)
         with quiet_datasets():
             ds = load_raw_dataset(
                 src.get("hub_id"),
                 src.get("path"),
                 src.get("split"),
                 config_name=src.get("config_name"),
-                cache_dir=os.path.join(cfg["data"]["cache_dir"], "hf"),
+                cache_dir=os.path.join(cfg.data.cache_dir, "hf"),
                 config_key="final_eval.lambada_source.path",
             )
         return lambada_examples(ds)
 
     parts = {}
-    if spec.get("heldout") and len(val_blocks):
+    if spec.heldout and len(val_blocks):
         parts["heldout"] = heldout_evaluation(val_blocks, device)
-    if spec.get("lambada"):
+    if spec.lambada:
         parts["lambada"] = lambada_evaluation(tokenizer, load_lambada, device)
     return evaluation_suite(parts)
 
 
-def build_lm_task(cfg: dict, rank: int, world_size: int, device: torch.device) -> Task:
-    data_cfg, model_cfg = cfg["data"], cfg["model"]
+def build_lm_task(cfg: DictConfig, rank: int, world_size: int, device: torch.device) -> Task:
+    data_cfg = cfg.data
     data = prepare_lm_data(data_cfg)
     tokenizer = load_tokenizer(data.tokenizer_path)
     model = build_causal_lm(
-        model_cfg, vocab_size=data.vocab_size, eos_id=data.eos_id, seed=cfg["seed"]
+        cfg.model, vocab_size=data.vocab_size, eos_id=data.eos_id, seed=cfg.seed
     )  # on the host: the trainer moves it (acco.engine.flat)
-    mbs = data_cfg["micro_batch_size"]
-    stream = RankBatchStream(data.train_blocks, rank, world_size, mbs, seed=cfg["seed"])
+    mbs = data_cfg.micro_batch_size
+    stream = RankBatchStream(data.train_blocks, rank, world_size, mbs, seed=cfg.seed)
     val_batches = []
-    if cfg["train"]["eval_batches"] and len(data.val_blocks) >= world_size * mbs:
-        val_stream = RankBatchStream(data.val_blocks, rank, world_size, mbs, seed=cfg["seed"])
-        val_batches = [val_stream.batch(k) for k in range(cfg["train"]["eval_batches"])]
+    if cfg.train.eval_batches and len(data.val_blocks) >= world_size * mbs:
+        val_stream = RankBatchStream(data.val_blocks, rank, world_size, mbs, seed=cfg.seed)
+        val_batches = [val_stream.batch(k) for k in range(cfg.train.eval_batches)]
     return Task(
         model=model,
         loss_fn=causal_lm_loss(device),
         train_stream=stream,
         val_batches=val_batches,
         samples_per_micro_batch=mbs,
-        tokens_per_sample=data_cfg["seq_len"],
+        tokens_per_sample=data_cfg.seq_len,
         tokenizer=tokenizer,
         final_eval=lambada_final_eval(cfg, tokenizer, data.val_blocks, device),
     )

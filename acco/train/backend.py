@@ -10,6 +10,7 @@ are the trainer's, the same for both."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 import torch
@@ -32,8 +33,14 @@ class Backend(ABC):
         result)` after each, at a step boundary (nothing in flight)."""
 
     @abstractmethod
-    def take_nonfinite_grad(self) -> bool:
-        """Whether this rank saw a non-finite gradient in the last committed step (and forget it)."""
+    def carry_votes(self, votes: Callable[[], Sequence[float]]) -> None:
+        """Send `votes()` (this rank's, a fixed length) with every step's counts: the ranks agree on
+        them inside the collective they already share, with no barrier of their own."""
+
+    @abstractmethod
+    def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
+        """What every rank agreed on since the last committed step, alike on every rank: whether a
+        synced gradient held inf/nan, and the votes summed over ranks (and over the step's syncs)."""
 
     def pending_grads_nonfinite(self) -> bool:
         """Whether the gradients carried into the next step hold inf/nan here (this rank only)."""

@@ -100,10 +100,12 @@ class FlatBackend(Backend):
         else:
             run_acco(self.engine, until, on_step, start)
 
-    def take_nonfinite_grad(self) -> bool:
-        # each rank sees only its shard of the synced gradient: the trainer agrees on it
-        bad, self.syncer.nonfinite_grad = self.syncer.nonfinite_grad, False
-        return bad
+    def carry_votes(self, votes) -> None:
+        self.syncer.votes = votes
+
+    def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
+        # each rank sees only its shard of the synced gradient: the syncs' count all-reduce agreed on it
+        return self.syncer.take_agreed()
 
     def pending_grads_nonfinite(self) -> bool:
         return self.carries_gradients and not bool(torch.isfinite(self.flat.grads).all())

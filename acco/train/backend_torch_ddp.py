@@ -30,6 +30,7 @@ class TorchDDPBackend(Backend):
         compute_dtype: torch.dtype,
         tracer: TraceRecorder,
         group,
+        comm_hook: str = "allreduce",
     ):
         self.model = task.model
         self.accum = accum
@@ -49,6 +50,7 @@ class TorchDDPBackend(Backend):
             device,
             compute_dtype=compute_dtype,
             group=group,
+            comm_hook=comm_hook,
         )
         self.runner = self.torch_ddp.runner
 
@@ -58,9 +60,13 @@ class TorchDDPBackend(Backend):
             on_step(t, self.torch_ddp.step())
             t += 1
 
-    def take_nonfinite_grad(self) -> bool:
+    def carry_votes(self, votes) -> None:
+        self.torch_ddp.votes = votes
+
+    def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
+        votes, self.torch_ddp.agreed_votes = tuple(self.torch_ddp.agreed_votes), []
         # DDP all-reduced the gradient, so every rank gives the same answer
-        return not self.torch_ddp.grads_finite()
+        return not self.torch_ddp.grads_finite(), votes
 
     def state_dicts(self) -> tuple[dict, dict]:
         shared = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}}

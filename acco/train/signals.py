@@ -1,5 +1,6 @@
 """Checkpoint signals: a signal asks for a checkpoint and a clean exit, which happens at the next
-step boundary that every rank agrees on (acco/train/trainer.py `at_step_boundary`)."""
+step boundary that every rank agrees on (acco/train/trainer.py `at_step_boundary`). Each rank's
+signal travels as a vote in the step's own count all-reduce, so agreeing costs no barrier."""
 
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ class SignalLatch:
 
         for sig in CHECKPOINT_SIGNALS:
             cls.previous[sig] = signal.signal(sig, note)
+
+    @classmethod
+    def votes(cls) -> list[float]:
+        """This rank's vote for each checkpoint signal (1 for the one it got), sent with the counts."""
+        return [float(cls.signum == sig) for sig in CHECKPOINT_SIGNALS]
+
+    @staticmethod
+    def agreed(vote_sums: tuple[float, ...]) -> int:
+        """The signal every rank acts on: the highest one any rank got (0: none)."""
+        return max((int(sig) for sig, n in zip(CHECKPOINT_SIGNALS, vote_sums) if n > 0), default=0)
 
     @classmethod
     def uninstall(cls) -> None:

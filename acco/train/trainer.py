@@ -13,7 +13,9 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from omegaconf import DictConfig
 
+from ..config.plain import plain
 from ..engine.compute import autocast
 from ..engine.rounds import StopRule
 from ..engine.sync import SyncResult
@@ -41,7 +43,7 @@ class NonFiniteError(RuntimeError):
 class Trainer:
     def __init__(
         self,
-        cfg: dict,
+        cfg: DictConfig,  # acco.config.schema.typed: read here, once (not in per-step code)
         task: Task,
         rank: int,
         world_size: int,
@@ -55,19 +57,19 @@ class Trainer:
         self.device = device
         self.tracer = tracer
         self.metrics = metrics
-        train, optim, method = cfg["train"], cfg["optim"], cfg["method"]
-        self.method = method["name"]
+        train, method = cfg.train, cfg.method
+        optim = plain(cfg.optim)  # the backends' optimizers read it as plain numbers and lists
+        self.method = method.name
         # train.steps and/or a budget of samples or tokens (acco.train.budget): whichever comes first
         self.length = run_length(train, task.tokens_per_sample)
         self.steps = self.length.steps  # None: the budget alone ends the run
         self.until = StopRule(lambda t: self.length.done(t, self.samples), self.steps)
-        self.accum = int(train["accum"])
-        hetero = cfg.get("hetero") or {}
-        slowdown = float(hetero.get("factor", 1.0)) if hetero.get("slow_rank") == rank else 1.0
+        self.accum = train.accum
+        slowdown = cfg.hetero.factor if cfg.hetero.slow_rank == rank else 1.0
         self.lr_at = lr_schedule(cfg, world_size, task.samples_per_micro_batch, task.tokens_per_sample)
         # bf16 (train.precision): autocast compute for every method, bf16 storage on the flat path
         self.compute_dtype = compute_dtype(train, device)
-        if train.get("activation_checkpointing"):  # recompute each block's activations in backward
+        if train.activation_checkpointing:  # recompute each block's activations in backward
             if not hasattr(task.model, "activation_checkpointing_enable"):
                 raise ValueError(
                     "train.activation_checkpointing=true needs a Hugging Face model "
@@ -80,35 +82,39 @@ class Trainer:
         self.progress = self.logger = None
         if metrics is not None:  # rank 0 shows progress and feeds the optional experiment tracker
             self.progress = Progress(
-                method["name"],
+                method.name,
                 self.steps,
-                int(train.get("log_every") or 0),
+                train.log_every,
                 budget=self.length.budget,
                 unit=self.length.unit,
                 per_sample=self.length.per_sample,
             )
-            self.logger = make_logger(cfg, cfg["out_dir"])
+            self.logger = make_logger(cfg, cfg.out_dir)
         # training collectives wait at most dist.step_timeout_s for a peer: past that it crashed
         # or hung, and this rank fails instead of waiting for ever (the default group keeps
         # dist.timeout_s, for start-up and the end of the run)
-        self.step_timeout_s = float((cfg.get("dist") or {}).get("step_timeout_s") or 30)
+        self.step_timeout_s = cfg.dist.step_timeout_s
         step_timeout = timedelta(seconds=self.step_timeout_s)
-        # step-boundary agreement (signals, non-finite values) and evaluation, from this thread:
-        # a few host scalars, so gloo on GPU as well
+        # this thread's own collectives (evaluation; the check of carried gradients when a
+        # checkpoint is due): a few host scalars, so gloo on GPU as well
         self.control_group = dist.new_group(list(range(world_size)), timeout=step_timeout, backend="gloo")
-        self.checkpoint_every = int(train.get("checkpoint_every") or 0)
+        self.checkpoint_every = train.checkpoint_every or 0  # null: like 0, only on a signal
+        self.keep_checkpoints = train.keep_checkpoints or 2
+        self.eval_every = train.eval_every
+        self.fault = plain(cfg.fault)  # read at every step boundary (acco.train.faults)
         self.start_step = self.steps_done = 0
         self.wall_offset = 0.0  # wall time of the steps before a resume
         self.last_checkpoint: str | None = None
-        if (cfg.get("fault") or {}).get("nan_at_step"):
-            task.loss_fn = nan_injecting(task.loss_fn, int(cfg["fault"]["nan_at_step"]), lambda: self.steps_done)
+        if cfg.fault.nan_at_step:
+            task.loss_fn = nan_injecting(task.loss_fn, cfg.fault.nan_at_step, lambda: self.steps_done)
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
         # communication thread's (so they never interleave with the main thread's collectives)
         group = dist.new_group(list(range(world_size)), timeout=step_timeout)
         self.backend: Backend
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
+            hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
             self.backend = TorchDDPBackend(
-                task, optim, self.accum, self.lr_at, slowdown, device, self.compute_dtype, tracer, group
+                task, optim, self.accum, self.lr_at, slowdown, device, self.compute_dtype, tracer, group, hook
             )
         else:
             self.backend = FlatBackend(
@@ -123,8 +129,8 @@ class Trainer:
                 self.lr_at,
                 slowdown,
                 self.compute_dtype,
-                adaptive=not train["deterministic"],
-                max_accum_factor=train.get("max_accum_factor", 64),
+                adaptive=not train.deterministic,
+                max_accum_factor=train.max_accum_factor,
                 tracer=tracer,
                 comm_group=group,
                 may_extend=self.budget_allows_more if self.length.budget is not None else None,
@@ -155,6 +161,7 @@ class Trainer:
         start = self.start_step
         self.tracer.at_step(start + 1)  # the trace window (train.trace_steps) counts committed steps
         SignalLatch.install()
+        self.backend.carry_votes(SignalLatch.votes)
         # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
         self.watchdog = Watchdog(
             lambda: (self.runner.next_index, self.steps_done),
@@ -170,10 +177,10 @@ class Trainer:
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
         self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
-        inject_fault(self.cfg.get("fault") or {}, t + 1, self.rank)
+        inject_fault(self.fault, t + 1, self.rank)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
         wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
-        every = int(self.cfg["train"].get("eval_every") or 0)
+        every = self.eval_every
         eval_loss = None
         if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or self.until.done(t + 1)):
             eval_loss = self.evaluate()
@@ -197,12 +204,13 @@ class Trainer:
 
     # -- the step boundary: agreement on signals and non-finite values, checkpoints -------------
     def at_step_boundary(self, step: int, res: SyncResult) -> None:
-        """Every rank, after committed step `step`, nothing in flight: one small all-reduce tells
-        all ranks whether any got a checkpoint signal or saw a non-finite gradient shard."""
-        bad_grad = self.backend.take_nonfinite_grad()
-        flags = torch.tensor([float(SignalLatch.signum), float(bad_grad)], dtype=torch.float64)
-        dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=self.control_group)
-        signum, bad_grad = int(flags[0]), bool(flags[1])
+        """Every rank, after committed step `step`, nothing in flight. Whether any rank got a
+        checkpoint signal or saw a non-finite gradient shard came with the step's own counts
+        (Backend.take_agreed), so every rank decides alike here without waiting for the others: a
+        fast rank goes straight on to its next round (a signal latched after the step's last sync
+        counts at the next step)."""
+        bad_grad, votes = self.backend.take_agreed()
+        signum = SignalLatch.agreed(votes)
         if bad_grad or not math.isfinite(res.loss_mean):
             what = "gradient" if bad_grad else "training loss"
             kept = f"; the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint else ""
@@ -244,7 +252,7 @@ class Trainer:
                 shared if self.rank == 0 else None,
                 own,
                 self.cfg,
-                keep=int(self.cfg["train"].get("keep_checkpoints") or 2),
+                keep=self.keep_checkpoints,
             )
         self.eval_s += time.perf_counter() - start  # like evaluation: not training time
         return self.last_checkpoint
