@@ -147,6 +147,23 @@ def link_of(runs: list[Run]) -> str:
     return ", ".join(sorted(modes)) or "–"
 
 
+def baseline_of(runs: list[Run]) -> str:
+    """Which DDP the wall-clock comparisons use (issue 13: gloo's all-reduce is slower than the
+    minimal bytes a reduce-scatter + all-gather move, so the hook matters on a shaped link)."""
+    kinds = set()
+    for r in runs:
+        method = r.config.get("method") or {}
+        if method.get("name") != "ddp":
+            continue
+        if method.get("impl", "torch") == "flat":
+            kinds.add("our flat ZeRO-1 (reduce-scatter + all-gather)")
+        elif method.get("comm_hook", "allreduce") == "reduce_scatter":
+            kinds.add("PyTorch DDP + ZeroRedundancyOptimizer, reduce-scatter + all-gather hook (minimal bytes)")
+        else:
+            kinds.add("PyTorch DDP + ZeroRedundancyOptimizer, its default all-reduce (gloo on CPU)")
+    return "; DDP baseline: " + ", ".join(sorted(kinds)) if kinds else ""
+
+
 def setting(runs: list[Run]) -> str:
     r = runs[0]
     cfg = r.config
@@ -157,7 +174,7 @@ def setting(runs: list[Run]) -> str:
     steps = sorted({x.info.get("steps") for x in runs})
     return (
         f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, seeds {seeds}; "
-        f"network: {link_of(runs)}"
+        f"network: {link_of(runs)}{baseline_of(runs)}"
     )
 
 

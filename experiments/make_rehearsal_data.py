@@ -10,9 +10,9 @@ import argparse
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.rehearsal.make import make_rehearsal_data
 
-from acco.rehearsal.make import make_rehearsal_data  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv=None) -> int:

@@ -22,12 +22,12 @@ import argparse
 import os
 import sys
 
+import yaml
+
+from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of
+from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-import yaml  # noqa: E402
-
-from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of  # noqa: E402
-from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote  # noqa: E402
 
 
 def fail(message: str) -> None:

@@ -18,12 +18,12 @@ import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.config.experiments import CONF_DIR, compose, expand_runs
+from acco.config.schema import typed
+from acco.config.validate import ConfigError, check_overrides
+from acco.run.start import ensure_pretrained, fail_config
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
-from acco.config.schema import typed  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
-from acco.run.start import ensure_pretrained, fail_config  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_configs(overrides: list[str]) -> list[dict]:

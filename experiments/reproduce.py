@@ -13,10 +13,11 @@ import os
 import subprocess
 import sys
 
+from acco.config.experiments import compose, expand_runs, experiment_ids, scales_of
+from acco.run.files import read_summary
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from acco.config.experiments import compose, expand_runs, experiment_ids, scales_of  # noqa: E402
-from acco.run.files import read_summary  # noqa: E402
 
 EXPERIMENTS = experiment_ids()
 SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "table1": []}

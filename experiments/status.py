@@ -8,12 +8,12 @@ jobs come with the tail of their log.
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.config.experiments import CONF_DIR, compose, expand_runs
+from acco.config.validate import ConfigError, check_overrides
+from acco.run.start import fail_config
+from acco.slurm.status import run_status
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
-from acco.run.start import fail_config  # noqa: E402
-from acco.slurm.status import run_status  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv: list[str]) -> int:

@@ -9,11 +9,11 @@ one job array; runs that already have a completed result are skipped.
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.config.experiments import CONF_DIR, compose, expand_runs
+from acco.config.validate import ConfigError, check_overrides
+from acco.run.start import check_run, fail_config, prepare_out_dir
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
-from acco.run.start import check_run, fail_config, prepare_out_dir  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv: list[str]) -> int:

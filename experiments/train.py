@@ -13,16 +13,17 @@ srun -n 4 python experiments/train.py method=acco
 import os
 import sys
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from acco.config.schema import register
+from acco.config.validate import ConfigError, check_overrides
+from acco.run.start import fail_config, run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
-
-from acco.config.schema import register  # noqa: E402
-from acco.config.validate import ConfigError, check_overrides  # noqa: E402
-from acco.run.start import fail_config, run  # noqa: E402
 
 CONF_DIR = os.path.join(ROOT, "conf")
 

@@ -4,7 +4,8 @@
    and at a reference rate -> the link rate for each target comm/comp ratio (acco/bench/plan.py);
 2. the grid: rounds x world sizes x ratios x methods, interleaved (each round visits every point,
    the method order rotating), so drifts of a shared machine hit every method alike; medians; the
-   shaped ratios once more on the in-process delay link (ACCO and the reference: --delay-methods);
+   shaped ratios once more on the in-process delay link (ACCO and the reference: --delay-methods,
+   --delay-ratios);
 3. heterogeneous workers: one of 2 and one of 4 workers 4x slower, DDP vs ACCO (adaptive
    accumulation), against the ideal measured in ACCO's run (each worker's own rate, summed);
 4. report: CSVs, targets (pass/miss with numbers), the cost model calibrated on these runs, a plot."""
@@ -57,6 +58,12 @@ def parse_args(argv):
         default="ddp_flat,acco",
         help="methods run again at each shaped ratio on the in-process delay link ('': none)",
     )
+    p.add_argument(
+        "--delay-ratios",
+        default="1",
+        help="shaped ratios also run on the delay link (ratio ~1 is where the namespace link's TCP work "
+        "competes with compute for the cores; past it the link dominates in both modes)",
+    )
     p.add_argument("--hetero-factor", type=float, default=4.0)
     p.add_argument("--tiny", action="store_true", help="a much smaller model and corpus (tests)")
     p.add_argument("--set", action="append", default=[], help="extra train.py override (repeatable)")
@@ -71,6 +78,7 @@ def parse_args(argv):
     a.methods = [m for m in a.methods.split(",") if m]
     a.hetero_worlds = [int(x) for x in a.hetero_worlds.split(",") if x]
     a.delay_methods = [m for m in a.delay_methods.split(",") if m]
+    a.delay_ratios = [float(x) for x in a.delay_ratios.split(",") if x]
     if a.delay_methods and "ddp_flat" not in a.delay_methods:
         a.delay_methods.insert(0, "ddp_flat")  # the reference of the delay link's bounds
     bad = [m for m in a.methods + a.delay_methods if m not in METHODS]
@@ -207,7 +215,7 @@ def main(argv=None) -> int:
                     if rnd == 0 and ratio == 0 and method == "ddp_flat":
                         continue  # ran during calibration
                     go(RunSpec(method, world, calibrations[world].rate_for(ratio), ratio, "grid", rnd))
-                if ratio > 0:  # the same link rate as an in-process delay: no TCP work on the cores
+                if ratio > 0 and ratio in a.delay_ratios:  # the same rate as an in-process delay: no TCP work
                     k = rnd % len(a.delay_methods) if a.delay_methods else 0
                     for method in a.delay_methods[k:] + a.delay_methods[:k]:
                         go(RunSpec(method, world, calibrations[world].rate_for(ratio), ratio, "delay", rnd))
