@@ -132,3 +132,20 @@ def test_bench_end_to_end_tiny(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     rebuilt = pd.read_csv(out / "grid.csv")
     assert len(rebuilt) == len(grid) and set(rebuilt["method"]) == set(grid["method"])
+
+
+def test_steady_rate_leaves_out_the_first_and_the_known_last_step(tmp_path):
+    """ACCO's last committed step computes nothing beside its sync, yet commits samples computed in
+    the step before: counted, it would credit ACCO with samples/s it did not reach. Three steady
+    steps of 1 s and 8 samples, then a last one of 0.3 s that commits 8 more: 8 samples/s."""
+    from acco.bench.measure import steady_rate
+
+    path = tmp_path / "metrics.csv"
+    rows = [(1, 8, 2.0), (2, 16, 3.0), (3, 24, 4.0), (4, 32, 5.0), (5, 40, 5.3)]
+    path.write_text("step,samples,wall_time_s\n" + "".join(f"{s},{n},{t}\n" for s, n, t in rows))
+    rate = steady_rate(str(path))
+    assert rate["steps_measured"] == 3
+    assert rate["samples_per_s"] == pytest.approx(8.0) and rate["s_per_step"] == pytest.approx(1.0)
+    path.write_text("step,samples,wall_time_s\n1,8,2.0\n2,16,3.0\n")
+    with pytest.raises(ValueError, match="at least 3"):
+        steady_rate(str(path))

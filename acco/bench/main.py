@@ -49,7 +49,9 @@ def parse_args(argv):
         help=f"comma list of {', '.join(METHODS)} (ddp_flat, the reference, is always run)",
     )
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--steps", type=int, default=3, help="committed steps per run (the first is not timed)")
+    p.add_argument(
+        "--steps", type=int, default=4, help="committed steps per run (the first and the last are not timed)"
+    )
     p.add_argument("--accum", type=int, default=4, help="micro-batches per round")
     p.add_argument("--ref-rate", type=float, default=50.0, help="calibration link rate, Mbit/s")
     p.add_argument("--hetero-worlds", default="2,4", help="workers of the slow-worker runs ('': skip)")
@@ -87,7 +89,7 @@ def parse_args(argv):
         or not a.worlds
         or min(a.worlds) < 2
         or a.rounds < 1
-        or a.steps < 2
+        or a.steps < 3
         or a.accum < 1
         or any(r < 0 for r in a.ratios)
         or a.ref_rate <= 0
@@ -96,7 +98,7 @@ def parse_args(argv):
         p.error(
             f"bad arguments (unknown methods {bad})"
             if bad
-            else "worlds >= 2, hetero-worlds >= 2, rounds >= 1, steps >= 2, accum >= 1, ratios >= 0, ref-rate > 0"
+            else "worlds >= 2, hetero-worlds >= 2, rounds >= 1, steps >= 3, accum >= 1, ratios >= 0, ref-rate > 0"
         )
     if "ddp_flat" not in a.methods:
         a.methods.insert(0, "ddp_flat")

@@ -191,9 +191,11 @@ def write_all(
         "(method.comm_hook=reduce_scatter: the baseline at its best, the minimal bytes; `ddp_allreduce` is "
         "PyTorch's default gloo all-reduce), `ddp_flat` = our sequential ZeRO-1 (the reference whose compute "
         "and sync are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the "
-        "first committed step. An ACCO committed step is two rounds (2x the samples of a DDP step at equal "
-        "accum). Link `netns`: the kernel shapes TCP between network namespaces (its TCP work runs on the "
-        "same cores as compute); `delay`: the same rate as an in-process sleep after each collective.\n",
+        "first committed step (warm-up, prologue) and the last (ACCO, DPU and WP compute nothing beside "
+        "its sync, yet it commits samples computed before). An ACCO committed step is two rounds "
+        "(2x the samples of a DDP step at equal accum). Link `netns`: the kernel shapes TCP between "
+        "network namespaces (its TCP work runs on the same cores as compute); `delay`: the same rate as "
+        "an in-process sleep after each collective.\n",
         "Bounds. Perfect overlap: an ACCO round >= max(t_comp, t_sync), from the sequential reference's "
         "separately measured compute and sync. Contention-aware: W workers on C cores, c = CPU seconds a "
         "sync costs outside the compute thread (sync_side_cpu_s, measured in ACCO's run: its communication "
