@@ -50,6 +50,9 @@ def trace_times(trace_path: str, accum: int) -> dict:
     # CPU seconds a sync cost outside the compute thread (the communication thread and gloo's I/O
     # threads; all of it for a sequential sync): acco/engine/trace.py side_cpu_seconds
     side_cpu = [e["args"]["side_cpu_s"] for e in sync_spans if "side_cpu_s" in e.get("args", {})]
+    # the whole machine's busy CPU seconds during a sync (every rank records the same machine-wide
+    # quantity): in the sequential reference, where nothing computes meanwhile, what the link costs
+    machine_cpu = [e["args"]["machine_cpu_s"] for e in sync_spans if "machine_cpu_s" in e.get("args", {})]
     by_name: dict[str, list[float]] = {}
     for e in spans:
         if e.get("cat") == "communication" and e["name"] in ("reduce_scatter", "all_gather", "all_reduce counts"):
@@ -62,6 +65,7 @@ def trace_times(trace_path: str, accum: int) -> dict:
         "t_comp_round_s": mb * accum if mb is not None else None,
         "t_sync_s": _median(syncs[1:] or syncs),  # the first sync also sets up the gloo pairs
         "sync_side_cpu_s": _median(side_cpu[1:] or side_cpu),
+        "sync_machine_cpu_s": _median(machine_cpu[1:] or machine_cpu),
         "t_reduce_scatter_s": _median(by_name.get("reduce_scatter", [])[1:]),
         "t_all_gather_s": _median(by_name.get("all_gather", [])[1:]),
         "overlap_efficiency": statistics.mean(eff) if eff else None,

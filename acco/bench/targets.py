@@ -11,14 +11,18 @@ The contention-aware bound of an ACCO round. W workers share C cores. The sequen
 (flat ZeRO-1) measures, separately, the compute of a round t_comp (W workers computing at once, so
 on W > C cores each already gets C/W of a core: t_comp holds that share) and the sync t_sync. While
 overlapped, each worker's sync also costs c CPU seconds outside its compute thread (the
-communication thread's and gloo's, measured per sync: sync_side_cpu_s). A round needs
-W x (t_comp x min(1, C/W) + c) CPU seconds on C cores, a worker's compute no less than t_comp, and
-the sync no less than t_sync:
+communication thread's and gloo's, measured per sync: sync_side_cpu_s). A shaped link also costs
+the kernel CPU (TCP, veth, tc, mostly in softirq context, charged to no worker's clock): L, the
+whole machine's busy CPU seconds during one sync of the sequential reference, where nothing else
+runs meanwhile (trace.machine_cpu_seconds; it includes the workers' W x c). A round needs
+W x t_comp x min(1, C/W) + max(W x c, L) CPU seconds on C cores, a worker's compute no less than
+t_comp, and the sync no less than t_sync:
 
-    round >= max(t_sync, t_comp, W x (t_comp x min(1, C/W) + c) / C)
+    round >= max(t_sync, t_comp, (W x t_comp x min(1, C/W) + max(W x c, L)) / C)
 
-which is t_comp + c on 2 workers and 2 cores, t_comp + 2c on 4 workers and 2 cores, and the
-perfect-overlap max(t_comp, t_sync) when c = 0 (an in-process delay link costs almost no CPU)."""
+which is t_comp + L/2 on 2 workers and 2 cores (t_comp + c when L is not measured), and the
+perfect-overlap max(t_comp, t_sync) when the link costs no CPU (an in-process delay link costs
+almost none)."""
 
 from __future__ import annotations
 
@@ -41,10 +45,13 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def contention_bound_s(world: int, t_comp: float, t_sync: float, side_cpu: float, n_cores: int) -> float:
+def contention_bound_s(
+    world: int, t_comp: float, t_sync: float, side_cpu: float, n_cores: int, link_cpu: float = 0.0
+) -> float:
     """The least time of an overlapped round when compute and the link's CPU share the cores
-    (module docstring)."""
-    cpu = world * (t_comp * min(1.0, n_cores / world) + side_cpu)
+    (module docstring). `link_cpu`: the machine-wide CPU seconds of one sync, all ranks and the
+    kernel together, when measured (it includes the workers' own side CPU)."""
+    cpu = world * t_comp * min(1.0, n_cores / world) + max(world * side_cpu, link_cpu)
     return max(t_sync, t_comp, cpu / n_cores)
 
 
@@ -108,7 +115,9 @@ def ideal_rows(grid: pd.DataFrame) -> pd.DataFrame:
         ideal = ref["samples_per_step"] / max(ref["t_comp_round_s"], ref["t_sync_s"])
         side_cpu = acco.get("sync_side_cpu_s")
         side_cpu = float(side_cpu) if side_cpu is not None and pd.notna(side_cpu) else 0.0
-        bound = contention_bound_s(int(world), ref["t_comp_round_s"], ref["t_sync_s"], side_cpu, n_cores)
+        link_cpu = ref.get("sync_machine_cpu_s")
+        link_cpu = float(link_cpu) if link_cpu is not None and pd.notna(link_cpu) else 0.0
+        bound = contention_bound_s(int(world), ref["t_comp_round_s"], ref["t_sync_s"], side_cpu, n_cores, link_cpu)
         # ACCO's committed step is two rounds
         rows.append(
             {
@@ -128,6 +137,7 @@ def ideal_rows(grid: pd.DataFrame) -> pd.DataFrame:
                 "acco_t_sync_s": acco["t_sync_s"],
                 "acco_round_s": acco["s_per_step"] / 2,
                 "acco_sync_side_cpu_s": side_cpu,
+                "link_cpu_per_sync_s": link_cpu,
                 "cores": n_cores,
                 "contention_bound_round_s": bound,
                 "contention_bound_samples_per_s": ref["samples_per_step"] / bound,
@@ -152,8 +162,9 @@ def evaluate(grid: pd.DataFrame, hetero: pd.DataFrame, delay: pd.DataFrame | Non
                 "pass": bool(ok),
                 "numbers": f"ACCO {r['acco_samples_per_s']:.1f} vs bound {r['contention_bound_samples_per_s']:.1f} "
                 f"samples/s: round >= max(t_sync {r['t_sync_s']:.3f}, t_comp {r['t_comp_round_s']:.3f}, "
-                f"{w} x (t_comp x min(1, {r['cores']}/{w}) + c {r['acco_sync_side_cpu_s']:.3f})"
-                f" / {r['cores']}) = {r['contention_bound_round_s']:.3f} s; ACCO's round {r['acco_round_s']:.3f} s",
+                f"({w} x t_comp x min(1, {r['cores']}/{w}) + max({w} x c {r['acco_sync_side_cpu_s']:.3f}, "
+                f"L {r.get('link_cpu_per_sync_s', 0.0):.3f})) / {r['cores']}) = "
+                f"{r['contention_bound_round_s']:.3f} s; ACCO's round {r['acco_round_s']:.3f} s",
                 "why": "" if ok else _ideal_why(r),
             }
         )

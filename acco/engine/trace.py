@@ -37,6 +37,25 @@ def side_cpu_seconds() -> float:
     return time.process_time() - time.clock_gettime(main)
 
 
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def machine_cpu_seconds() -> float | None:
+    """Busy CPU seconds of the whole machine so far (/proc/stat: every process and the kernel,
+    softirqs included), or None where there is no /proc. A shaped link's TCP, veth and tc work runs
+    in the kernel, largely in softirq context that no one process's clock is charged with: a
+    sequential sync's machine-wide delta is what the link costs the cores."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    guest = sum(ticks[8:10])  # already counted in user and nice
+    return (sum(ticks) - idle - guest) * _TICK_S
+
+
 class TraceRecorder:
     def __init__(self, rank: int, enabled: bool = True, steps: tuple[int, int] | None = None):
         self.rank = rank
@@ -77,14 +96,20 @@ class TraceRecorder:
     @contextmanager
     def span(self, name: str, lane: int, cat: str | None = None, side_cpu: bool = False, **args):
         """`side_cpu`: also record `side_cpu_s`, the CPU seconds the span cost outside the compute
-        side (see side_cpu_seconds), what a communication thread takes from the cores that compute."""
+        side (see side_cpu_seconds), what a communication thread takes from the cores that compute,
+        and `machine_cpu_s`, the whole machine's busy CPU seconds meanwhile (machine_cpu_seconds)."""
         start = self.now_us()
         cpu0 = side_cpu_seconds() if side_cpu and self.recording else None
+        machine0 = machine_cpu_seconds() if cpu0 is not None else None
         try:
             yield
         finally:
             if cpu0 is not None:
                 args["side_cpu_s"] = side_cpu_seconds() - cpu0
+            if machine0 is not None:
+                machine1 = machine_cpu_seconds()
+                if machine1 is not None:
+                    args["machine_cpu_s"] = machine1 - machine0
             self.add(name, lane, start, self.now_us(), cat=cat, **args)
 
     def metadata(self) -> list[dict]:
