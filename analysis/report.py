@@ -446,6 +446,17 @@ def sec_fig8(root, scale):
     return lines
 
 
+def measured_hetero_ideal(run) -> float:
+    """The samples/s a run of heterogeneous workers would reach if no rank ever waited: each rank's own
+    micro-batch rate in the run (acco/bench/measure.py rank_rates: while sharing the cores as it did),
+    summed, times the micro-batch size; nan without a trace."""
+    from acco.bench.measure import rank_rates
+
+    path = os.path.join(run.path, "trace.json")
+    rates = rank_rates(path) if os.path.exists(path) else []
+    return sum(rates) * float(run.config["data"]["micro_batch_size"]) if rates else float("nan")
+
+
 def sec_fig9(root, scale):
     runs = discover_runs(root, "fig9", scale)
     ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
@@ -458,11 +469,19 @@ def sec_fig9(root, scale):
     ]
     lines += table(loss_rows([ddp, acco]))
     sps = acco.mean(samples_per_s) / ddp.mean(samples_per_s)
-    ideal = 3.25  # (3 fast workers at 1 + one at 1/4) / (DDP: all at the slow worker's pace, 4 x 1/4)
+    independent = 3.25  # (3 fast workers at 1 + one at 1/4) / (DDP: all at the slow worker's pace, 4 x 1/4)
     lines.append(
-        f"- Samples/s ACCO/DDP = {sps:.2f} (ideal for 3 fast + 1 at 1/4 speed: {ideal}); "
-        f"{verdict(bool(sps > 1.5))} with 'substantially less wall-clock' (rule: ratio > 1.5)."
+        f"- Samples/s ACCO/DDP = {sps:.2f} (for 3 fast + 1 at 1/4 speed on independent devices: {independent}; "
+        f"on 2 cores the workers are not independent devices); {verdict(bool(sps > 1.5))} with 'substantially "
+        "less wall-clock' (rule: ratio > 1.5)."
     )
+    measured = acco.mean(measured_hetero_ideal)
+    if measured == measured:  # not nan: the runs have traces
+        lines.append(
+            f"- ACCO's samples/s = {acco.mean(samples_per_s) / measured:.2f} x the ideal measured in its own run "
+            f"({measured:.1f} samples/s: each worker's own micro-batch rate while sharing the cores, summed; "
+            "`make bench` holds it to >= 0.9)."
+        )
     t_d, t_a = ddp.mean(lambda r: r.summary["total_wall_time_s"]), acco.mean(lambda r: r.summary["total_wall_time_s"])
     lines.append(
         f"- Same number of optimizer steps: DDP {t_d:.1f} s, ACCO {t_a:.1f} s; ACCO's steps carry "

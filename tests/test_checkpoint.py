@@ -102,15 +102,17 @@ def test_resume_equals_uninterrupted_run(references, tmp_path, name):
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The launcher's worker processes (not multiprocessing's resource tracker)."""
+    """The launcher's worker processes (forked or spawned; not multiprocessing's resource tracker or
+    fork server)."""
     with open(f"/proc/{parent}/task/{parent}/children") as f:
         children = [int(p) for p in f.read().split()]
     found = []
     for pid in children:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"spawn_main" in f.read():
-                    found.append(pid)
+                cmdline = f.read()
+            if b"resource_tracker" not in cmdline and b"forkserver" not in cmdline:
+                found.append(pid)
         except OSError:
             continue
     return found

@@ -10,13 +10,29 @@ import sys
 
 import pytest
 
-from acco.run.launch import free_port
+from acco.run.launch import free_port, worker_start_method
 
 from .conftest import ROOT, SMALL_LM, TRAIN, load_run
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
 ARGS = ["method=acco", *SMALL_LM, "train.steps=4", "train.deterministic=true"]
+
+
+def test_local_workers_fork_on_cpu_and_spawn_for_cuda(monkeypatch):
+    """auto: a CPU run forks its workers from the launcher (the model code imported once); a CUDA
+    run spawns them (a forked child cannot use CUDA the parent touched); an explicit choice wins."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert worker_start_method("auto", "cpu") == "fork"
+    assert worker_start_method("auto", "auto") == "fork"
+    assert worker_start_method("spawn", "cpu") == "spawn"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert worker_start_method("auto", "auto") == "spawn"
+    assert worker_start_method("auto", "cuda") == "spawn"
+    assert worker_start_method("auto", "cpu") == "fork"
 
 
 def test_torchrun(tmp_path):

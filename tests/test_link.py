@@ -42,6 +42,23 @@ def test_shaped_link_moves_a_collective_at_about_its_rate():
     assert acco_namespaces() == before  # the probe removed its namespaces
 
 
+@needs_netns
+@pytest.mark.parametrize("mtu", [1500, 9000])
+def test_namespace_links_use_the_configured_mtu(mtu):
+    """link.mtu sets the packet size on both ends of every rank's veth (the kernel's CPU per sync
+    scales with the packet count)."""
+    topo = netns.Topology(2, 50.0, mtu=mtu).create()
+    try:
+        for r, ns in enumerate(topo.ranks):
+            for where, dev in ((ns, netns.IFNAME), (topo.switch, f"p{r}")):
+                out = subprocess.run(["ip", "-n", where, "link", "show", dev], capture_output=True, text=True)
+                assert f" mtu {mtu} " in out.stdout, out.stdout + out.stderr
+        assert topo.runtime()["mtu"] == mtu
+    finally:
+        topo.destroy()
+    assert not set(topo.names) & acco_namespaces()
+
+
 def test_delay_mode_sleeps_bytes_over_rate():
     rate, nbytes = 200.0, 4_000_000
     res = probe(2, rate, nbytes, kind="all_gather", mode="delay")
@@ -143,6 +160,7 @@ BAD = [
     (["link.rate_mbit=-5"], "link.rate_mbit must be >= 0"),
     (["link.delay_ms=fast"], "link.delay_ms must be a number"),
     (["link.mode=wifi"], "link.mode must be one of"),
+    (["link.mtu=100"], "link.mtu must be a whole number of bytes"),
 ]
 
 

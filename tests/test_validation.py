@@ -36,6 +36,7 @@ CASES = [
     (["optim.betas=[0.9,1.5]"], "optim.betas[1] must be <= 0.999999"),
     (["dist.timeout_s=0"], "dist.timeout_s must be > 0"),
     (["dist.step_timeout_s=-5"], "dist.step_timeout_s must be > 0"),
+    (["dist.start_method=thread"], "dist.start_method must be one of auto, fork, spawn, forkserver"),
     (["model.config.num_layers=0"], "model.config.num_layers must be >= 1"),
     # cross-field
     (["layout=2x2", "world_size=3"], "layout=2x2 makes 4 workers but world_size=3"),

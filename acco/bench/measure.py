@@ -45,6 +45,9 @@ def trace_times(trace_path: str, accum: int) -> dict:
     overlap efficiency (t_comp + t_comm − t_span)/min(t_comp, t_comm) per rank from the trace."""
     spans = load_spans(trace_path)
     micro = [e["dur"] / 1e6 for e in spans if e.get("cat") == "compute"]
+    # the compute thread's own CPU seconds per micro-batch (acco/engine/compute.py): the same work
+    # costs more CPU when it shares caches and memory bandwidth with a sync running beside it
+    micro_cpu = [e["args"]["cpu_s"] for e in spans if e.get("cat") == "compute" and "cpu_s" in e.get("args", {})]
     sync_spans = [e for e in spans if e.get("cat") == "communication" and e["name"].startswith("sync")]
     syncs = [e["dur"] / 1e6 for e in sync_spans]
     # CPU seconds a sync cost outside the compute thread (the communication thread and gloo's I/O
@@ -63,6 +66,7 @@ def trace_times(trace_path: str, accum: int) -> dict:
     return {
         "t_micro_batch_s": mb,
         "t_comp_round_s": mb * accum if mb is not None else None,
+        "t_micro_batch_cpu_s": _median(micro_cpu),
         "t_sync_s": _median(syncs[1:] or syncs),  # the first sync also sets up the gloo pairs
         "sync_side_cpu_s": _median(side_cpu[1:] or side_cpu),
         "sync_machine_cpu_s": _median(machine_cpu[1:] or machine_cpu),

@@ -118,6 +118,14 @@ def ideal_rows(grid: pd.DataFrame) -> pd.DataFrame:
         link_cpu = ref.get("sync_machine_cpu_s")
         link_cpu = float(link_cpu) if link_cpu is not None and pd.notna(link_cpu) else 0.0
         bound = contention_bound_s(int(world), ref["t_comp_round_s"], ref["t_sync_s"], side_cpu, n_cores, link_cpu)
+        # how busy the machine was while ACCO's syncs ran beside its compute (all cores, the kernel
+        # included): near 1, ACCO's round is bound by the CPU its work costs, not by its schedule
+        acco_machine_cpu = acco.get("sync_machine_cpu_s")
+        busy = (
+            float(acco_machine_cpu) / (acco["t_sync_s"] * n_cores)
+            if acco_machine_cpu is not None and pd.notna(acco_machine_cpu) and acco["t_sync_s"] > 0
+            else float("nan")
+        )
         # ACCO's committed step is two rounds
         rows.append(
             {
@@ -142,6 +150,9 @@ def ideal_rows(grid: pd.DataFrame) -> pd.DataFrame:
                 "contention_bound_round_s": bound,
                 "contention_bound_samples_per_s": ref["samples_per_step"] / bound,
                 "acco_over_contention_bound": acco["samples_per_s"] / (ref["samples_per_step"] / bound),
+                "ref_micro_batch_cpu_s": ref.get("t_micro_batch_cpu_s", float("nan")),
+                "acco_micro_batch_cpu_s": acco.get("t_micro_batch_cpu_s", float("nan")),
+                "acco_busy_during_sync": busy,
             }
         )  # an ACCO committed step is two rounds
     return pd.DataFrame(rows)
@@ -263,14 +274,35 @@ def _ideal_why(r) -> str:
         f"and its sync {r['acco_t_sync_s']:.3f} s (overlap efficiency {r['acco_overlap_efficiency']:.2f})"
     )
     if r["acco_t_comp_round_s"] > 1.1 * r["t_comp_round_s"]:
-        return text + (
+        text += (
             f": the compute slowed down while overlapped — {int(r['world'])} workers' compute and "
-            f"their communication threads' TCP work share {os.cpu_count()} cores (an in-process delay "
+            f"their communication threads' TCP work share {int(r['cores'])} cores (an in-process delay "
             f"link, link.mode=delay, has no such contention)"
         )
+        return text + _cpu_why(r)
     return text + (
         f": {r['acco_round_s'] - own:.3f} s per round went outside both lanes (copies, waiting for "
         f"the slowest rank, scheduling on a loaded machine)"
+    )
+
+
+def _cpu_why(r) -> str:
+    """What the CPU measurements say about a compute slowdown (empty where they are missing)."""
+    ref_cpu, acco_cpu, busy = (
+        r.get(k) for k in ("ref_micro_batch_cpu_s", "acco_micro_batch_cpu_s", "acco_busy_during_sync")
+    )
+    if any(v is None or pd.isna(v) for v in (ref_cpu, acco_cpu, busy)) or ref_cpu <= 0:
+        return ""
+    return (
+        f"; the cores were {min(busy, 1.0):.0%} busy while ACCO's syncs ran, and a micro-batch cost its compute "
+        f"thread {1e3 * acco_cpu:.1f} ms of CPU overlapped vs {1e3 * ref_cpu:.1f} ms alone "
+        f"({acco_cpu / ref_cpu - 1:+.0%}: the link's kernel work, run in interrupt context on whichever core "
+        f"computes and charged to that thread, and caches shared with the copies)"
+        + (
+            ": bound by the CPU its work costs, not by its schedule"
+            if busy >= 0.95
+            else f": {1 - busy:.0%} of the cores' time went unused (waiting, scheduling)"
+        )
     )
 
 

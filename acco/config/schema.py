@@ -200,6 +200,7 @@ class LinkConfig:
     rate_mbit: float = MISSING
     delay_ms: float = MISSING
     mode: str = MISSING  # (the testbed adds `runtime` when the run starts: not a setting)
+    mtu: int = MISSING  # bytes per packet on the namespaces' veth links
 
 
 @dataclass
@@ -225,6 +226,7 @@ class DistConfig:
     timeout_s: float = MISSING
     step_timeout_s: float = MISSING
     final_timeout_s: float | None = MISSING
+    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/run/start.py worker_start_method)
 
 
 @dataclass

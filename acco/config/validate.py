@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from ..engine.schedule import SCHEDULES
 from ..run.files import read_summary
+from ..run.launch import START_METHODS
 from ..train.trainer import METHODS
 
 
@@ -206,6 +207,12 @@ def check_run_settings(cfg: dict, world: int) -> None:
     dist_cfg = cfg.get("dist") or {}
     _number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
     _number(dist_cfg.get("step_timeout_s", 30), "dist.step_timeout_s", 0.0, strict_min=True)
+    start_method = dist_cfg.get("start_method", "auto")
+    if start_method not in START_METHODS:
+        raise ConfigError(
+            f"dist.start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}; "
+            "use dist.start_method=auto"
+        )
     if dist_cfg.get("final_timeout_s") is not None:
         _number(dist_cfg["final_timeout_s"], "dist.final_timeout_s", 0.0, strict_min=True)
     check_trace_steps(train.get("trace_steps"))

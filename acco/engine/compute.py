@@ -99,6 +99,7 @@ class MicroBatchRunner:
         wait = wait or self.wait_each or self.tracer.recording
         t0 = self.tracer.now_us()
         start = time.perf_counter()
+        cpu0 = time.thread_time()
         with autocast(self.device_type, self.autocast_dtype):
             loss = self.loss_fn(self.model, batch)
         scaled = loss * self.loss_scale if self.loss_scale != 1.0 else loss
@@ -117,7 +118,9 @@ class MicroBatchRunner:
             end = time.perf_counter()
             self._last_backward_s = end - mid
             work_s = end - start
-            self.tracer.add(label, COMPUTE, t0, self.tracer.now_us(), k=k)
+            # cpu_s: this thread's CPU seconds for it (the intra-op pool's are not counted: the
+            # benchmark runs one thread per worker); wall minus cpu_s is time the cores went to others
+            self.tracer.add(label, COMPUTE, t0, self.tracer.now_us(), k=k, cpu_s=time.thread_time() - cpu0)
             self._sleep_slowdown(work_s)
         self.busy_s += work_s
         self.next_index += 1

@@ -122,6 +122,19 @@ def local_envs(world_size: int) -> list[DistEnv]:
     return [DistEnv(r, world_size, r, world_size, "127.0.0.1", port, "local") for r in range(world_size)]
 
 
+START_METHODS = ("auto", "fork", "spawn", "forkserver")
+
+
+def worker_start_method(requested: str, device: str) -> str:
+    """How the local launcher starts its workers. auto: fork where they compute on CPU (the launcher
+    has imported torch, transformers and the task once, so a worker starts in a moment instead of
+    spending ~6 s of CPU importing them again, on cores the other workers need too); spawn where
+    they use CUDA (a forked child cannot use CUDA once the parent has touched it)."""
+    if requested != "auto":
+        return requested
+    return "spawn" if pick_device(device, 0).type == "cuda" else "fork"
+
+
 def pick_device(requested: str, local_rank: int) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         return torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))

@@ -17,7 +17,7 @@ from ..config.plain import plain
 from ..config.schema import DEFAULT_TASK, check_config, typed
 from ..config.validate import ConfigError, validate
 from .files import PREEMPTED_EXIT, read_summary
-from .launch import external_env, local_envs
+from .launch import external_env, local_envs, worker_start_method
 
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
 TRAIN = os.path.join(
@@ -222,8 +222,11 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
 
     try:
         cfg, topology = emulate.prepare(cfg, world)  # link.*: namespaces + tc, or in-process delays
+        start_method = worker_start_method(cfg["dist"]["start_method"], cfg["device"])
+        if start_method == "fork":
+            preload_worker_modules(cfg)
         workers = mp.start_processes(
-            spawned_worker, args=(cfg, local_envs(world)), nprocs=world, join=False, start_method="spawn"
+            spawned_worker, args=(cfg, local_envs(world)), nprocs=world, join=False, start_method=start_method
         )
         with forward_signals(workers.processes):  # SIGUSR1/USR2/TERM: checkpoint, then stop
             outcome = supervise(workers.processes)
@@ -244,3 +247,11 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
         )
         return PREEMPTED_EXIT
     return 0
+
+
+def preload_worker_modules(cfg: dict) -> None:
+    """Import what every worker needs (the models, the task's module) here, once, before forking."""
+    import importlib
+
+    importlib.import_module("acco.models")
+    importlib.import_module(cfg["task"].partition(":")[0])

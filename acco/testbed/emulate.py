@@ -8,7 +8,7 @@ import sys
 
 from ..engine.collectives import register_collective_hook, unregister_collective_hook
 from . import delay
-from .link import is_active, link_values, netns_possible
+from .link import DEFAULT_MTU, is_active, link_values, netns_possible
 from .netns import Topology, enter
 
 
@@ -26,7 +26,7 @@ def prepare(cfg: dict, world_size: int) -> tuple[dict, Topology | None]:
         why = netns_possible()
         if why is None:
             try:
-                topo = Topology(world_size, rate).create()
+                topo = Topology(world_size, rate, link.get("mtu", DEFAULT_MTU)).create()
             except OSError as exc:
                 why = f"namespaces could not be created ({str(exc).splitlines()[0]})"
                 if mode == "netns":

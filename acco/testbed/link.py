@@ -23,6 +23,13 @@ class LinkConfigError(ValueError):
     pass
 
 
+# The namespaces' packet size. Every packet costs the kernel the same CPU (TCP, veth, bridge, tbf) on
+# the cores that also compute; a cluster's NICs offload that work and its Ethernet runs jumbo frames,
+# so 9000 keeps the emulation's own CPU cost nearer a real link's (measured, 4 workers at 50 Mbit/s:
+# 0.20 s of machine CPU per sync at 1500, 0.08 s at 9000).
+DEFAULT_MTU, MIN_MTU, MAX_MTU = 9000, 576, 65535
+
+
 def link_values(cfg: dict) -> tuple[float, float, str]:
     link = cfg.get("link") or {}
     return float(link.get("rate_mbit") or 0), float(link.get("delay_ms") or 0), link.get("mode") or "auto"
@@ -63,6 +70,12 @@ def check_link(cfg: dict, external_launcher: bool) -> None:
             raise LinkConfigError(
                 f"link.{key} must be >= 0 (0 = unlimited), got {value}; set link.{key}=0 or a positive value"
             )
+    mtu = link.get("mtu", DEFAULT_MTU)
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not MIN_MTU <= mtu <= MAX_MTU:
+        raise LinkConfigError(
+            f"link.mtu must be a whole number of bytes in [{MIN_MTU}, {MAX_MTU}], got {mtu!r}; "
+            f"use link.mtu={DEFAULT_MTU} (jumbo frames) or 1500 (plain Ethernet)"
+        )
     mode = link.get("mode", "auto")
     if mode not in MODES:
         raise LinkConfigError(f"link.mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -89,5 +102,6 @@ def summary(cfg: dict) -> dict:
         "mode": runtime.get("mode", "none"),
         "rate_mbit": rate,
         "delay_ms": delay,
+        **({"mtu": runtime["mtu"]} if runtime.get("mtu") else {}),
         **({"fallback_reason": runtime["fallback_reason"]} if runtime.get("fallback_reason") else {}),
     }

@@ -78,9 +78,10 @@ class Topology:
     """The namespaces of one run. `create()` builds them; `destroy()` (idempotent) removes them and
     is also run at interpreter exit and on SIGTERM/SIGINT/SIGHUP of the launcher."""
 
-    def __init__(self, world_size: int, rate_mbit: float):
+    def __init__(self, world_size: int, rate_mbit: float, mtu: int = 1500):
         self.world_size = world_size
         self.rate_mbit = float(rate_mbit)
+        self.mtu = int(mtu)
         self.tag = f"acco{os.getpid()}x{secrets.token_hex(3)}"
         self.switch = f"{self.tag}-sw"
         self.ranks = [f"{self.tag}-r{r}" for r in range(world_size)]
@@ -106,7 +107,8 @@ class Topology:
                 _ip("-n", self.switch, "link", "set", port, "master", "br0")
                 _ip("-n", self.switch, "link", "set", port, "up")
                 _ip("-n", ns, "addr", "add", f"{self.addresses[r]}/24", "dev", IFNAME)
-                _ip("-n", ns, "link", "set", IFNAME, "up")
+                _ip("-n", ns, "link", "set", IFNAME, "mtu", str(self.mtu), "up")
+                _ip("-n", self.switch, "link", "set", port, "mtu", str(self.mtu))
                 _ip("-n", ns, "link", "set", "lo", "up")
                 if self.rate_mbit > 0:
                     _tc(ns, IFNAME, self.rate_mbit)
@@ -133,6 +135,7 @@ class Topology:
             "addresses": list(self.addresses),
             "ifname": IFNAME,
             "switch": self.switch,
+            "mtu": self.mtu,
         }
 
 
