@@ -61,6 +61,11 @@ LAUNCHER ?= $(if $(filter rehearsal,$(SCALE)),slurm,local)
 REHEARSAL_DATA ?= $(or $(ACCO_REHEARSAL_DATA),data/rehearsal)
 export ACCO_REHEARSAL_DATA := $(REHEARSAL_DATA)
 EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3
+# beyond the paper, at the CPU scale only (conf/experiment/<id>/cpu.yaml)
+CPU_ONLY_IDS := lr_sweep
+# one reproduce.py job for all of them (one "run k of N", one closing table): a comma list
+comma := ,
+space := $(subst ,, )
 reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|paper|rehearsal)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
 	$(if $(filter rehearsal,$(SCALE)),$(PYTHON) experiments/make_rehearsal_data.py --out $(REHEARSAL_DATA))
@@ -69,7 +74,7 @@ reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|pap
 # Every figure and table (at the CPU scale by default).
 reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
-	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale $(SCALE) --launcher $(LAUNCHER) || exit 1; done
+	$(PYTHON) experiments/reproduce.py $(subst $(space),$(comma),$(strip $(EXPERIMENT_IDS) $(if $(filter cpu,$(SCALE)),$(CPU_ONLY_IDS)))) --scale $(SCALE) --launcher $(LAUNCHER)
 
 # Figures and tables from the results that exist (no training).
 figures: $(STAMP) ## Figures and tables from the results that exist (no training)
@@ -85,7 +90,7 @@ rehearsal-data: $(STAMP) ## Local data in the real datasets' formats for the reh
 rehearse: rehearsal-data ## The dress rehearsal through Slurm on the local cluster
 	bash slurm/local-cluster/status >/dev/null 2>&1 || bash slurm/local-cluster/start
 	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/prepare_data.py experiment=$$e/rehearsal || exit 1; done
-	for e in $(EXPERIMENT_IDS); do $(PYTHON) experiments/reproduce.py $$e --scale rehearsal --launcher slurm || exit 1; done
+	$(PYTHON) experiments/reproduce.py $(subst $(space),$(comma),$(EXPERIMENT_IDS)) --scale rehearsal --launcher slurm
 	$(MAKE) --no-print-directory figures SCALE=rehearsal
 
 clean: ## Remove results/cpu-demo and pytest's cache

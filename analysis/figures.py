@@ -540,6 +540,13 @@ def run_timeline(run: Run, root: str, seconds: float = 3.0, save: bool = True, n
     )
 
 
+def lr_sweep(root: str, scale: str = "cpu", save: bool = True):
+    """ACCO's paired gap to DDP against the learning rate (analysis/lr_sweep.py)."""
+    from analysis import lr_sweep as sweep  # it builds on the report's comparisons, which import this module
+
+    return sweep.figure(root, scale, save)
+
+
 FIGURES = {
     "fig4": fig4,
     "fig5": fig5,
@@ -549,4 +556,5 @@ FIGURES = {
     "fig9": fig9,
     "fig10": fig10,
     "fig11": fig11,
+    "lr_sweep": lr_sweep,
 }

@@ -1,20 +1,30 @@
 #!/usr/bin/env python
-"""Reproduce one paper figure or table: run what is missing, then plot.
+"""Reproduce paper figures and tables: run what is missing, then plot.
 
     python experiments/reproduce.py fig10 --scale cpu --launcher local
+    python experiments/reproduce.py fig5,fig8 --scale cpu          # several: one job, one summary
+    python experiments/reproduce.py all --scale cpu                # every figure and table (make reproduce)
     python experiments/reproduce.py fig8 --scale paper --launcher slurm [launcher.partition=gpu ...]
     python experiments/reproduce.py fig7 --scale rehearsal --launcher slurm   # the dress rehearsal
 
-Runs whose results are complete are not run again. Tables (table1-3) only plot: they are computed
-from other experiments' runs (table2, table3 from fig7/fig11/fig8)."""
+Runs whose results are complete are not run again ("skipped: already complete"). Every run shows
+"run k of N: <experiment>/<run>" with an ETA for the whole job; a local run's output goes to
+<run folder>/train.log as it runs (and to the terminal); a failed run does not stop the others.
+The end: one table (each run's status, wall time, a failure's log and last error line), then the
+figures; exit code 1 if a run failed. Tables (table1-3) only plot: they are computed from other
+experiments' runs (table2, table3 from fig7/fig11/fig8)."""
 
 import argparse
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 
-from acco.config.experiments import compose, expand_runs, experiment_ids, scales_of
+from acco.config.experiments import CONF_DIR, compose, expand_runs, experiment_ids, scales_of
+from acco.config.validate import ConfigError, check_overrides
 from acco.run.files import read_summary
+from acco.run.multirun import MultiRun, log_error_line, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,9 +33,98 @@ EXPERIMENTS = experiment_ids()
 SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "table1": []}
 
 
+def paper_order(ids: list[str]) -> list[str]:
+    """fig4 ... fig11, then table1 ... table3, then what goes beyond the paper (lr_sweep)."""
+    kind = {"fig": 0, "table": 1}
+    return sorted(ids, key=lambda e: (kind.get(re.sub(r"\d", "", e), 2), int(re.sub(r"\D", "", e) or 0), e))
+
+
+def chosen(arg: str, scale: str) -> list[str]:
+    """The experiments named (a comma list), or all that have this scale (lr_sweep: cpu only)."""
+    if arg != "all":
+        return [e for e in arg.split(",") if e]
+    return [e for e in paper_order(EXPERIMENTS) if scale in scales_of(e) or e in SOURCES]
+
+
+def training_experiments(wanted: list[str]) -> list[str]:
+    """The experiments whose runs the wanted figures and tables need, each once, in order."""
+    out: list[str] = []
+    for e in wanted:
+        out += [s for s in SOURCES.get(e, [e]) if s not in out]
+    return out
+
+
+def error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def local_runs(todo: list[str], scale: str, base: list[str]) -> list[dict]:
+    """Every run of the experiments, composed up front (a bad override fails here, before any run):
+    its name, overrides, folder, cost for the ETA (steps x workers) and whether it is complete."""
+    runs = []
+    for exp in todo:
+        common = [f"experiment={exp}/{scale}", *base]
+        for run in expand_runs(compose(common)["experiment"]):
+            cfg = compose([*common, *run])
+            out_dir = cfg["out_dir"]
+            runs.append(
+                {
+                    "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
+                    "args": [*common, *run],
+                    "out_dir": out_dir,
+                    "cost": float((cfg.get("train") or {}).get("steps") or 0) * int(cfg.get("world_size") or 1),
+                    "complete": (read_summary(out_dir) or {}).get("status") == "completed",
+                }
+            )
+    if any(r["cost"] <= 0 for r in runs):  # a budget instead of steps somewhere: weigh runs alike
+        for r in runs:
+            r["cost"] = 1.0
+    return runs
+
+
+def run_local(title: str, runs: list[dict]) -> MultiRun:
+    job = MultiRun(title, [(r["name"], r["cost"]) for r in runs], stream=sys.stdout)
+    for r in runs:
+        if r["complete"]:
+            job.skip(r["name"])
+            continue
+        job.begin(r["name"])
+        log = os.path.join(r["out_dir"], "train.log")
+        try:
+            code = run_logged(
+                [sys.executable, os.path.join(ROOT, "experiments", "train.py"), *r["args"], "overwrite=true"], log, job
+            )
+        except OSError as exc:  # no log file (e.g. the disk is full): the run cannot start either
+            job.end(False, log=None, error=f"cannot write {log}: {exc.strerror}")
+            continue
+        job.end(code == 0, log=log, error=None if code == 0 else (log_error_line(log) or f"exit {code}"))
+    return job
+
+
+def run_slurm(title: str, todo: list[str], scale: str, base: list[str]) -> MultiRun:
+    """Every experiment's runs planned up front, then submitted and waited for one experiment at a
+    time (as experiments/submit.py --wait), under one "run k of N" and one table."""
+    spec = importlib.util.spec_from_file_location("acco_submit", os.path.join(ROOT, "experiments", "submit.py"))
+    assert spec is not None and spec.loader is not None
+    submit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(submit)
+    # the CPU scale and the rehearsal (paper configs, CPU sizes) run on the local test cluster
+    profile = (
+        []
+        if any(o.startswith("launcher=") for o in base)
+        else [f"launcher={'slurm_local' if scale in ('cpu', 'rehearsal') else 'slurm'}"]
+    )
+    plans = [submit.plan([f"experiment={exp}/{scale}", *base, *profile])[1] for exp in todo]
+    job = MultiRun(title, [name for planned in plans for name, _, _ in planned], stream=sys.stdout)
+    for planned in plans:
+        submit.wait_submitted(job, submit.submit_planned(planned, job))
+    return job
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiment")
+    parser.add_argument("experiment", help=f"one of {', '.join(EXPERIMENTS)}, a comma list, or all")
     parser.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
     parser.add_argument("--results", default="results")
@@ -36,22 +135,17 @@ def main(argv=None) -> int:
     )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_intermixed_args(argv)
-    if args.experiment not in EXPERIMENTS:
-        print(
-            f"error: unknown experiment {args.experiment!r}; choose one of: {', '.join(EXPERIMENTS)}", file=sys.stderr
-        )
-        return 2
+    wanted = chosen(args.experiment, args.scale)
+    unknown = [e for e in wanted if e not in EXPERIMENTS]
+    if unknown or not wanted:
+        return error(f"unknown experiment {','.join(unknown)!r}; choose among: {', '.join(EXPERIMENTS)}, or all")
     print(
         f"reproduce {args.experiment}: SCALE={args.scale} LAUNCHER={args.launcher} results={args.results}", flush=True
     )
-    todo = SOURCES.get(args.experiment, [args.experiment])
+    todo = training_experiments(wanted)
     missing = [e for e in todo if args.scale not in scales_of(e)]
     if missing:
-        print(
-            f"error: {', '.join(missing)} has no {args.scale} scale (conf/experiment/<id>/{args.scale}.yaml)",
-            file=sys.stderr,
-        )
-        return 2
+        return error(f"{', '.join(missing)} has no {args.scale} scale (conf/experiment/<id>/{args.scale}.yaml)")
     base = [f"results_root={args.results}", *args.overrides]
     if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
         from acco.analytic.run_plan import dry_run
@@ -62,31 +156,18 @@ def main(argv=None) -> int:
             else []
         )
         return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)
-    for exp in todo:
-        common = [f"experiment={exp}/{args.scale}", *base]
-        if args.launcher == "slurm":
-            # the CPU scale and the rehearsal (paper configs, CPU sizes) run on the local test cluster
-            profile = "slurm_local" if args.scale in ("cpu", "rehearsal") else "slurm"
-            if not any(o.startswith("launcher=") for o in common):
-                common.append(f"launcher={profile}")
-            code = subprocess.call([sys.executable, os.path.join(ROOT, "experiments", "submit.py"), *common, "--wait"])
-            if code:
-                return code
-            continue
-        runs = expand_runs(compose(common)["experiment"])
-        for i, run in enumerate(runs, 1):
-            out_dir = compose([*common, *run])["out_dir"]
-            if (read_summary(out_dir) or {}).get("status") == "completed":
-                print(f"[{exp} {i}/{len(runs)}] done already: {out_dir}", flush=True)
-                continue
-            print(f"[{exp} {i}/{len(runs)}] {' '.join(run)}", flush=True)
-            code = subprocess.call(
-                [sys.executable, os.path.join(ROOT, "experiments", "train.py"), *common, *run, "overwrite=true"]
-            )
-            if code:
-                print(f"error: run {' '.join(run)} of {exp} failed (exit {code})", file=sys.stderr)
-                return code
-    return subprocess.call(
+    title = f"reproduce {args.experiment} ({args.scale})"
+    job = None
+    if todo and args.launcher == "slurm":
+        job = run_slurm(title, todo, args.scale, base)
+    elif todo:
+        try:
+            check_overrides(args.overrides, CONF_DIR)
+            runs = local_runs(todo, args.scale, base)
+        except (ConfigError, ValueError) as exc:
+            return error(str(exc).splitlines()[0])
+        job = run_local(title, runs)
+    figures = subprocess.call(
         [
             sys.executable,
             os.path.join(ROOT, "analysis", "make_figures.py"),
@@ -94,9 +175,11 @@ def main(argv=None) -> int:
             "--scale",
             args.scale,
             "--only",
-            ",".join(todo + ([args.experiment] if args.experiment not in todo else [])),
+            ",".join(todo + [e for e in wanted if e not in todo]),
         ]
     )
+    code = job.close() if job is not None else 0  # the table last: what a user reads when it ends
+    return code or figures
 
 
 if __name__ == "__main__":

@@ -117,9 +117,51 @@ def test_reduce_scatter_comm_hook_gives_pytorchs_average(tmp_path):
         assert min(synced) >= 0.9 * 2 * (world - 1) / world * param_bytes / (200e6 / 8)
 
 
+class _Bucket:
+    """What a DDP comm hook reads of a gradient bucket."""
+
+    def __init__(self, buf: torch.Tensor):
+        self._buf = buf
+
+    def buffer(self) -> torch.Tensor:
+        return self._buf
+
+    def index(self) -> int:
+        return 0
+
+
+def _bf16_hook_worker(rank: int, world: int, port: int, results) -> None:
+    import torch.distributed as dist
+
+    from acco.engine.torch_ddp import reduce_scatter_hook
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    grads = [torch.randn(7, generator=torch.Generator().manual_seed(r)) for r in range(world)]
+    buf = grads[rank].clone()
+    reduce_scatter_hook(world, torch.bfloat16)(dist.group.WORLD, _Bucket(buf))
+    # each bucket cast to bf16, divided by the world size and summed in bf16, as PyTorch's
+    # bf16_compress_hook does (2 ranks: one bf16 addition, the same in either order)
+    expected = (grads[0].bfloat16() / world + grads[1].bfloat16() / world).float()
+    results[rank] = torch.equal(buf, expected) and not torch.equal(buf, sum(grads) / world)
+    dist.destroy_process_group()
+
+
+@pytest.mark.integration
+def test_bf16_reduce_scatter_hook_sends_bf16():
+    """method.comm_hook=reduce_scatter_bf16 (the bench's baseline: the gradient bytes ACCO sends) sums
+    the bucket in bf16, padding included (7 entries on 2 ranks)."""
+    import torch.multiprocessing as mp
+
+    from acco.run.launch import free_port
+
+    results = mp.get_context("spawn").Manager().dict()
+    mp.start_processes(_bf16_hook_worker, args=(2, free_port(), results), nprocs=2, start_method="spawn")
+    assert dict(results) == {0: True, 1: True}
+
+
 def test_unknown_comm_hook_is_refused_before_workers_start(tmp_path):
     proc = run_train(
         ["method=ddp", "method.impl=torch", "method.comm_hook=ring", *SMALL_LM, f"out_dir={tmp_path / 'r'}"],
         expect=2,
     )
-    assert "method.comm_hook must be allreduce or reduce_scatter" in proc.stderr
+    assert "method.comm_hook must be one of allreduce, reduce_scatter, reduce_scatter_bf16" in proc.stderr

@@ -115,6 +115,9 @@ def plan(cfg: dict) -> dict:
     samples = seq_samples * steps if method == "ddp" else warmup * seq_samples + (steps - warmup) * ovl_samples
     tokens = samples * seq
     wall = cm.run_time(method, steps, c, m, warmup)
+    from ..run.disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
+
+    disk = disk_estimate(dict(cfg, train=dict(cfg["train"], steps=steps), _resume=None), world)
     return {
         "run": None,
         "method": method + ("" if method != "ddp" else f":{'torch' if torch_ddp else 'flat'}"),
@@ -134,6 +137,8 @@ def plan(cfg: dict) -> dict:
         "sync_s": m,
         "wall_clock_h": wall / 3600,
         "gpu_hours": wall * world / 3600,
+        "disk_gb": disk.total / GB,
+        "disk": disk,
         "estimate": est,
         "hw": hw,
     }
@@ -150,7 +155,8 @@ def assumptions(rows: list[dict]) -> str:
     return (
         "assumptions: " + "; ".join(parts) + "; compute 6·Ψ·tokens/(peak·MFU), sync on the ring's "
         "slowest link (flat: bf16 reduce-scatter + all-gather; torch DDP: fp32 all-reduce + broadcast); "
-        "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL"
+        "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL; "
+        "disk: out_dir at its fullest (checkpoints x min(planned, keep_checkpoints + 1), model, trace, metrics)"
     )
 
 
@@ -171,6 +177,7 @@ COLUMNS = [
     ("m/sync-s", "sync_s", "{:.3g}"),
     ("hours", "wall_clock_h", "{:.2f}"),
     ("GPU-hours", "gpu_hours", "{:.1f}"),
+    ("disk-GB", "disk_gb", "{:.1f}"),
 ]
 
 

@@ -185,11 +185,15 @@ def write_all(
     md = [
         f"# Benchmark ({platform.node()}, {os.cpu_count()} CPUs, no GPU)\n",
         f"Arguments: {args}\n",
-        "Every number is a median over rounds; all methods ran interleaved in one run. Times are wall-clock "
+        "Every number is a median over rounds (by default ACCO and the reference twice per grid point, "
+        "the other runs once); all methods ran interleaved "
+        "in one run. Times are wall-clock "
         "on a shared machine: compare ratios, not absolute seconds. `ddp` = PyTorch DDP + "
-        "ZeroRedundancyOptimizer with the reduce-scatter + all-gather communication hook "
-        "(method.comm_hook=reduce_scatter: the baseline at its best, the minimal bytes; `ddp_allreduce` is "
-        "PyTorch's default gloo all-reduce), `ddp_flat` = our sequential ZeRO-1 (the reference whose compute "
+        "ZeroRedundancyOptimizer with the reduce-scatter + all-gather communication hook in bf16 "
+        "(method.comm_hook=reduce_scatter_bf16: the baseline at its best, the gradient bytes ACCO sends; "
+        "`ddp_rs_fp32` the same hook in fp32, `ddp_allreduce` PyTorch's default gloo all-reduce; all three "
+        "then broadcast ZeroRedundancyOptimizer's fp32 partitions, one flat bucket per rank), `ddp_flat` = "
+        "our sequential ZeRO-1 (the reference whose compute "
         "and sync are measured separately), `acco` = ACCO. samples/s and s per committed step exclude the "
         "first committed step (warm-up, prologue) and the last (ACCO, DPU and WP compute nothing beside "
         "its sync, yet it commits samples computed before). An ACCO committed step is two rounds "

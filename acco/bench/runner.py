@@ -20,8 +20,10 @@ TRAIN = os.path.join(ROOT, "experiments", "train.py")
 # bench method name -> train.py overrides
 METHODS = {
     # PyTorch DDP + ZeroRedundancyOptimizer at its best: each gradient bucket reduce-scattered and
-    # all-gathered (the minimal bytes, as NCCL's ring moves them; gloo's all-reduce takes ~1.9x as long)
-    "ddp": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter"],
+    # all-gathered in bf16 (the minimal bytes, the gradient bytes ACCO sends, as NCCL's ring moves them;
+    # gloo's all-reduce takes ~1.9x as long)
+    "ddp": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter_bf16"],
+    "ddp_rs_fp32": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter"],  # fp32 gradients
     "ddp_allreduce": ["method=ddp", "method.impl=torch", "method.comm_hook=allreduce"],  # PyTorch's default hook
     "ddp_flat": ["method=ddp", "method.impl=flat"],  # our sequential ZeRO-1 (the reference)
     "dpu": ["method=dpu", "method.warmup_steps=0"],

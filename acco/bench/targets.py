@@ -55,11 +55,12 @@ def contention_bound_s(
     return max(t_sync, t_comp, cpu / n_cores)
 
 
-# link bytes of one step relative to the flat ZeRO-1 sync's (reduce-scatter of the gradients +
-# all-gather of the parameters, 2(N-1)/N of the model): PyTorch DDP + ZeroRedundancyOptimizer
-# averages the gradients (2(N-1)/N, with the reduce-scatter hook or an all-reduce) and then
-# broadcasts the updated partitions ((N-1)/N more)
-SEQUENTIAL_BYTES = {"ddp_flat": 1.0, "ddp": 1.5, "ddp_allreduce": 1.5}
+# link bytes of one step relative to the flat ZeRO-1 sync's (reduce-scatter of the bf16 gradients +
+# all-gather of the bf16 parameters: 2 x (N-1)/N x 2 bytes per parameter): PyTorch DDP +
+# ZeroRedundancyOptimizer averages the gradients (2 (N-1)/N of the bucket: in bf16 with the
+# reduce_scatter_bf16 hook, 1x; in fp32 with reduce_scatter or gloo's all-reduce, 2x), then
+# broadcasts the updated fp32 partitions ((N-1)/N x 4 bytes per parameter: 1x more)
+SEQUENTIAL_BYTES = {"ddp_flat": 1.0, "ddp": 2.0, "ddp_rs_fp32": 3.0, "ddp_allreduce": 3.0}
 ROUNDS_PER_STEP = {"acco": 2}  # every other method commits each round
 
 

@@ -386,10 +386,12 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
             f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
             f"set method.impl=torch or method.impl=flat"
         )
-    if method == "ddp" and cfg["method"].get("comm_hook", "allreduce") not in ("allreduce", "reduce_scatter"):
+    from ..engine.torch_ddp import COMM_HOOKS
+
+    if method == "ddp" and cfg["method"].get("comm_hook", "allreduce") not in COMM_HOOKS:
         raise ConfigError(
-            f"method.comm_hook must be allreduce or reduce_scatter, got {cfg['method'].get('comm_hook')!r}; "
-            f"set method.comm_hook=allreduce or method.comm_hook=reduce_scatter"
+            f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {cfg['method'].get('comm_hook')!r}; "
+            f"set e.g. method.comm_hook=allreduce"
         )
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)

@@ -27,7 +27,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["build_once", "cache_key", "exclusive_lock", "fork_safe_tqdm", "path_fingerprint", "quiet_datasets"]
+__all__ = [
+    "build_once",
+    "cache_key",
+    "exclusive_lock",
+    "fork_safe_tqdm",
+    "path_fingerprint",
+    "quiet_datasets",
+    "untracked_tqdm_lock",
+]
 
 T = TypeVar("T")
 
@@ -72,6 +80,21 @@ def exclusive_lock(path: Path):
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def untracked_tqdm_lock() -> None:
+    """Give tqdm, before its first bar, a lock the resource tracker never sees. tqdm's own is a
+    ``multiprocessing.RLock``: in a spawned process (our workers with dist.start_method=spawn, on
+    GPU by default) a named semaphore registered with the tracker, which the workers' ``os._exit``
+    leaves behind ("resource_tracker: There appear to be 1 leaked semaphore objects" when the run
+    ends). A fork-context lock is unlinked at creation (nothing to track) and still serves the
+    processes this one forks."""
+    import multiprocessing
+
+    import tqdm
+
+    if not hasattr(tqdm.tqdm, "_lock"):
+        tqdm.tqdm.set_lock(multiprocessing.get_context("fork").RLock())
+
+
 @contextmanager
 def fork_safe_tqdm():
     """tqdm as the forked tokenizer processes of a build need it (``datasets`` makes tqdm bars,
@@ -79,18 +102,12 @@ def fork_safe_tqdm():
 
     * no monitor thread: it takes tqdm's lock every 10 s, and a fork at that moment would leave the
       lock held forever in the child;
-    * a fork-context lock: tqdm's first bar creates a process-wide ``multiprocessing.RLock``, which
-      in a process started with "spawn" (our local workers) is a named semaphore registered with the
-      resource tracker; the workers' ``os._exit`` leaves it there (a "leaked semaphore" warning when
-      the run ends).
+    * a lock the resource tracker never sees (``untracked_tqdm_lock``).
 
     The monitor interval is restored afterwards."""
-    import multiprocessing
-
     import tqdm
 
-    if not hasattr(tqdm.tqdm, "_lock") and multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
-        tqdm.tqdm.set_lock(multiprocessing.get_context("fork").RLock())
+    untracked_tqdm_lock()
     interval = tqdm.tqdm.monitor_interval
     tqdm.tqdm.monitor_interval = 0
     if tqdm.tqdm.monitor is not None:

@@ -31,16 +31,20 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
     return groups
 
 
-COMM_HOOKS = ("allreduce", "reduce_scatter")
+# allreduce: PyTorch's own hook; reduce_scatter / reduce_scatter_bf16: reduce_scatter_hook with the
+# bucket sent in fp32 / in bf16 as ACCO's buffer is (PyTorch's bf16_compress_hook needs NCCL)
+COMM_HOOKS = ("allreduce", "reduce_scatter", "reduce_scatter_bf16")
 
 
-def reduce_scatter_hook(world: int):
+def reduce_scatter_hook(world: int, wire_dtype: torch.dtype | None = None):
     """A DDP communication hook that averages a gradient bucket with a reduce-scatter and an
     all-gather (acco/engine/collectives.py: a ring from point-to-point sends on gloo, NCCL's own
     reduce-scatter on GPU), each rank sending 2(N-1)/N of the bucket: the minimal bytes, as NCCL's
     ring all-reduce does. gloo's all-reduce, PyTorch's default hook on CPU, moved ~1.9x longer on
     a shaped link for the same bucket, which is gloo's algorithm, not DDP's. Like PyTorch's hook it
-    divides by the world size first, so on 2 ranks the mean is bit-identical to it.
+    divides by the world size first, so on 2 ranks the mean is bit-identical to it. `wire_dtype` (bf16):
+    the bucket is cast to it, then divided, sent and summed in it, and cast back, as PyTorch's
+    bf16_compress_hook (NCCL only) does for its all-reduce.
 
     The collectives run synchronously inside the hook and its future is complete on return: the
     bucket's communication does not overlap the rest of the backward pass (with one bucket, as for
@@ -56,7 +60,11 @@ def reduce_scatter_hook(world: int):
         n = buf.numel()
         if bucket.index() not in work or work[bucket.index()][0].numel() < n:
             shard = -(-n // world)
-            work[bucket.index()] = (buf.new_zeros(shard * world), buf.new_empty(shard), buf.new_empty(shard))
+            dtype = wire_dtype or buf.dtype
+            full, shard_sum, scratch = (
+                torch.zeros(size, dtype=dtype, device=buf.device) for size in (shard * world, shard, shard)
+            )
+            work[bucket.index()] = (full, shard_sum, scratch)
         full, shard_sum, scratch = work[bucket.index()]
         full[:n].copy_(buf).div_(world)
         full[n:].zero_()  # reduce_scatter_sum clobbers the whole work buffer
@@ -109,6 +117,9 @@ class TorchDDPZero1:
             adamw_param_groups(model, weight_decay, decay_bias_and_norm),
             optimizer_class=torch.optim.AdamW,
             process_group=group,
+            # each rank's partition in one flat bucket: one broadcast per rank after the step instead
+            # of one per parameter tensor (dozens of small collectives, each paying a slow link's latency)
+            parameters_as_bucket_view=True,
             lr=lr_at(0, 0),
             betas=tuple(betas),
             eps=eps,
@@ -133,9 +144,10 @@ class TorchDDPZero1:
         # per-rank votes carried in the loss all-reduce, as on the flat path (acco/engine/sync.py)
         self.votes: Callable[[], Sequence[float]] = tuple
         self.agreed_votes: list[float] = []
-        if comm_hook == "reduce_scatter":
-            # state = the process group DDP was built on (its step timeout), as for DDP's own hook
-            self.ddp.register_comm_hook(self.group, reduce_scatter_hook(dist.get_world_size(self.group)))
+        # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+        if comm_hook.startswith("reduce_scatter"):
+            wire = torch.bfloat16 if comm_hook.endswith("_bf16") else None
+            self.ddp.register_comm_hook(self.group, reduce_scatter_hook(dist.get_world_size(self.group), wire))
         if collective_hooks():
             self._report_collectives(report_buckets=comm_hook == "allreduce")
 

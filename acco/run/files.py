@@ -36,6 +36,19 @@ def write_json_atomic(path: str, obj) -> None:
         f.write("\n")
 
 
+def write_report(out_dir: str, path: str, obj) -> None:
+    """A small file that must be written even on a full disk (summary.json, a failure note): on
+    lack of space the run's reserve (acco/run/disk.py) is released and the write tried again."""
+    from .disk import is_no_space, release
+
+    try:
+        write_json_atomic(path, obj)
+    except OSError as exc:
+        if not (is_no_space(exc) and release(out_dir)):
+            raise
+        write_json_atomic(path, obj)
+
+
 def _json_default(o):
     if isinstance(o, float) and not math.isfinite(o):
         return None
@@ -72,12 +85,18 @@ class MetricsWriter:
         self._csv = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
 
     def write(self, row: dict) -> None:
-        self._csv.writerow(_csv_row(row))
-        self._file.flush()
+        from .disk import writing
+
+        with writing(self.path, "metrics.csv", row.get("step")):
+            self._csv.writerow(_csv_row(row))
+            self._file.flush()
         self.rows.append(row)
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:  # a row that could not be flushed: already reported by write()
+            pass
 
 
 def _csv_row(row: dict) -> dict:
@@ -108,8 +127,15 @@ def write_failure(out_dir: str, rank: int, error: str) -> None:
     if not os.path.isdir(out_dir):
         return
     folder = os.path.join(out_dir, "failures")
-    os.makedirs(folder, exist_ok=True)
-    write_json_atomic(os.path.join(folder, f"rank{rank}.json"), {"rank": rank, "error": error, "time": time.time()})
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # a full disk: the reserve makes room
+        from .disk import release
+
+        release(out_dir)
+        os.makedirs(folder, exist_ok=True)
+    note = {"rank": rank, "error": error, "time": time.time()}
+    write_report(out_dir, os.path.join(folder, f"rank{rank}.json"), note)
 
 
 def read_failures(out_dir: str) -> list[dict]:

@@ -10,6 +10,11 @@ import sys
 from ..config.plain import plain
 
 
+def wants_bar(stream) -> bool:
+    """A bar only where someone watches a terminal (ACCO_PROGRESS=off: never)."""
+    return stream.isatty() and os.environ.get("ACCO_PROGRESS", "auto") != "off"
+
+
 class Progress:
     """One committed step at a time. A bar only where someone watches a terminal: in a log file a
     bar's carriage returns turn into one unreadable line. A run with a budget (`budget` samples or
@@ -30,10 +35,14 @@ class Progress:
         self.budget, self.unit, self.per_sample = budget, unit, per_sample
         self.stream = stream if stream is not None else sys.stderr
         if bar is None:
-            bar = self.stream.isatty() and os.environ.get("ACCO_PROGRESS", "auto") != "off"
+            bar = wants_bar(self.stream)
         self.bar = None
         if bar:
             from tqdm import tqdm
+
+            from ..data.cache import untracked_tqdm_lock
+
+            untracked_tqdm_lock()  # no "leaked semaphore" warning after a spawned worker's bar
 
             if budget is not None:
                 self.bar = tqdm(

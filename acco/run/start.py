@@ -41,6 +41,9 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
     for name in ("model", "checkpoints", "failures") if not cfg.get("_resume") else ("failures",):
         if os.path.isdir(os.path.join(out_dir, name)):
             shutil.rmtree(os.path.join(out_dir, name))
+    from .disk import sweep
+
+    sweep(out_dir)  # temporary files, unfinished checkpoints, trace parts of a run that was killed
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
@@ -151,6 +154,11 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
             preflight(view)
         except DataNotFoundError as exc:
             fail_config(str(exc))
+    from .disk import check_disk
+
+    problem = check_disk(cfg, world)  # out_dir's filesystem (and the data cache's) can hold the run
+    if problem:
+        fail_config(problem)
     return cfg, world
 
 
@@ -233,6 +241,9 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     finally:
         if topology is not None:
             topology.destroy()
+    from .disk import sweep
+
+    sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
         why = record_failure(out_dir, cfg, world, outcome)
         print(f"error: training failed ({why}); see {out_dir}/summary.json", file=sys.stderr, flush=True)

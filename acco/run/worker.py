@@ -15,8 +15,10 @@ default group, whose dist.timeout_s is sized for start-up):
 from __future__ import annotations
 
 import gc
+import glob
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -26,6 +28,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
 
+from ..atomic import atomic_write
 from ..config.plain import plain
 from ..config.schema import typed
 from ..engine.trace import TraceRecorder, merge_trace_parts
@@ -34,7 +37,8 @@ from ..testbed.link import summary as link_summary
 from ..train.post_training import final_evaluation, post_training_group
 from ..train.signals import Preempted, SignalLatch
 from ..train.trainer import Trainer
-from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic
+from .disk import NoSpaceError, release, reserve, writing
+from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic, write_report
 from .launch import DistEnv, cpu_threads, init_process_group, pick_device
 from .supervise import is_peer_error
 
@@ -86,6 +90,7 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     rank, world = env.rank, env.world_size
     if rank == 0:
         os.makedirs(out_dir, exist_ok=True)
+        reserve(out_dir)  # room for the failure report should the disk fill up
     window = cfg.train.trace_steps
     tracer = TraceRecorder(rank, enabled=cfg.train.trace, steps=tuple(window) if window is not None else None)
     trainer = None
@@ -118,6 +123,12 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     except Preempted as exc:  # every rank: the checkpoint is written, the run stops to be resumed
         status, error, preempted = "preempted", None, exc
         print(f"acco: rank {rank} stopped by {exc}; continue with resume=auto", file=sys.stderr, flush=True)
+    except NoSpaceError as exc:  # the disk is full: one line (the launcher's, or rank 0's under torchrun/srun)
+        status, error = "failed", str(exc)
+        if rank == 0 and env.source != "local":
+            print(f"error: {error}", file=sys.stderr, flush=True)
+        write_failure(out_dir, rank, error)
+        raise
     except BaseException as exc:
         status, error = "failed", f"rank {rank}: {type(exc).__name__}: {exc}"
         traceback.print_exc()
@@ -145,25 +156,44 @@ def resume_point(cfg: DictConfig, world: int) -> dict | None:
 
 def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str, results: dict | None) -> None:
     """Rank 0, after training: final parameters, the model (+ tokenizer), final evaluations."""
+    step = cfg.train.steps
     if cfg.train.save_final_params:
-        torch.save(final.cpu(), os.path.join(out_dir, "final_params.pt"))
+        path = os.path.join(out_dir, "final_params.pt")
+        with writing(path, "the final parameters", step, cfg, need=final.numel() * 4):
+            atomic_write(path, lambda tmp: torch.save(final.cpu(), tmp))
     if cfg.train.save_model:
         model_dir = os.path.join(out_dir, "model")
         # the parameters are views into one flat buffer: save independent copies
         state = {k: v.detach().clone().cpu() for k, v in task.model.state_dict().items()}
-        task.model.save_pretrained(model_dir, state_dict=state)
-        if task.tokenizer is not None:
-            task.tokenizer.save_pretrained(model_dir)
+        need = sum(v.numel() * v.element_size() for v in state.values())
+        # built beside and renamed: a model folder is complete (a full disk leaves none)
+        partial = os.path.join(out_dir, ".model.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            with writing(partial, "the model", step, cfg, need=need):
+                task.model.save_pretrained(partial, state_dict=state)
+                if task.tokenizer is not None:
+                    task.tokenizer.save_pretrained(partial)
+            shutil.rmtree(model_dir, ignore_errors=True)
+            os.rename(partial, model_dir)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     if results is not None:
-        write_json_atomic(os.path.join(out_dir, "eval.json"), results)
+        with writing(out_dir, "eval.json", step, cfg):
+            write_json_atomic(os.path.join(out_dir, "eval.json"), results)
 
 
 def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group) -> None:
     out_dir, rank = cfg.out_dir, env.rank
     if metrics is not None:
         metrics.close()
-    if os.path.isdir(out_dir):
-        tracer.dump_part(out_dir)
+    late = None  # a full disk while the trace is written: the run fails after all
+    if os.path.isdir(out_dir) and not (status == "failed" and error and error.startswith("no space left")):
+        try:
+            with writing(out_dir, "the trace", tracer.step - 1, cfg):
+                tracer.dump_part(out_dir)
+        except NoSpaceError as exc:
+            late = exc
     mem = peak_memory_bytes(device)
     mem["node"] = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     if trainer is not None:
@@ -179,9 +209,19 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
         # every rank's trace part is on disk
         dist.all_gather_object(per_rank, mem, group=post_group)
     if rank == 0:
-        if status in ("completed", "preempted"):  # streamed, and no peer waits for it
+        if status in ("completed", "preempted") and late is None:  # streamed, and no peer waits for it
             window = cfg.train.trace_steps
-            merge_trace_parts(out_dir, env.world_size, {"trace_steps": list(window)} if window is not None else None)
+            try:
+                with writing(out_dir, "the trace", tracer.step - 1, cfg):
+                    merge_trace_parts(
+                        out_dir, env.world_size, {"trace_steps": list(window)} if window is not None else None
+                    )
+            except NoSpaceError as exc:
+                late = exc
+        if late is not None:  # the parts are of no use without the merged trace
+            status, error = "failed", str(late)
+            for part in glob.glob(os.path.join(glob.escape(out_dir), ".trace.rank*.part")):
+                os.remove(part)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
@@ -212,15 +252,24 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             else (trainer.start_step or None),
             "last_checkpoint": getattr(trainer, "last_checkpoint", None),
         }
-        write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
+        release(out_dir)  # the reserve's room goes to the summary
+        write_report(out_dir, os.path.join(out_dir, "summary.json"), summary)
         if trainer is not None:
             trainer.finish_logging(summary)
+    if late is not None:  # every file but the trace is written: report it, then fail this rank
+        if rank == 0 and env.source != "local":
+            print(f"error: {late}", file=sys.stderr, flush=True)
+        write_failure(out_dir, rank, str(late))
     if trainer is not None:
         trainer.close(wait=status != "failed")  # after a failure the thread may be stuck in gloo
-    if status == "failed":
-        return  # peers may be dead or stuck in a collective: tearing the group down could hang
+    if status == "failed":  # peers may be dead or stuck in a collective: tearing the group down could hang
+        if late is not None:
+            raise late
+        return
     # no barrier here: peers leave while rank 0 merges the trace (destroying a group is local)
     if trainer is not None:
         trainer.release()  # DDP's reducer and the optimizer go while their groups still exist
         gc.collect()
     dist.destroy_process_group()
+    if late is not None:
+        raise late

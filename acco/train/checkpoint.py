@@ -150,20 +150,33 @@ def save(
     out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict, cfg: DictConfig, keep: int = 2
 ) -> str:
     """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
-    rank's file is in place, the manifest, then publishes the folder. Returns its path."""
+    rank's file is in place, the manifest, then publishes the folder. Returns its path.
+
+    A disk found full by any rank stops every rank alike (NoSpaceError, the same message): whether
+    each one's writes went through rides on the collectives the save makes anyway, and rank 0
+    removes the unfinished folder once no rank writes into it; the previous checkpoint stays."""
     root = os.path.join(out_dir, CHECKPOINTS)
     name = step_name(step)
     partial = os.path.join(root, f".partial_{name}")
     final = os.path.join(root, name)
+    what = f"checkpoint {name}"
+    problem = None
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)  # left by a run that died while writing
-        os.makedirs(partial)
-    dist.barrier()
-    files = {rank_file(rank): _write_file(partial, rank_file(rank), own)}
-    if rank == 0:
-        files[SHARED_FILE] = _write_file(partial, SHARED_FILE, shared)
+        problem = _no_space(lambda: os.makedirs(partial), partial, what, step, cfg)
+    _agree(problem, rank, partial)  # instead of a barrier: rank 0's folder is there
+    files: dict = {}
+
+    def write_mine():
+        files[rank_file(rank)] = _write_file(partial, rank_file(rank), own)
+        if rank == 0:
+            files[SHARED_FILE] = _write_file(partial, SHARED_FILE, shared)
+
+    problem = _no_space(write_mine, partial, what, step, cfg)
     gathered: list = [None] * world_size
-    dist.all_gather_object(gathered, files)
+    dist.all_gather_object(gathered, (files, problem))
+    _agree(next((p for _, p in gathered if p), None), rank, partial, collective=False)
+    problem = None
     if rank == 0:
         manifest = {
             "format": FORMAT,
@@ -172,17 +185,52 @@ def save(
             "method": cfg.method.name,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "identity": identity(cfg),
-            "files": {k: v for part in gathered for k, v in part.items()},
+            "files": {k: v for part, _ in gathered for k, v in part.items()},
         }
-        atomic_write(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1), fsync=True)
-        _fsync_dir(partial)
-        if os.path.exists(final):  # the same step saved again (a resumed run's first checkpoint)
-            shutil.rmtree(final)
-        os.rename(partial, final)
-        _fsync_dir(root)
-        prune(root, keep)
-    dist.barrier()
+        problem = _no_space(
+            lambda: atomic_write(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1), fsync=True),
+            partial,
+            what,
+            step,
+            cfg,
+        )
+        if problem is None:
+            _fsync_dir(partial)
+            if os.path.exists(final):  # the same step saved again (a resumed run's first checkpoint)
+                shutil.rmtree(final)
+            os.rename(partial, final)
+            _fsync_dir(root)
+            prune(root, keep)
+    _agree(problem, rank, partial)  # instead of a barrier: published, or every rank stops
     return final
+
+
+def _no_space(write, path: str, what: str, step: int, cfg) -> str | None:
+    """Run `write`; the one-line report if the disk was full (other errors propagate)."""
+    from ..run.disk import NoSpaceError, writing
+
+    try:
+        with writing(path, what, step, cfg):
+            write()
+    except NoSpaceError as exc:
+        return str(exc)
+    return None
+
+
+def _agree(problem: str | None, rank: int, partial: str, collective: bool = True) -> None:
+    """Every rank learns rank 0's `problem` (`collective`; else `problem` is already every rank's)
+    and, if there is one, stops with it; rank 0 first removes the unfinished folder."""
+    if collective:
+        box = [problem]
+        dist.broadcast_object_list(box, src=0)
+        problem = box[0]
+    if problem is None:
+        return
+    from ..run.disk import NoSpaceError
+
+    if rank == 0:
+        shutil.rmtree(partial, ignore_errors=True)
+    raise NoSpaceError(problem)
 
 
 def prune(root: str, keep: int) -> None:

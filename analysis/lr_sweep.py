@@ -1,0 +1,89 @@
+"""The learning-rate sweep (experiment lr_sweep): ACCO's paired gap to DDP at equal samples, per rate.
+
+`rows(root, scale)` gives one row per learning rate (DDP's final loss over seeds and its seed spread,
+ACCO's mean paired gap with its 95 % interval and the verdict of analysis/stats.py); `figure(...)`
+draws both panels: the final losses against the rate, and the gap with its interval against the
+±2 % band."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.figures import MissingRuns, _finish, plt
+from analysis.load import Run, discover_runs
+from analysis.report import Group, compare, final_loss
+from analysis.stats import TOL_PCT
+
+EXP = "lr_sweep"
+
+
+def lr_of(run: Run) -> float:
+    return float(run.config["optim"]["lr"])
+
+
+def spread_pct(group: Group) -> float:
+    """DDP's seed-to-seed spread of final loss: (max - min) / mean, in percent."""
+    v = group.values(final_loss)
+    return 100.0 * float(np.nanmax(v) - np.nanmin(v)) / float(np.nanmean(v)) if len(v) > 1 else float("nan")
+
+
+def rows(root: str, scale: str = "cpu") -> list[dict]:
+    runs = discover_runs(root, EXP, scale)
+    if not runs:
+        raise MissingRuns(f"no completed {EXP} runs at scale {scale}")
+    out = []
+    for lr in sorted({lr_of(r) for r in runs}):
+        at = [r for r in runs if lr_of(r) == lr]
+        ddp = Group("DDP", [r for r in at if r.method == "ddp"])
+        acco = Group("ACCO", [r for r in at if r.method == "acco"])
+        if not ddp.runs or not acco.runs:
+            continue
+        verdict, gap = compare(acco, ddp, final_loss)
+        out.append(
+            {
+                "lr": lr,
+                "ddp_final": ddp.mean(final_loss),
+                "ddp_spread_pct": spread_pct(ddp),
+                "acco_final": acco.mean(final_loss),
+                "gap": gap,
+                "verdict": verdict,
+            }
+        )
+    if not out:
+        raise MissingRuns(f"no learning rate with both DDP and ACCO runs in {EXP}")
+    return out
+
+
+def figure(root: str, scale: str = "cpu", save: bool = True):
+    data = rows(root, scale)
+    lrs = np.array([r["lr"] for r in data])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    runs = discover_runs(root, EXP, scale)
+    for method, color, label in (("ddp", "C0", "DDP (accum 2)"), ("acco", "C3", "ACCO (accum 1)")):
+        pts = [(lr_of(r), final_loss(r)) for r in runs if r.method == method]
+        left.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, color=color, alpha=0.5)
+        key = "ddp_final" if method == "ddp" else "acco_final"
+        left.plot(lrs, [r[key] for r in data], "-o", color=color, label=label)
+    left.set_xscale("log")
+    left.set_xlabel("peak learning rate")
+    left.set_ylabel("final training loss (last 10 % of steps)")
+    left.set_title("final loss per seed (dots) and mean")
+    left.legend()
+    mean = np.array([r["gap"].mean_pct for r in data])
+    lo = np.array([r["gap"].lo_pct for r in data])
+    hi = np.array([r["gap"].hi_pct for r in data])
+    right.axhspan(-TOL_PCT, TOL_PCT, color="0.85", label=f"±{TOL_PCT:g} % (matches)")
+    right.axhline(0, color="0.5", lw=0.8)
+    right.errorbar(
+        lrs, mean, yerr=[mean - lo, hi - mean], fmt="o-", color="C3", capsize=4, label="ACCO vs DDP, 95 % CI"
+    )
+    for lr, r in zip(lrs, data):
+        right.annotate(f"n={r['gap'].n}", (lr, r["gap"].hi_pct), textcoords="offset points", xytext=(0, 4), ha="center")
+    right.set_xscale("log")
+    right.set_xlabel("peak learning rate")
+    right.set_ylabel("ACCO's final loss vs DDP's, paired by seed (%)")
+    right.set_title("dynamics at equal samples: ACCO's gap to DDP")
+    right.legend()
+    fig.suptitle("Learning-rate sweep — ACCO vs DDP at equal samples (question: dynamics)")
+    fig.tight_layout()
+    return _finish(fig, root, EXP, scale, save)
