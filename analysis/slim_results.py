@@ -4,7 +4,7 @@
     python analysis/slim_results.py results --scale cpu [--seconds 8]
 
 Keeps config.yaml, metrics.csv, summary.json, eval.json of every run. Removes models, final
-parameters, checkpoints and W&B files. Keeps trace.json only where a figure draws from it: every fig4
+parameters, checkpoints, W&B files and the run's console log (train.log). Keeps trace.json only where a figure draws from it: every fig4
 run (its per-step times) and, per experiment and method, the run the overlap timeline uses (the
 first by name), cut to its first `--seconds` of events, with times made relative to the trace's
 start and rounded to 0.1 µs. Every other trace.json is removed."""
@@ -20,7 +20,7 @@ import sys
 from acco.atomic import atomic_open
 from analysis.load import discover_runs
 
-DROP = ("model", "final_params.pt", "wandb", "checkpoints")
+DROP = ("model", "final_params.pt", "wandb", "checkpoints", "train.log")
 
 
 def slim_trace(path: str, seconds: float | None) -> None:
