@@ -158,10 +158,16 @@ def merge_trace_parts(out_dir: str, world_size: int, other_data: dict | None = N
                 shutil.copyfileobj(f, out, COPY_CHUNK)
             first = False
         out.write(b"\n]}\n")
-    for part in parts:
+    remove_parts(out_dir, world_size)
+    return path
+
+
+def remove_parts(out_dir: str, world_size: int) -> None:
+    """Remove the ranks' trace parts (merged, or of no use without the merged trace)."""
+    for rank in range(world_size):
+        part = os.path.join(out_dir, PART.format(rank=rank))
         if os.path.exists(part):
             os.remove(part)
-    return path
 
 
 def load_spans(path: str, rank: int | None = None, cat: str | None = None) -> list[dict]:

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..engine.trace import PART
+
 GB = 1e9
 RESERVE = ".acco-reserve"  # pre-allocated by rank 0: freed so that the failure report still fits
 RESERVE_BYTES = 256 * 1024
@@ -374,7 +376,7 @@ LEFTOVERS = (".*.tmp-*", "checkpoints/.partial_step_*", "checkpoints/*/.*.tmp-*"
 def sweep(out_dir: str, traces: bool = True) -> list[str]:
     """Remove the leftovers of writers that are gone (no writer of this run folder may be alive:
     the launcher holds its lock, or every worker has ended). `traces`: the ranks' trace parts too."""
-    patterns = [*LEFTOVERS, ".trace.rank*.part"] if traces else list(LEFTOVERS)
+    patterns = [*LEFTOVERS, PART.format(rank="*")] if traces else list(LEFTOVERS)
     patterns.append(RESERVE)
     removed = []
     for pattern in patterns:

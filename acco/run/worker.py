@@ -15,7 +15,6 @@ default group, whose dist.timeout_s is sized for start-up):
 from __future__ import annotations
 
 import gc
-import glob
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ from omegaconf import DictConfig
 from ..atomic import atomic_write
 from ..config.plain import plain
 from ..config.schema import typed
-from ..engine.trace import TraceRecorder, merge_trace_parts
+from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
 from ..train.post_training import final_evaluation, post_training_group
@@ -220,8 +219,7 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
                 late = exc
         if late is not None:  # the parts are of no use without the merged trace
             status, error = "failed", str(late)
-            for part in glob.glob(os.path.join(glob.escape(out_dir), ".trace.rank*.part")):
-                os.remove(part)
+            remove_parts(out_dir, env.world_size)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
         summary = {
