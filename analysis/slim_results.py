@@ -4,10 +4,10 @@
     python analysis/slim_results.py results --scale cpu [--seconds 8]
 
 Keeps config.yaml, metrics.csv, summary.json, eval.json of every run. Removes models, final
-parameters, checkpoints, W&B files and the run's console log (train.log). Keeps trace.json only where a figure draws from it: every fig4
-run (its per-step times) and, per experiment and method, the run the overlap timeline uses (the
-first by name), cut to its first `--seconds` of events, with times made relative to the trace's
-start and rounded to 0.1 µs. Every other trace.json is removed."""
+parameters, checkpoints, W&B files and the run's console log (train.log). Keeps trace.json only
+where a figure draws from it: every fig4 run (its per-step times) and, per experiment and method,
+the run the overlap timeline uses (the first by name), cut to its first `--seconds` of events, with
+times made relative to the trace's start and rounded to 0.1 µs. Every other trace.json is removed."""
 
 from __future__ import annotations
 
