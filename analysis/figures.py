@@ -195,6 +195,28 @@ def _plot_curves(
     ax.legend(fontsize=8)
 
 
+def _plot_seeds(ax, df: pd.DataFrame, x: str, methods=("ddp", "acco"), smooth: int | None = None) -> None:
+    """Every seed's own curve: one colour per seed, one line style per method (the seed spread and the
+    per-seed pairing the report's intervals are computed from)."""
+    d = df[df["method"].isin(methods)].dropna(subset=["train_loss"])
+    if d.empty:
+        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+    seeds = sorted(d["seed"].dropna().unique())
+    cmap = plt.get_cmap("tab10")
+    for i, seed in enumerate(seeds):
+        for method, style in zip(methods, ["-", "--", ":"]):
+            run = d[(d["seed"] == seed) & (d["method"] == method)].sort_values("step")
+            if run.empty:
+                continue
+            label = f"{method_label(method)} seed {_fmt(seed)}" if i < 10 else None
+            ax.plot(run[x], _smooth(run["train_loss"], smooth), color=cmap(i % 10), linestyle=style, lw=1, label=label)
+    ax.set_xlabel(x)
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    if seeds:
+        ax.legend(fontsize=6, ncol=2)
+
+
 def _fmt(v) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
@@ -214,7 +236,7 @@ def fig5(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
     paper's panels) and loss vs samples."""
     df = _load(root, "fig5", scale)
     budgets = sorted(int(s) for s in df["steps"].dropna().unique())
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), squeeze=False)
+    fig, axes = plt.subplots(3, 2, figsize=(12, 12), squeeze=False)
     panels = [("(a)", budgets[0]), ("(b)", budgets[-1] if len(budgets) > 1 else None)]
     for col, (tag, budget) in enumerate(panels):
         d = df[df["steps"] == budget] if budget is not None else df.iloc[0:0]
@@ -222,6 +244,8 @@ def fig5(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
             ax = axes[row][col]
             _plot_curves(ax, d, x, "train_loss", by="warmup", smooth=smooth)
             ax.set_title(f"{tag} budget {budget} steps" if budget is not None else f"{tag} 2× budget: no runs")
+        _plot_seeds(axes[2][col], d, "samples", smooth=smooth)
+        axes[2][col].set_title(f"{tag} each seed: DDP (solid) and ACCO (dashed), paired by colour")
     _title(fig, df, "Fig. 5 — TinyStories: DDP vs DPU vs ACCO")
     fig.tight_layout()
     return _finish(fig, root, "fig5", scale, save)

@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs, experiment_ids, scales_of
+from acco.config.experiments import CONF_DIR, compose, expand_runs, experiment_block, experiment_ids, scales_of
 from acco.config.validate import ConfigError, check_overrides
 from acco.run.files import read_summary
 from acco.run.multirun import MultiRun, log_error_line, run_logged
@@ -59,28 +59,74 @@ def error(message: str) -> int:
     return 2
 
 
-def local_runs(todo: list[str], scale: str, base: list[str]) -> list[dict]:
-    """Every run of the experiments, composed up front (a bad override fails here, before any run):
-    its name, overrides, folder, cost for the ETA (steps x workers) and whether it is complete."""
-    runs = []
-    for exp in todo:
-        common = [f"experiment={exp}/{scale}", *base]
-        for run in expand_runs(compose(common)["experiment"]):
-            cfg = compose([*common, *run])
-            out_dir = cfg["out_dir"]
-            runs.append(
-                {
-                    "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
-                    "args": [*common, *run],
-                    "out_dir": out_dir,
-                    "cost": float((cfg.get("train") or {}).get("steps") or 0) * int(cfg.get("world_size") or 1),
-                    "complete": (read_summary(out_dir) or {}).get("status") == "completed",
-                }
-            )
+def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
+    """One run composed (a bad override fails here, before any run): its name, overrides, folder, cost
+    for the ETA (steps x workers), whether it is complete, and its identity (analysis/load.py run_info)."""
+    from analysis.load import run_info
+
+    common = [f"experiment={exp}/{scale}", *base]
+    cfg = compose([*common, *run])
+    out_dir = cfg["out_dir"]
+    return {
+        "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
+        "args": [*common, *run],
+        "run": list(run),
+        "out_dir": out_dir,
+        "cost": float((cfg.get("train") or {}).get("steps") or 0) * int(cfg.get("world_size") or 1),
+        "complete": (read_summary(out_dir) or {}).get("status") == "completed",
+        "info": run_info(cfg),
+    }
+
+
+def weigh(runs: list[dict]) -> list[dict]:
     if any(r["cost"] <= 0 for r in runs):  # a budget instead of steps somewhere: weigh runs alike
         for r in runs:
             r["cost"] = 1.0
     return runs
+
+
+def local_runs(todo: list[str], scale: str, base: list[str]) -> list[dict]:
+    """Every run of the experiments, composed up front (plan_run)."""
+    runs = []
+    for exp in todo:
+        common = [f"experiment={exp}/{scale}", *base]
+        runs += [plan_run(exp, scale, base, run) for run in expand_runs(compose(common)["experiment"])]
+    return weigh(runs)
+
+
+def without_seed(run: list[str]) -> list[str]:
+    return [o for o in run if not o.startswith("seed=")]
+
+
+def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -> list[dict]:
+    """The runs the experiments' undecided claims need (analysis/claims.py): for each claim whose
+    verdict is 'needs more seeds', every configured run of its groups A and B with the seeds up to
+    seeds_wanted (paired: both groups get the same seeds), those not already there."""
+    from analysis.claims import claims_of, evaluate, resolve, seeds_wanted, selected
+    from analysis.load import discover_runs
+
+    extra: dict[tuple, dict] = {}
+    for exp in todo:
+        claims = claims_of(experiment_block(exp, scale))
+        if not claims:
+            continue
+        planned = local_runs([exp], scale, base)
+        done = discover_runs(results, exp, scale)
+        infos = [r["info"] for r in planned]
+        for claim in claims:
+            want = seeds_wanted(evaluate(claim, done))
+            for side in (claim.a, claim.b) if want else ():
+                chosen_side = resolve(side, infos)
+                for r in planned:
+                    if not selected(r["info"], chosen_side):
+                        continue
+                    unseeded = without_seed(r["run"])
+                    have = {p["info"]["seed"] for p in planned if without_seed(p["run"]) == unseeded}
+                    for seed in range(want):
+                        key = (exp, *unseeded, seed)
+                        if seed not in have and key not in extra:
+                            extra[key] = plan_run(exp, scale, base, [*unseeded, f"seed={seed}"])
+    return weigh(list(extra.values()))
 
 
 def run_local(title: str, runs: list[dict]) -> MultiRun:
@@ -122,6 +168,19 @@ def run_slurm(title: str, todo: list[str], scale: str, base: list[str]) -> Multi
     return job
 
 
+def add_seeds(title: str, todo: list[str], scale: str, base: list[str], results: str) -> list[MultiRun]:
+    """Passes of more_seed_runs until every claim is decided or at the seed cap (a run that fails is
+    not tried again in this job)."""
+    jobs, tried = [], set()
+    while True:
+        extra = [r for r in more_seed_runs(todo, scale, base, results) if not r["complete"] and r["name"] not in tried]
+        if not extra:
+            return jobs
+        tried |= {r["name"] for r in extra}
+        print(f"{len(extra)} more runs: claims that need more seeds (rule: analysis/stats.py)", flush=True)
+        jobs.append(run_local(f"{title}: more seeds", extra))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", help=f"one of {', '.join(EXPERIMENTS)}, a comma list, or all")
@@ -132,6 +191,13 @@ def main(argv=None) -> int:
         "--dry-run",
         action="store_true",
         help="print each run's GPUs, nodes, per-GPU memory estimate, wall-clock and GPU-hours; submit and run nothing",
+    )
+    parser.add_argument(
+        "--add-seeds",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="after the configured runs, add seeds (up to the cap) to the groups of every claim that needs more "
+        "(default: on at the cpu scale; local launcher only)",
     )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_intermixed_args(argv)
@@ -157,16 +223,18 @@ def main(argv=None) -> int:
         )
         return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)
     title = f"reproduce {args.experiment} ({args.scale})"
-    job = None
+    jobs: list[MultiRun] = []
     if todo and args.launcher == "slurm":
-        job = run_slurm(title, todo, args.scale, base)
+        jobs = [run_slurm(title, todo, args.scale, base)]
     elif todo:
         try:
             check_overrides(args.overrides, CONF_DIR)
             runs = local_runs(todo, args.scale, base)
         except (ConfigError, ValueError) as exc:
             return error(str(exc).splitlines()[0])
-        job = run_local(title, runs)
+        jobs = [run_local(title, runs)]
+        if args.add_seeds if args.add_seeds is not None else args.scale == "cpu":
+            jobs += add_seeds(title, todo, args.scale, base, args.results)
     figures = subprocess.call(
         [
             sys.executable,
@@ -178,8 +246,9 @@ def main(argv=None) -> int:
             ",".join(todo + [e for e in wanted if e not in todo]),
         ]
     )
-    code = job.close() if job is not None else 0  # the table last: what a user reads when it ends
-    return code or figures
+    # the tables last: what a user reads when it ends
+    codes = [job.close() for job in jobs]
+    return max(codes, default=0) or figures
 
 
 if __name__ == "__main__":

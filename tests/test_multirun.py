@@ -23,7 +23,8 @@ spec = importlib.util.spec_from_file_location("reproduce", os.path.join({root!r}
 reproduce = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(reproduce)
 runs = reproduce.local_runs(["fig5"], "cpu", {base!r})
-picked = [runs[0], runs[3], runs[1]][: {count}]  # ddp seed 0, acco seed 0, ddp seed 1
+by = {{(r["info"]["method"], r["info"]["seed"], r["info"]["steps"]): r for r in runs}}
+picked = [by[("ddp", 0, 2)], by[("acco", 0, 2)], by[("ddp", 1, 2)]][: {count}]
 from acco.run.files import read_summary
 for i, run in enumerate(picked):  # short folders (the composed names of tiny runs pass 255 characters)
     run["out_dir"] = os.path.join({tmp!r}, f"run{{i}}")

@@ -230,6 +230,17 @@ class DistConfig:
 
 
 @dataclass
+class ClaimConfig:  # one claim of the paper, tested by analysis/claims.py
+    name: str = MISSING
+    paper: str = ""  # the paper's number or wording
+    a: dict[str, Any] = field(default_factory=dict)  # run identity -> value (or min / 2nd / max)
+    b: dict[str, Any] = field(default_factory=dict)
+    metric: str = MISSING  # analysis/claims.py METRICS
+    expect: str = MISSING  # matches / worse / better: A against B
+    question: str = "dynamics"  # dynamics (loss at equal work) or wall-clock (time on a link)
+
+
+@dataclass
 class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>/<scale>.yaml
     id: str = MISSING
     title: str = MISSING
@@ -237,6 +248,7 @@ class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>
     gpus: int | None = None  # GPUs the paper-scale runs train on
     runs: list[Any] | None = None  # the run list: {key: value or [values]} each (acco.config.experiments)
     rehearsal_maps: dict[str, Any] | None = None  # scale=rehearsal: paper value -> rehearsal value
+    claims: list[ClaimConfig] = field(default_factory=list)  # what the reproduction report tests
 
 
 @dataclass
