@@ -48,7 +48,9 @@ def save_figure(fig, directory: str, name: str) -> list[str]:
     paths = []
     for ext in ("png", "pdf"):
         path = os.path.join(directory, f"{name}.{ext}")
-        fig.savefig(path, dpi=120 if ext == "png" else None, bbox_inches="tight")
+        # no creation date in the PDF: the same results give byte-identical files (a clean git status)
+        metadata = {"CreationDate": None} if ext == "pdf" else {}
+        fig.savefig(path, dpi=120 if ext == "png" else None, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     fig.saved_paths = paths
     return paths

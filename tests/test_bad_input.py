@@ -38,6 +38,37 @@ def test_bad_input_fails_fast_with_one_line(tmp_path, args, message):
     assert not out.exists()
 
 
+def test_an_out_dir_behind_a_file_fails_fast_with_one_line(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    out = tmp_path / "afile" / "run"
+    proc = run_train(["world_size=1", f"out_dir={out}"], expect=2, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"error: out_dir={out} cannot be created: {tmp_path / 'afile'} is a file, not a folder; choose another out_dir"
+    ], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_read_only_out_dir_fails_fast_with_one_line(tmp_path):
+    """A read-only filesystem (a bind mount remounted read-only; root's permission bits alone would not
+    stop it): exit 2, one line, nothing written."""
+    import subprocess
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(ro), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        proc = run_train(["world_size=1", f"out_dir={ro / 'run'}"], expect=2, timeout=120)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "cannot be written" in lines[0] and "read-only" in lines[0], proc.stderr
+        assert not (ro / "run").exists()
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
 def test_completed_run_is_not_overwritten(tmp_path):
     out = tmp_path / "run"
     run_train(["method=acco", *SMALL_LM, "train.steps=2", "world_size=1", f"out_dir={out}"])

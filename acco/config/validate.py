@@ -375,6 +375,24 @@ def check_vocabulary(cfg: dict) -> None:
         )
 
 
+def out_dir_problem(out_dir: str | None) -> str | None:
+    """Why out_dir cannot be made or written (a file in the way, a read-only or unwritable folder), or
+    None: checked on its nearest existing ancestor, before anything is created."""
+    if not out_dir:
+        return None
+    probe = os.path.abspath(out_dir)
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"out_dir={out_dir} cannot be created: {probe} is a file, not a folder; choose another out_dir"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return (
+            f"out_dir={out_dir} cannot be written: {probe} is read-only or not writable by this user; "
+            "choose a writable out_dir"
+        )
+    return None
+
+
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
     """Check the resolved config; return the world size the run will use."""
     check_experiment(cfg, cuda_available)

@@ -15,7 +15,7 @@ import yaml
 from ..config.experiments import experiment_dir, run_name, with_out_dir
 from ..config.plain import plain
 from ..config.schema import DEFAULT_TASK, check_config, typed
-from ..config.validate import ConfigError, validate
+from ..config.validate import ConfigError, out_dir_problem, validate
 from .files import PREEMPTED_EXIT, read_summary
 from .launch import external_env, local_envs, worker_start_method
 
@@ -120,6 +120,9 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
         world = validate(cfg, None if not external else external_env().world_size, torch.cuda.is_available())
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
+    problem = out_dir_problem(cfg.get("out_dir"))
+    if problem:
+        fail_config(problem)
     cfg = dict(cfg, world_size=world)
     if cfg.get("experiment") and cfg.get("scale") == "paper" and not external:
         from ..analytic.memory import fit_problem  # before any submission: will each GPU hold it?
