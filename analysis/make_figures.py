@@ -96,6 +96,33 @@ def _timelines(root: str, exp: str, scale: str, seconds: float) -> list[str]:
     return paths
 
 
+def log_to_wandb(root: str, scale: str, paths: list[str], mode: str = "offline", project: str = "acco") -> str:
+    """The PNG figures written as images in one W&B run (group <scale>, job type figures) beside the
+    training runs, and REPORT.md as a file; offline by default, under <root>/<scale>/wandb (git-ignored).
+    Returns the run's folder."""
+    import wandb
+
+    pngs = sorted(p for p in paths if p.endswith(".png"))
+    where = os.path.join(root, scale)
+    run = wandb.init(
+        project=project,
+        name=f"figures-{scale}",
+        group=scale,
+        job_type="figures",
+        dir=where,
+        mode=mode,
+        config={"results": os.path.abspath(root), "scale": scale},
+        reinit="finish_previous",
+    )
+    run.log({os.path.splitext(os.path.basename(p))[0]: wandb.Image(p) for p in pngs})
+    report = os.path.join(where, "REPORT.md")
+    if os.path.exists(report):
+        run.save(report, base_path=where, policy="now")
+    folder = str(run.dir)
+    run.finish()
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", help="results folder (holds <scale>/<exp>/<run>/)")
@@ -103,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help=f"comma-separated ids among {','.join(ALL)}")
     ap.add_argument("--no-timelines", action="store_true", help="skip the per-run overlap timelines")
     ap.add_argument("--timeline-seconds", type=float, default=3.0)
+    ap.add_argument("--wandb", action="store_true", help="also log the figures as images to a W&B run (offline)")
+    ap.add_argument("--wandb-mode", default="offline", choices=["offline", "online"])
     args = ap.parse_args(argv)
     if not os.path.isdir(args.root):
         print(f"error: no results folder {args.root}", file=sys.stderr)
@@ -112,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         args.root, args.scale, only, timelines=not args.no_timelines, timeline_seconds=args.timeline_seconds
     )
     print(f"{len(result['written'])} files written, {len(result['skipped'])} skipped, {len(result['errors'])} errors")
+    if args.wandb:
+        print(f"logged the figures to W&B: {log_to_wandb(args.root, args.scale, result['written'], args.wandb_mode)}")
     return 1 if result["errors"] else 0
 
 

@@ -128,6 +128,7 @@ class WandbLogger:
         import wandb
 
         opts = cfg.get("logger") or {}
+        experiment = (cfg.get("experiment") or {}).get("id")
         self.wandb = wandb
         self.run = wandb.init(
             project=opts.get("project") or "acco",
@@ -135,8 +136,11 @@ class WandbLogger:
             name=os.path.basename(os.path.normpath(out_dir)),
             dir=out_dir,
             mode=opts.get("mode") or "offline",
-            config=plain(cfg),  # the run's typed view: W&B takes plain data
-            tags=[cfg["method"]["name"]],
+            # the runs of one experiment side by side in W&B's grouping; the method as the job type
+            group=f"{experiment}/{cfg.get('scale')}" if experiment else None,
+            job_type=cfg["method"]["name"],
+            config=plain(cfg),  # the run's final config (what config.yaml holds): W&B takes plain data
+            tags=[cfg["method"]["name"], *([str(cfg.get("scale"))] if cfg.get("scale") else [])],
             reinit="finish_previous",
         )
 
@@ -144,11 +148,23 @@ class WandbLogger:
         self.run.log({k: v for k, v in row.items() if v is not None and k != "step"}, step=int(row["step"]))
 
     def finish(self, summary: dict | None = None) -> None:
-        if summary:
-            for key in ("status", "total_wall_time_s", "final_train_loss", "final_eval_loss"):
-                if summary.get(key) is not None:
-                    self.run.summary[key] = summary[key]
+        self.run.summary.update(summary_scalars(summary or {}))
         self.run.finish(exit_code=0 if not summary or summary.get("status") == "completed" else 1)
+
+
+def summary_scalars(summary: dict, prefix: str = "") -> dict:
+    """summary.json's numbers and words, nested keys joined by '/' (final_eval/lambada/accuracy,
+    per_rank/0/peak_rss_bytes), as a W&B summary holds them; lists of numbers (a rank's micro-batches
+    per round: one per round) stay in summary.json."""
+    out: dict = {}
+    items = summary.items() if isinstance(summary, dict) else enumerate(summary)
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) or (isinstance(value, list) and all(isinstance(v, dict) for v in value)):
+            out.update(summary_scalars(value, f"{name}/"))  # type: ignore[arg-type]
+        elif isinstance(value, (bool, int, float, str)):
+            out[name] = value
+    return out
 
 
 def make_logger(cfg: dict, out_dir: str) -> WandbLogger | None:

@@ -1,0 +1,113 @@
+"""W&B the way it is used: `experiment=<id>/<scale> logger=wandb` runs (offline) and its run is grouped by
+the experiment, typed by the method, configured with the run's final config, summarised with
+summary.json's numbers; `make_figures.py --wandb` logs the figures as images to one report run. The
+offline run files are read back record by record (W&B's log format: LevelDB-style 32 KiB blocks
+of protobuf records)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+
+import pytest
+import yaml
+
+from .conftest import SMALL_LM, run_train
+
+pytest.importorskip("wandb")
+from wandb.proto import wandb_internal_pb2  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+BLOCK, HEADER = 32768, 7  # the block size and a record's header (crc32, length, kind)
+
+
+def records(path: str) -> list:
+    """Every record of an offline run file (run-*.wandb): the file header, then full or split records."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:4] == b":W&B", raw[:7]
+    out, pos, part = [], HEADER, b""
+    while pos + HEADER <= len(raw):
+        left = BLOCK - pos % BLOCK
+        if left < HEADER:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", raw[pos : pos + HEADER])
+        data, pos = raw[pos + HEADER : pos + HEADER + length], pos + HEADER + length
+        if kind == 0:
+            break
+        part = data if kind in (1, 2) else part + data
+        if kind in (1, 4):  # full, or the last piece of a split record
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(part)
+            out.append(record)
+    return out
+
+
+def offline_run(folder: str) -> tuple:
+    (path,) = glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))
+    recs = records(path)
+    (run,) = [r.run for r in recs if r.WhichOneof("record_type") == "run"]
+    summary = {}
+    for r in recs:
+        if r.WhichOneof("record_type") == "summary":
+            for item in r.summary.update:
+                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    history = [
+        {(item.key or "/".join(item.nested_key)): item.value_json for item in r.history.item}
+        for r in recs
+        if r.WhichOneof("record_type") == "history"
+    ]
+    return run, summary, history
+
+
+def test_an_experiment_run_is_grouped_typed_and_summarised(tmp_path):
+    out = tmp_path / "run"
+    run_train(
+        [
+            "experiment=fig5/cpu",
+            "method=acco",
+            "logger=wandb",
+            *SMALL_LM,
+            "world_size=1",
+            "train.steps=2",
+            "train.eval_every=0",
+            f"out_dir={out}",
+        ]
+    )
+    run, summary, history = offline_run(str(out))
+    assert run.run_group == "fig5/cpu" and run.job_type == "acco"
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    with open(out / "config.yaml") as f:
+        saved = yaml.safe_load(f)
+    for key in ("method", "model", "optim", "train", "experiment"):  # the final config, as config.yaml
+        assert config[key] == saved[key], key
+    assert config["out_dir"] == str(out) and config["experiment"]["id"] == "fig5"
+    with open(out / "summary.json") as f:
+        done = json.load(f)
+    assert summary["status"] == "completed" and summary["final_train_loss"] == pytest.approx(done["final_train_loss"])
+    assert summary["per_rank/0/optimizer_state_bytes"] == done["per_rank"][0]["optimizer_state_bytes"]
+    assert not any(k.startswith("per_rank/0/round_micro_batches") for k in summary)  # one per round: not here
+    assert len(history) == 2 and all("train_loss" in h for h in history)
+
+
+def test_make_figures_logs_the_figures_as_images(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from analysis.figures import plt, save_figure
+    from analysis.make_figures import log_to_wandb
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    paths = save_figure(fig, str(tmp_path / "cpu" / "fig5" / "figures"), "fig5")
+    (tmp_path / "cpu" / "REPORT.md").write_text("# report\n")
+    folder = log_to_wandb(str(tmp_path), "cpu", paths)
+    assert folder.startswith(str(tmp_path / "cpu" / "wandb"))
+    run, _, history = offline_run(str(tmp_path / "cpu"))
+    assert run.run_group == "cpu" and run.job_type == "figures" and run.display_name == "figures-cpu"
+    (logged,) = history
+    assert json.loads(logged["fig5/_type"]) == "image-file" and json.loads(logged["fig5/format"]) == "png", logged
