@@ -10,8 +10,11 @@
 Runs whose results are complete are not run again ("skipped: already complete"). Every run shows
 "run k of N: <experiment>/<run>" with an ETA for the whole job; a local run's output goes to
 <run folder>/train.log as it runs (and to the terminal); a failed run does not stop the others.
-The end: one table (each run's status, wall time, a failure's log and last error line), then the
-figures; exit code 1 if a run failed. Tables (table1-3) only plot: they are computed from other
+At the cpu scale (--add-seeds; --no-add-seeds turns it off) the claims each experiment lists
+(conf/experiment_info/<id>.yaml, tested by analysis/claims.py) that still need more seeds then get
+them: the runs of both groups again with seeds up to what the claim needs, two more per pass, up to
+the cap of analysis/stats.py. The end: one table per pass (each run's status, wall time, a failure's
+log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only plot: they are computed from other
 experiments' runs (table2, table3 from fig7/fig11/fig8)."""
 
 import argparse
