@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	# torch is pinned in pyproject.toml (2.13.0: the CPU build on dev/CI machines, CUDA on clusters)
-	$(PYTHON) -m pip install --quiet -e '.[test,lint]'
+	$(PYTHON) -m pip install --quiet -e '.[test,lint,eval]'
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install acco with its test and lint tools

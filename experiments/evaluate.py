@@ -5,6 +5,10 @@ Writes <run>/eval.json and prints one line per run.
 
     python experiments/evaluate.py results/cpu/fig7/ddp results/cpu/fig7/acco
     python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
+    python experiments/evaluate.py RUN_DIR --harness     # also lm-evaluation-harness's lambada_openai
+
+With --harness (the [eval] extra) eval.json also holds `lambada_harness`: lm_eval's accuracy and
+perplexity of the same model folder on the same examples (acco/evaluation/harness.py).
 """
 
 import argparse
@@ -20,7 +24,15 @@ def main(argv=None) -> int:
     parser.add_argument("runs", nargs="+", help="run folders holding config.yaml and model/")
     parser.add_argument("--lambada-path", help="a local copy of EleutherAI/lambada_openai (test split)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--harness", action="store_true", help="also score LAMBADA with lm-evaluation-harness")
     args = parser.parse_args(argv)
+    if args.harness:
+        from acco.evaluation.harness import harness_available
+
+        problem = harness_available()
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
 
     import torch
     import yaml
@@ -30,7 +42,7 @@ def main(argv=None) -> int:
     from acco.data.sources import DataNotFoundError
     from acco.data.tokenizer import load_tokenizer
     from acco.run.files import write_json_atomic
-    from acco.tasks.lm import lambada_final_eval, prepare_lm_data
+    from acco.tasks.lm import lambada_final_eval, lambada_test_examples, prepare_lm_data
 
     device = torch.device(args.device)
     for run in args.runs:
@@ -52,6 +64,10 @@ def main(argv=None) -> int:
             data = prepare_lm_data(cfg.data)
             model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).to(device)
             results = lambada_final_eval(cfg, load_tokenizer(model_dir), data.val_blocks, device)(model)
+            if args.harness:
+                from acco.evaluation.harness import harness_lambada
+
+                results["lambada_harness"] = harness_lambada(model_dir, lambada_test_examples(cfg), args.device)
         except DataNotFoundError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -61,6 +77,9 @@ def main(argv=None) -> int:
             f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "
             f"held-out ppl {results['heldout']['perplexity']:.2f}"
         )
+        if "lambada_harness" in results:
+            h = results["lambada_harness"]
+            print(f"{run}: lm-eval {h['version']} lambada_openai ppl {h['perplexity']:.2f} acc {h['accuracy']:.3f}")
         print(json.dumps(results), file=sys.stderr)
     return 0
 

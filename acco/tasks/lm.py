@@ -52,27 +52,35 @@ def prepare_lm_data(data_cfg: DictConfig):
     )
 
 
+def lambada_test_examples(cfg: DictConfig) -> list[tuple[str, str]]:
+    """The `(context, " word")` pairs of the run's LAMBADA source (final_eval.lambada_source: the
+    hub's or a local copy, or generated passages in its schema at the CPU scale)."""
+    from ..evaluation import lambada_examples
+
+    src = generated_source(plain(cfg.final_eval.lambada_source), cfg.data.seed, cfg.data.cache_dir)
+    with quiet_datasets():
+        ds = load_raw_dataset(
+            src.get("hub_id"),
+            src.get("path"),
+            src.get("split"),
+            config_name=src.get("config_name"),
+            cache_dir=os.path.join(cfg.data.cache_dir, "hf"),
+            config_key="final_eval.lambada_source.path",
+        )
+    return lambada_examples(ds)
+
+
 def lambada_final_eval(cfg: DictConfig, tokenizer, val_blocks, device):
     """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks, as one
     ShardedEvaluation (the ranks share it; called with a model, one process does all of it)."""
-    from ..evaluation import evaluation_suite, heldout_evaluation, lambada_evaluation, lambada_examples
+    from ..evaluation import evaluation_suite, heldout_evaluation, lambada_evaluation
 
     spec = cfg.final_eval
     if not (spec.lambada or spec.heldout):
         return None
 
     def load_lambada() -> list[tuple[str, str]]:
-        src = generated_source(plain(spec.lambada_source), cfg.data.seed, cfg.data.cache_dir)
-        with quiet_datasets():
-            ds = load_raw_dataset(
-                src.get("hub_id"),
-                src.get("path"),
-                src.get("split"),
-                config_name=src.get("config_name"),
-                cache_dir=os.path.join(cfg.data.cache_dir, "hf"),
-                config_key="final_eval.lambada_source.path",
-            )
-        return lambada_examples(ds)
+        return lambada_test_examples(cfg)
 
     parts = {}
     if spec.heldout and len(val_blocks):
