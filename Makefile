@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[test,lint,eval]'
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install acco with its test and lint tools
+install: $(STAMP) ## Create .venv and install acco with its test, lint and eval (lm-eval) extras
 
 # ruff (rules and format in pyproject.toml) and mypy (pyproject.toml [tool.mypy]); CI runs it first.
 lint: $(STAMP) ## ruff check, ruff format --check, mypy

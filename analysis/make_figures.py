@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import traceback
+from typing import Literal
 
 import matplotlib
 
@@ -96,7 +97,9 @@ def _timelines(root: str, exp: str, scale: str, seconds: float) -> list[str]:
     return paths
 
 
-def log_to_wandb(root: str, scale: str, paths: list[str], mode: str = "offline", project: str = "acco") -> str:
+def log_to_wandb(
+    root: str, scale: str, paths: list[str], mode: Literal["offline", "online"] = "offline", project: str = "acco"
+) -> str:
     """The PNG figures written as images in one W&B run (group <scale>, job type figures) beside the
     training runs, and REPORT.md as a file; offline by default, under <root>/<scale>/wandb (git-ignored).
     Returns the run's folder."""

@@ -14,8 +14,8 @@ At the cpu scale (--add-seeds; --no-add-seeds turns it off) the claims each expe
 (conf/experiment_info/<id>.yaml, tested by analysis/claims.py) that still need more seeds then get
 them: the runs of both groups again with seeds up to what the claim needs, two more per pass, up to
 the cap of analysis/stats.py. The end: one table per pass (each run's status, wall time, a failure's
-log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only plot: they are computed from other
-experiments' runs (table2, table3 from fig7/fig11/fig8)."""
+log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only
+plot: they are computed from other experiments' runs (table2, table3 from fig7/fig11/fig8)."""
 
 import argparse
 import importlib.util
