@@ -94,8 +94,12 @@ def test_a_failed_run_is_not_discovered(tmp_path):
 def test_fig5_panels_lines_and_dpu_bands():
     fig = figures.fig5(FIXTURES, "cpu", save=False)
     axes = fig.axes
-    assert len(axes) == 4  # 2 rows (time, samples) x 2 budgets
-    a_time, b_time, a_samples, b_samples = axes
+    assert len(axes) == 6  # 3 rows (time, samples, each seed) x 2 budgets
+    a_time, b_time, a_samples, b_samples, a_seeds, b_seeds = axes
+    # each seed's own DDP (solid) and ACCO (dashed) curve, one colour per seed
+    assert sorted(labels(a_seeds)) == ["ACCO seed 0", "DDP seed 0"]  # the fixture: one seed each
+    assert {ln.get_linestyle() for ln in a_seeds.get_lines()} == {"-", "--"}
+    axes = axes[:4]
     dpu = {"DPU warmup=0 (mean of 3 seeds)", "DPU warmup=2 (mean of 3 seeds)"}
     for ax in (a_time, a_samples):
         assert set(labels(ax)) == {"DDP", "ACCO"} | dpu and len(ax.get_lines()) == 4
