@@ -19,6 +19,7 @@ import pandas as pd
 from acco.atomic import atomic_write
 from acco.config.experiments import experiment_block, experiment_dir, run_specs
 from analysis.claims import TAIL, final_loss, loss_at_fraction, samples_per_s
+from analysis.claims import by_seed as runs_by_seed
 from analysis.figures import FIGURES, MissingRuns, fig4_data, figures_dir
 from analysis.load import Run, discover_runs
 from analysis.stats import PairedGap, Verdict, decide, paired_gap, rule_text
@@ -38,10 +39,6 @@ class Group:
         v = self.values(fn)
         return float(np.nanmean(v)) if len(v) else float("nan")
 
-    def spread(self, fn) -> float:
-        v = self.values(fn)
-        return float(np.nanmax(v) - np.nanmin(v)) if len(v) > 1 else 0.0
-
     def cell(self, fn, fmt: str = ".3f") -> str:
         v = self.values(fn)
         if not len(v):
@@ -55,20 +52,9 @@ def pick(runs: list[Run], **match) -> list[Run]:
     return [r for r in runs if all(r.info.get(k) == v for k, v in match.items())]
 
 
-def pct(a: float, b: float) -> float:
-    """(a − b) / b in percent."""
-    return 100.0 * (a - b) / b if b else float("nan")
-
-
 def by_seed(group: Group, fn) -> dict[int, float]:
-    """seed -> fn(run) for a group's runs (one run per seed: a repeated seed is a mistake upstream)."""
-    out: dict[int, float] = {}
-    for run in group.runs:
-        seed = run.info.get("seed")
-        if seed in out:
-            raise ValueError(f"{group.label}: two runs with seed {seed}")
-        out[int(seed) if seed is not None else -1] = float(fn(run))
-    return out
+    """seed -> fn(run) for a group's runs (one run per seed: analysis/claims.py by_seed refuses two)."""
+    return {seed: float(fn(run)) for seed, run in runs_by_seed(group.runs, group.label).items()}
 
 
 def compare(a: Group, b: Group, fn=final_loss, higher_is_better: bool = False) -> tuple[Verdict, PairedGap]:
