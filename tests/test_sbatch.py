@@ -221,18 +221,18 @@ def test_make_sbatch_writes_one_script_per_run(tmp_path):
     folder = tmp_path / "gen" / "fig5" / "cpu"
     printed = proc.stdout.split()
     scripts = sorted(p for p in folder.iterdir() if p.suffix == ".sbatch")
-    assert len(scripts) == 21  # ddp, acco, dpu 3 warmups: 3 seeds each; ddp and acco at 2x the budget, 3 seeds
+    assert len(scripts) == 35  # ddp, acco, dpu 3 warmups: 5 seeds each; ddp and acco at 2x the budget, 5 seeds
     assert sorted(map(str, scripts)) == sorted(printed[:-1]) and printed[-1] == str(folder / "submit_all.sh")
     assert {
         "ddp_seed=0.sbatch",
         "acco_seed=2.sbatch",
         "dpu_method.warmup_steps=30_seed=2.sbatch",
-        "acco_seed=1_train.steps=200.sbatch",
+        "acco_seed=4_train.steps=300.sbatch",
     } <= {p.name for p in scripts}
     for path in [*scripts, folder / "submit_all.sh"]:
         assert os.access(path, os.X_OK), path
     submit = (folder / "submit_all.sh").read_text()
-    assert submit.count("\nsbatch ") == 21 and f"mkdir -p {tmp_path / 'res' / '.slurm'}" in submit
+    assert submit.count("\nsbatch ") == 35 and f"mkdir -p {tmp_path / 'res' / '.slurm'}" in submit
     assert (tmp_path / "res" / ".slurm").is_dir()  # Slurm does not create --output's folder
 
 
@@ -289,7 +289,7 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
         proc = make_sbatch(exp, "--scale", "cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
         assert proc.returncode == 0, output(proc)
     scripts = sorted((tmp_path / "gen").glob("*/cpu/*.sbatch"))
-    assert len(scripts) == 21 + 6
+    assert len(scripts) == 35 + 6
     for path in scripts:
         proc = run(["sbatch", "--test-only", str(path)], timeout=30)
         assert proc.returncode == 0 and "to start at" in proc.stderr, f"{path.name}: {output(proc)}"
