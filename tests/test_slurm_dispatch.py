@@ -70,6 +70,35 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
 
 
 @pytest.mark.integration
+def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_path):  # noqa: F811
+    """Hydra's own launcher plugin, `-m hydra/launcher=submitit_slurm`: each run of the sweep is one
+    Slurm job of world_size tasks shaped by its layout, runs of one shape one job array."""
+    base = ["-m", "hydra/launcher=submitit_slurm", "experiment=fig5/cpu", "train.steps=2", *QUICK[:2]]
+    base.append(f"results_root={tmp_path}")
+    proc = run_train([*base, "method=ddp,acco", "layout=1x2,2x1"], timeout=500)
+    ids = [line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("submitted")]
+    arrays: dict[str, int] = {}
+    for i in ids:
+        arrays[i.split("_")[0]] = arrays.get(i.split("_")[0], 0) + 1
+    assert sorted(arrays.values()) == [2, 2], proc.stdout  # an array per shape, 2 methods each
+    runs = sorted((tmp_path / "cpu" / "fig5").iterdir())
+    assert len(runs) == 4
+    for out in runs:
+        summary = load_run(str(out))["summary"]
+        assert summary["status"] == "completed" and summary["launcher"] == "slurm", out.name
+        assert summary["world_size"] == 2 and summary["steps_completed"] == 2
+        nodes = {r["node"] for r in summary["per_rank"]}
+        assert len(nodes) == (2 if "layout=2x1" in out.name else 1), (out.name, nodes)
+    # bad input: one line, exit 2, nothing submitted (the run's 2x1 layout against world_size=4)
+    bad = tmp_path / "bad"
+    proc = run_train([*base[:-1], f"results_root={bad}", "method=acco", "layout=2x1", "world_size=4"], expect=2)
+    assert proc.stderr.strip().startswith("error:") and "submitted" not in proc.stdout, proc.stderr
+    assert not (bad / "cpu").exists()
+    proc = run_train([*base[:-1], f"results_root={bad}", "method=acco", "hydra.launcher.nodes=2"], expect=2)
+    assert "layout" in proc.stderr and not (bad / "cpu").exists(), proc.stderr
+
+
+@pytest.mark.integration
 def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
     args = [
         "experiment=fig5/cpu",

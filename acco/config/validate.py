@@ -40,7 +40,7 @@ def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, _, value = arg.lstrip("+~").partition("=")
-        if key == "hydra" or not os.path.isdir(os.path.join(conf_dir, key)):
+        if key.split("/")[0] == "hydra" or not os.path.isdir(os.path.join(conf_dir, key)):
             continue  # not a config group (Hydra's groups are the folders of conf/)
         options = group_options(conf_dir, key)
         for choice in value.split(","):
@@ -66,7 +66,7 @@ def check_keys(argv: Iterable[str], conf_dir: str) -> None:
     options = chosen_options(argv, conf_dir)
     for arg in argv:
         key = arg.split("=", 1)[0].lstrip("+~")
-        top = key.split(".")[0].split("@")[0]
+        top = key.split(".")[0].split("/")[0].split("@")[0]
         if top == "hydra" or arg.startswith("~") or ("." not in key and top in groups):
             continue  # Hydra's own settings, deletions, group choices (checked by check_overrides)
         if custom_task and arg.startswith("+") and top not in top_level_keys():

@@ -165,9 +165,9 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     return cfg, world
 
 
-def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
-    env = external_env()
-    auto_named = not cfg.get("out_dir")
+def named_and_checked(cfg: dict, overrides: list[str]) -> dict:
+    """The composed config with its out_dir named (from the overrides: what varies), checked
+    against the schema; bad input: one line, exit 2."""
     try:
         cfg = with_out_dir(cfg, overrides)
         # Hydra has typed the composition against the schema; this checks what it cannot: the
@@ -175,6 +175,13 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         check_config(cfg, allow_extra_top_level=cfg.get("task") != DEFAULT_TASK)
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
+    return cfg
+
+
+def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
+    env = external_env()
+    auto_named = not cfg.get("out_dir")
+    cfg = named_and_checked(cfg, overrides)
     if multirun and not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed":
         print(f"acco: skip (completed): {cfg['out_dir']}", file=sys.stderr, flush=True)
         return 0  # a sweep goes on with its other runs
@@ -190,12 +197,19 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
 
         cfg = for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
+        # in a submitit job (Hydra's submitit launcher) the task returns: submitit pickles its result
+        in_submitit = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
         try:
             status = run_rank(cfg, env)
         except BaseException:  # reported by run_rank; leave without interpreter teardown
+            if in_submitit:
+                raise
             exit_now(1)
         # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
-        exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
+        code = PREEMPTED_EXIT if status == "preempted" else 0
+        if in_submitit:
+            return code
+        exit_now(code)
     from .lock import RunInUse, claim
 
     try:  # this launcher is the only writer of the run folder until it returns

@@ -1,0 +1,100 @@
+"""Hydra's own submitit launcher (hydra-submitit-launcher) for acco's multi-rank runs:
+
+    python experiments/train.py -m hydra/launcher=submitit_slurm experiment=fig5/cpu method=ddp,acco seed=0,1
+
+The plugin submits every job of a sweep with one set of executor settings (nodes, tasks per node,
+GPUs), read once from hydra.launcher. An acco run is world_size ranks, one Slurm task each, shaped
+by its own layout, and a sweep may vary it (layout=1x2,2x1). So this launcher, the plugin's
+SlurmLauncher with `launch` replaced, first composes every job's config and checks it as train.py
+would (bad input: one line, exit 2, nothing submitted), then submits one job array per shape.
+In the job, every task runs the task function (experiments/train.py's main): one rank, from the
+Slurm step's variables (acco/run/launch.py external_env); rank 0's return is the job's.
+conf/hydra/launcher/submitit_slurm.yaml selects it under the plugin's name. (Hydra accepts a
+launcher only from the hydra_plugins namespace, hence this package beside acco/.)"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, filter_overrides
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as PluginSlurmLauncher
+from omegaconf import OmegaConf
+
+# the plugin's settings that are not sbatch parameters, and those that name the job's shape (ours)
+INIT_KEYS = {"submitit_folder", "max_num_timeout"}
+SHAPE_KEYS = {"nodes", "tasks_per_node", "gpus_per_node"}
+BASE_KEYS = {"timeout_min", "cpus_per_task", "mem_gb", "name", "stderr_to_stdout"}
+
+
+def run_config(sweep_config) -> tuple[dict, list[str]]:
+    """One job's run config (without the `hydra` node) and its task overrides (what varies)."""
+    keys = [k for k in sweep_config if k != "hydra"]
+    cfg = OmegaConf.to_container(OmegaConf.masked_copy(sweep_config, keys), resolve=True)
+    return cfg, list(sweep_config.hydra.overrides.task)  # type: ignore[return-value]
+
+
+def job_shapes(configs: Sequence[tuple[dict, list[str]]], gpus_per_node: int | None) -> list[dict]:
+    """Each job's nodes, tasks per node and GPUs per node, from its run's layout / world size,
+    after the checks train.py makes (exit 2 on the first bad run)."""
+    from acco.config.validate import ConfigError
+    from acco.run.start import check_run, fail_config, named_and_checked
+    from acco.slurm.submit import job_shape
+
+    shapes = []
+    for cfg, overrides in configs:
+        cfg, world = check_run(named_and_checked(cfg, overrides), external=False)
+        try:
+            shapes.append(job_shape(cfg, world, profile={"gpus_per_node": gpus_per_node}))
+        except ConfigError as exc:
+            fail_config(f"{' '.join(filter_overrides(overrides))}: {exc}")
+    return shapes
+
+
+class SlurmLauncher(PluginSlurmLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import submitit
+
+        assert self.config is not None and self.hydra_context is not None
+        from acco.run.start import fail_config
+
+        if self.params.get("nodes", 1) != 1 or self.params.get("tasks_per_node", 1) != 1:
+            fail_config(
+                "hydra.launcher.nodes/tasks_per_node: each run's job takes its shape from its own "
+                "layout (layout=2x4: 2 nodes x 4 tasks) or world_size; set those instead"
+            )
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        loader = self.hydra_context.config_loader
+        configs = [run_config(loader.load_sweep_config(self.config, list(o))) for o in job_overrides]
+        shapes = job_shapes(configs, self.params.get("gpus_per_node"))
+
+        sbatch: dict[str, Any] = {}
+        for key, value in self.params.items():
+            if key in INIT_KEYS or key in SHAPE_KEYS:
+                continue
+            sbatch[key if key in BASE_KEYS else f"slurm_{key}"] = value
+        # one dead rank ends the step at once instead of leaving its peers in a collective
+        sbatch["slurm_srun_args"] = ["--kill-on-bad-exit=1"]
+
+        groups: dict[tuple, list[int]] = {}
+        for i, shape in enumerate(shapes):
+            groups.setdefault(tuple(sorted(shape.items())), []).append(i)
+        jobs: dict[int, Any] = {}
+        for members in groups.values():
+            shape = shapes[members[0]]
+            executor = submitit.AutoExecutor(
+                folder=self.params["submitit_folder"],
+                cluster="slurm",
+                slurm_max_num_timeout=self.params.get("max_num_timeout", 0),
+            )
+            executor.update_parameters(**sbatch, **{k: v for k, v in shape.items() if k != "gpus_per_node"})
+            if shape["gpus_per_node"]:
+                executor.update_parameters(gpus_per_node=shape["gpus_per_node"])
+            state = Singleton.get_state()  # the plugin's call signature: (overrides, dir key, num, id, state)
+            args = [(list(job_overrides[i]), "hydra.sweep.dir", initial_job_idx + i, f"job{i}", state) for i in members]
+            for i, job in zip(members, executor.map_array(self, *zip(*args))):
+                print(f"submitted {job.job_id}: {' '.join(filter_overrides(job_overrides[i]))}", flush=True)
+                jobs[i] = job
+        return [jobs[i].results()[0] for i in range(len(job_overrides))]
