@@ -10,7 +10,7 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: help install lint test test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
+.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
 	rehearse rehearsal-data gpu-check
 .DEFAULT_GOAL := help
 
@@ -35,9 +35,17 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy
 
 # The test suite (CPU, gloo, 1-4 local worker processes, tiny models). Tests marked `integration`
 # start processes (the entry point, workers, a Slurm cluster, network namespaces); `gpu` ones skip
-# without CUDA.
-test: $(STAMP) ## Every test (about 20 min on 2 cores)
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+# without CUDA. Two pytest workers (TEST_WORKERS): a test's processes use about one core on average
+# (start-up, a reference replay, waits on Slurm), so two side by side keep 2 cores busy. The Slurm
+# tests run on one of them, in order (tests/conftest.py).
+# `slow` tests (long end-to-end runs: the Slurm rehearsal, make bench, a tiny reproduction, ...) only
+# in test-all: CI must finish in 30 minutes on 2 cores.
+TEST_WORKERS ?= 2
+test: $(STAMP) ## The tests CI runs: all but the `slow` ones (about 25 min on 2 cores)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not slow" tests
+
+test-all: $(STAMP) ## Every test, the `slow` end-to-end ones too (about 35 min on 2 cores)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup tests
 
 # In-process tests, one pytest worker per core (pytest-xdist): they share no files or processes.
 test-fast: $(STAMP) ## In-process unit tests only (about 1 min on 2 cores)

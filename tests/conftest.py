@@ -27,6 +27,12 @@ SMALL_LM = [
 ]
 
 
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). The modules that use the
+# local Slurm cluster (the `cluster` fixture: one per session, started and stopped by it) mark their
+# tests xdist_group("slurm"), so they run on one worker, in order; every other test makes its own
+# folders, ports and network namespaces.
+
+
 @pytest.fixture(scope="session", autouse=True)
 def acco_cache(tmp_path_factory):
     path = os.environ.get("ACCO_TEST_CACHE") or str(tmp_path_factory.mktemp("acco-cache"))

@@ -17,6 +17,7 @@ from .conftest import ROOT
 pytestmark = pytest.mark.integration  # every test here starts processes
 
 
+@pytest.mark.slow
 def test_bench_end_to_end_tiny(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(

@@ -65,7 +65,7 @@ def rows_of(out: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # its runs are shared: the tests using it share one xdist worker
 def budget_runs(tmp_path_factory):
     made = {}
 
@@ -92,6 +92,7 @@ def cosine_at(position: float, total: float) -> float:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.xdist_group("budget")
 def test_every_method_stops_at_the_first_step_reaching_the_budget(budget_runs, name):
     out = budget_runs(name)
     budget = budget_of(RUNS[name])
@@ -128,6 +129,7 @@ def test_every_method_stops_at_the_first_step_reaching_the_budget(budget_runs, n
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("budget")
 def test_ddp_and_acco_with_half_the_accumulation_do_the_same_work(budget_runs):
     ddp, acco = rows_of(budget_runs("ddp-torch")), rows_of(budget_runs("acco"))
     assert [r["samples"] for r in ddp] == [r["samples"] for r in acco] and int(ddp[-1]["samples"]) == B
@@ -135,6 +137,7 @@ def test_ddp_and_acco_with_half_the_accumulation_do_the_same_work(budget_runs):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("budget")
 def test_budget_run_equals_the_reference(budget_runs):
     out = budget_runs("acco")
     run = load_run(out)
@@ -145,6 +148,7 @@ def test_budget_run_equals_the_reference(budget_runs):
 
 
 @pytest.mark.integration
+@pytest.mark.xdist_group("budget")
 def test_budget_run_resumes_exactly(budget_runs, tmp_path):
     """A budget run stopped by a checkpoint signal after step 3 and resumed: the same rows (all but
     wall time), the same final parameters."""

@@ -118,6 +118,7 @@ def worker_pids(parent: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_sigusr1_to_one_worker_mid_run(tmp_path):
     """A real SIGUSR1 from outside reaches one worker only: the ranks agree at the next step
     boundary, every rank writes its part of the checkpoint, the run stops as preempted (exit 3);

@@ -278,6 +278,7 @@ def _can_measure() -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.skipif(not _can_measure(), reason="needs Linux /proc/<pid>/smaps_rollup (Pss_Anon) and task children")
 def test_build_peak_memory_does_not_grow_with_tokens(tmp_path):

@@ -32,6 +32,7 @@ def test_cpu_experiment_runs(tmp_path, exp):
         assert os.path.isdir(runs[0] / "model")
 
 
+@pytest.mark.slow
 def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
     dep = "+model.pretrained_from.overrides=['method=ddp','train.steps=2','data.source.num_stories=1500']"
     proc = run_train(

@@ -21,7 +21,8 @@ from .conftest import ROOT, SMALL_LM, run_train
 
 pytest.importorskip("lm_eval")
 pytest.importorskip("accelerate")
-pytestmark = pytest.mark.integration
+# one pytest-xdist worker: both tests use the module's trained model
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("harness")]
 
 
 @pytest.fixture(scope="module")

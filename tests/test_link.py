@@ -27,6 +27,17 @@ def acco_namespaces() -> set[str]:
     return {n for n in netns.list_namespaces() if n.startswith("acco")}
 
 
+def left_behind(before: set[str]) -> set[str]:
+    """Namespaces made since `before` by this process or by a launcher that has exited: a leak.
+    (Those of launchers still running belong to tests running beside this one.)"""
+    leaked = set()
+    for name in acco_namespaces() - before:
+        m = netns._NAME.match(name)
+        if m and (int(m.group(1)) == os.getpid() or not netns.pid_alive(int(m.group(1)))):
+            leaked.add(name)
+    return leaked
+
+
 @pytest.mark.integration
 @needs_netns
 def test_shaped_link_moves_a_collective_at_about_its_rate():
@@ -39,7 +50,7 @@ def test_shaped_link_moves_a_collective_at_about_its_rate():
     assert res["rank0"]["gloo_ifname"] == netns.IFNAME and res["rank0"]["master_addr"].startswith(netns.SUBNET)
     # a wide band: the link is shaped (not loopback, ~100x faster) and not far slower than the rate
     assert 0.5 * expected < res["seconds"] < 2.0 * expected, res
-    assert acco_namespaces() == before  # the probe removed its namespaces
+    assert not left_behind(before)  # the probe removed its namespaces
 
 
 @needs_netns
@@ -102,7 +113,7 @@ def test_namespaces_removed_after_a_failing_run(tmp_path):
     assert summary["status"] == "failed"
     if "link" in summary:  # written by rank 0 (the launcher's own record of a failure has none)
         assert summary["link"]["mode"] == "netns"
-    assert acco_namespaces() == before, proc.stderr[-2000:]
+    assert not left_behind(before), proc.stderr[-2000:]
 
 
 @pytest.mark.integration

@@ -18,7 +18,8 @@ import pytest
 
 from .slurm_cluster import cluster, output, run, sacct_fields, script  # noqa: F401 - cluster is a fixture
 
-pytestmark = pytest.mark.integration  # every test here starts processes
+# every test here starts processes; the Slurm tests share one pytest-xdist worker (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
 
 def started(cmd: str = "start", timeout: float = 900) -> subprocess.CompletedProcess:

@@ -45,6 +45,7 @@ def drive(tmp_path, count: int, fail: bool) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_a_tiny_reproduction_shows_progress_and_sums_up(tmp_path):
     proc = drive(tmp_path, 3, fail=True)
     out = proc.stdout + proc.stderr

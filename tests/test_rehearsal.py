@@ -27,6 +27,9 @@ from acco.rehearsal.overlay import ALLOWED, allowed, check_maps, map_run_specs, 
 from .conftest import ROOT, load_run, run_train
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
 
+# the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("slurm")
+
 TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 # what differs between a rehearsal run and its paper run without the overlay naming it
 
@@ -302,6 +305,7 @@ def rehearsed(cluster, rehearsal_data, tmp_path_factory):  # noqa: F811
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_fig7_rehearsal_completes_through_slurm(rehearsed, rehearsal_data):
     out, _ = rehearsal_data
@@ -330,6 +334,7 @@ def test_fig7_rehearsal_completes_through_slurm(rehearsed, rehearsal_data):
     assert list((runs["ddp"] / "checkpoints").iterdir())  # the checkpoint path ran (every 4 steps)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_fig8_rehearsal_finetunes_the_saved_model_through_slurm(rehearsed, rehearsal_data):
     out, _ = rehearsal_data
@@ -346,6 +351,7 @@ def test_fig8_rehearsal_finetunes_the_saved_model_through_slurm(rehearsed, rehea
         assert metrics["samples"].iloc[-1] >= cfg["train"]["samples"]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_figures_and_tables_from_the_rehearsal(rehearsed):
     proc = subprocess.run(

@@ -21,6 +21,9 @@ from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, load_profile, sbatch
 
 from .slurm_cluster import cluster, output, run, sacct_fields  # noqa: F401 - cluster is a fixture
 
+# the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("slurm")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAKE_SBATCH = os.path.join(ROOT, "experiments", "make_sbatch.py")
 PYTHON = "/opt/venv/bin/python"
@@ -295,6 +298,7 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
         assert proc.returncode == 0 and "to start at" in proc.stderr, f"{path.name}: {output(proc)}"
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache):  # noqa: F811
     results = tmp_path / "results"
