@@ -41,7 +41,7 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy
 # `slow` tests (long end-to-end runs: the Slurm rehearsal, make bench, a tiny reproduction, ...) only
 # in test-all: CI must finish in 30 minutes on 2 cores.
 TEST_WORKERS ?= 2
-test: $(STAMP) ## The tests CI runs: all but the `slow` ones (about 25 min on 2 cores)
+test: $(STAMP) ## The tests CI runs: all but the `slow` ones (about 15 min on 2 cores)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not slow" tests
 
 test-all: $(STAMP) ## Every test, the `slow` end-to-end ones too (about 35 min on 2 cores)
