@@ -24,6 +24,9 @@ CASES = [
     (["optim.schedule=exp"], "optim.schedule must be one of"),
     (["data.seq_len=4096"], "exceeds the model's max_position_embeddings"),
     (["device=cuda"], "no CUDA GPU is visible"),
+    (["method=streaming_diloco", "method.overlap_steps=8"], "overlap_steps (8) must be >= 0 and below"),
+    (["method=diloco", "method.mixing=2"], "method.mixing must be <= 1"),
+    (["method=diloco", "train.steps=null", "train.samples=1000"], "method=diloco needs a run of known length"),
 ]
 
 

@@ -72,11 +72,12 @@ def test_paper_runs_flat_estimate_is_table1_at_their_size():
 
 # -- a real run ---------------------------------------------------------------------------------
 @pytest.mark.integration
-@pytest.mark.parametrize("method,world", [("ddp", 2), ("acco", 3)])
+@pytest.mark.parametrize("method,world", [("ddp", 2), ("acco", 3), ("diloco", 2), ("streaming_diloco", 3)])
 def test_model_state_equals_a_real_runs_summary(tmp_path, method, world):
     """The estimate from the run's own config (model on the meta device, nothing trained) equals,
     byte for byte and rank by rank, what the run's ranks report: PyTorch's ZeRO partition of whole
-    tensors (ddp), the flat padded shards (acco, 3 ranks pad the last shard)."""
+    tensors (ddp), the flat padded shards (acco, 3 ranks pad the last shard), the local methods'
+    unsharded inner AdamW with φ, the outer momentum shards and one fragment's fp32 staging."""
     out = str(tmp_path / "run")
     run_train(
         [

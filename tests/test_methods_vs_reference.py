@@ -20,6 +20,8 @@ METHODS = {
     "dpu": ["method=dpu", "method.warmup_steps=4"],
     "wp": ["method=wp"],
     "acco": ["method=acco"],
+    "diloco": ["method=diloco", "method.sync_every=4"],
+    "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
 }
 STEPS = 10
 

@@ -133,6 +133,7 @@ class StateLayout:
     step_bytes: int = 0  # per parameter tensor: torch.optim's step counter (a float32 scalar)
     flat: bool = True  # flat buffers sharded in contiguous slices (this engine); False: whole
     # tensors partitioned greedily (PyTorch's ZeroRedundancyOptimizer)
+    local_fragments: int = 0  # diloco / streaming_diloco: F (the inner AdamW is not sharded); 0: not local
 
     @property
     def K(self) -> int:  # Table 1's K: optimizer-state bytes per parameter
@@ -162,7 +163,12 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     method = cfg["method"]
     if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
         return TORCH_ZERO1  # fp32 parameters and gradients in either precision
-    return FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
+    flat = FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
+    if method["name"] in ("diloco", "streaming_diloco"):
+        from dataclasses import replace
+
+        return replace(flat, name=f"{flat.name}, unsharded inner AdamW", local_fragments=int(method["fragments"]))
+    return flat
 
 
 def zero_partition(groups: tuple[tuple[int, ...], ...], world: int) -> list[tuple[int, int]]:
@@ -186,12 +192,20 @@ def model_states(groups, world: int, layout: StateLayout) -> list[dict]:
     if layout.flat:  # the same on every rank (the last shard holds the padding)
         shards = ShardLayout(params, world)
         padded, shard = shards.padded, shards.shard_size
+        optimizer = shard * layout.K
+        if layout.local_fragments:
+            from ..engine.local_rounds import fragment_bounds
+
+            longest = max(b - a for a, b in fragment_bounds(padded, world, layout.local_fragments))
+            # the inner AdamW over the whole vector (K per entry, not per shard), φ in fp32, the
+            # outer momentum's shards of every fragment, the fp32 staging of one fragment
+            optimizer = padded * layout.K + 4 * padded + 4 * shard + 4 * longest
         return [
             {
                 "param_bytes": padded * layout.param_bytes,
                 "grad_bytes": padded * layout.grad_bytes,
                 "comm_buffer_bytes": padded * layout.buffer_bytes,
-                "optimizer_state_bytes": shard * layout.K,
+                "optimizer_state_bytes": optimizer,
             }
         ] * world
     return [
@@ -308,10 +322,14 @@ def estimate(
         # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
         tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
         items["sync working memory"] = shards.shard_size * (2 * layout.param_bytes + 4 + 8 + tentative)
+        master = shards.shard_size
+        if layout.local_fragments:  # the inner step: fp32 mean gradient and AdamW temporaries, whole model
+            items["sync working memory"] = shards.padded * (4 + 8)
+            master = shards.padded
         # set-up: the tasks build the model on the host and the flat engine moves it one fp32
         # parameter at a time into the parameter buffer and the fp32 master shard
         largest = max(n for g in shape.groups for n in g)
-        setup: float = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * shards.shard_size + 4 * largest
+        setup: float = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * master + 4 * largest
     else:
         elements = max(e for e, _ in zero_partition(shape.groups, world))
         items["sync working memory"] = 8 * elements  # AdamW's temporaries on this rank's partition
@@ -326,7 +344,7 @@ def estimate(
     if gpu:
         items["CUDA context and NCCL (assumed)"] = CUDA_RESERVE_BYTES
         setup += CUDA_RESERVE_BYTES
-    overlapped = cfg["method"]["name"] in ("dpu", "wp", "acco")
+    overlapped = cfg["method"]["name"] in ("dpu", "wp", "acco", "streaming_diloco")
     return MemoryEstimate(world, layout, state, {k: float(v) for k, v in items.items()}, float(setup), overlapped)
 
 

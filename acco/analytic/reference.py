@@ -21,7 +21,8 @@ from omegaconf import DictConfig
 
 from ..config.plain import plain
 from ..config.schema import typed
-from ..engine.flat import trainable_parameters
+from ..engine.flat import ShardLayout, trainable_parameters
+from ..engine.local_rounds import LocalSchedule, fragment_bounds
 from ..engine.torch_ddp import adamw_param_groups
 from ..train.budget import lr_schedule, run_length
 
@@ -76,14 +77,17 @@ class Reference:
             offset += p.numel()
 
     # -- the two primitives: gradients at a point, an AdamW update --------------------------------
-    def gradients_at(self, point: torch.Tensor) -> tuple[torch.Tensor, int, float]:
-        """Sum over all workers of `accum` micro-batch gradients at `point` (next batches each)."""
+    def gradients_at(self, point: torch.Tensor, workers: list[int] | None = None) -> tuple[torch.Tensor, int, float]:
+        """Sum over all workers (or those listed) of `accum` micro-batch gradients at `point` (next
+        batches each)."""
         saved = self.vector()
         self.load(point)
         for p in self.params:
             p.grad = torch.zeros_like(p)
         loss_sum, count = 0.0, 0
         for w, stream in enumerate(self.streams):
+            if workers is not None and w not in workers:
+                continue
             for _ in range(self.accum):
                 k = self.next_k[w]
                 self.next_k[w] += 1
@@ -185,6 +189,78 @@ class Reference:
             raise ValueError(f"unknown method {method!r}")
         return theta
 
+    def run_local(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
+        """diloco / streaming_diloco (acco/engine/local_rounds.py) for `steps` inner steps: one
+        AdamW state per worker (swapped into the one torch.optim.AdamW), an outer
+        torch.optim.SGD(nesterov=True) per fragment; `padded`: the flat vector's padded length,
+        which places the fragments' boundaries. Returns φ_T (self.history: φ after each step)."""
+        world = len(self.streams)
+        numel = self.vector().numel()
+        thetas = [self.vector() for _ in range(world)]
+        states = [self.opt.state.__class__(dict) for _ in range(world)]
+        bounds = [(a, min(b, numel)) for a, b in fragment_bounds(padded, world, schedule.fragments)]
+        anchors = [torch.nn.Parameter(thetas[0][a:b].clone()) for a, b in bounds]
+        outers = [
+            torch.optim.SGD([p], lr=schedule.outer_lr, momentum=schedule.outer_momentum, nesterov=True) for p in anchors
+        ]
+        flight: tuple[int, torch.Tensor, int] | None = None  # (fragment, φ'_f, lands after step)
+        last_start = [0] * schedule.fragments
+
+        def land() -> None:
+            nonlocal flight
+            if flight is None:
+                return
+            f, new, _ = flight
+            flight = None
+            a, b = bounds[f]
+            with torch.no_grad():
+                anchors[f].copy_(new)
+            alpha = schedule.mixing
+            for w in range(world):  # θ_{w,f} <- α·θ_{w,f} + (1-α)·φ'_f
+                thetas[w][a:b] = new.clone() if alpha == 0.0 else thetas[w][a:b] * alpha + new * (1 - alpha)
+
+        def start(f: int, step: int) -> None:
+            nonlocal flight
+            a, b = bounds[f]
+            delta = sum(anchors[f].detach() - thetas[w][a:b] for w in range(world)) / world
+            saved = anchors[f].detach().clone()
+            anchors[f].grad = delta
+            outers[f].step()  # φ'_f; φ_f itself changes only when the sync lands
+            new = anchors[f].detach().clone()
+            with torch.no_grad():
+                anchors[f].copy_(saved)
+            last_start[f] = step
+            flight = (f, new, step + schedule.overlap_steps)
+
+        self.history = [torch.cat([p.detach() for p in anchors])]
+        for t in range(steps):
+            step = t + 1
+            loss_total = 0.0
+            for w in range(world):
+                g, n, loss = self.gradients_at(thetas[w], [w])
+                self.load(thetas[w])
+                self.opt.state = states[w]
+                thetas[w] = self.update(g / n)
+                self.step_count -= 1  # one inner step of every worker is one step
+                loss_total += loss
+            self.step_count += 1
+            self.micro_batches += world * self.accum
+            self.losses.append(loss_total / (world * self.accum))
+            if flight is not None and flight[2] <= step:
+                land()
+            for f in schedule.starts_after(step):
+                start(f, step)
+                if flight is not None and flight[2] <= step:
+                    land()
+            if step == steps:
+                land()
+                for f in range(schedule.fragments):
+                    if last_start[f] < step:
+                        start(f, step)
+                        land()
+            self.history.append(torch.cat([p.detach() for p in anchors]))
+        return self.history[-1]
+
 
 def reference_from_config(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
     """The reference for a run's resolved config (a dict, e.g. a run's config.yaml, or its typed
@@ -223,6 +299,12 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
     budget = None
     if length.budget is not None:  # the first micro-batch count whose samples reach the budget
         budget = -(-length.budget // (length.per_sample * ref.samples_per_micro_batch))
+    if cfg.method.name in ("diloco", "streaming_diloco"):
+        from ..train.backend_local import local_schedule
+
+        padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
+        ref.run_local(length.steps, local_schedule(cfg.method), padded)
+        return ref
     # warmup_steps: a setting of dpu and wp only (conf/method/)
     ref.run(cfg.method.name, length.steps, cfg.method.get("warmup_steps", 0), budget)
     return ref

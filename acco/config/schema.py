@@ -71,6 +71,16 @@ class WarmupMethod(MethodConfig):  # conf/method/dpu.yaml, wp.yaml
 
 
 @dataclass
+class LocalMethod(MethodConfig):  # conf/method/diloco.yaml, streaming_diloco.yaml
+    sync_every: int = MISSING  # H: inner steps between two syncs of a fragment
+    fragments: int = MISSING  # F: contiguous pieces of the model, synchronised in turn
+    overlap_steps: int = MISSING  # τ: inner steps a fragment's sync runs beside (0: not overlapped)
+    mixing: float = MISSING  # α: θ <- α·θ + (1 - α)·φ when a sync lands
+    outer_lr: float = MISSING  # the outer SGD's learning rate
+    outer_momentum: float = MISSING  # its Nesterov momentum
+
+
+@dataclass
 class PretrainedFrom:  # a model trained by another experiment's run (fig8 <- fig7)
     experiment: str = MISSING
     scale: str = "cpu"
@@ -282,7 +292,12 @@ class RunConfig:
 
 # each group option's kind: the name its YAML file lists first in its defaults
 GROUP_SCHEMAS = {
-    "method": {"schema_acco": MethodConfig, "schema_ddp": DdpMethod, "schema_warmup": WarmupMethod},
+    "method": {
+        "schema_acco": MethodConfig,
+        "schema_ddp": DdpMethod,
+        "schema_warmup": WarmupMethod,
+        "schema_local": LocalMethod,
+    },  # fmt: skip
     "model": {"schema": ModelConfig},
     "data": {"schema_pretrain": PretrainData, "schema_instruct": InstructData},
     "launcher": {"schema_local": LauncherConfig, "schema_slurm": SlurmLauncher},
@@ -478,7 +493,12 @@ def check_config(cfg: dict, allow_extra_top_level: bool = False) -> None:
         keys = set((cfg.get(group) or {}).keys()) if isinstance(cfg.get(group), dict) else set()
         # the option's kind: the one declaring all its keys (the smallest such: acco's before ddp's)
         fitting = [k for k in kinds if keys <= set(_fields(k))]
-        groups[group] = min(fitting, key=lambda k: len(_fields(k))) if fitting else kinds[-1]
+        # none: the one declaring most of them (a later one on a tie), so the error names the odd key
+        groups[group] = (
+            min(fitting, key=lambda k: len(_fields(k)))
+            if fitting
+            else max(reversed(kinds), key=lambda k: len(keys & set(_fields(k))))
+        )
     _check_node(cfg, RunConfig, "", groups, allow_extra_top_level)
 
 

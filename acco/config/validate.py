@@ -393,6 +393,35 @@ def out_dir_problem(out_dir: str | None) -> str | None:
     return None
 
 
+def check_local_method(cfg: dict) -> None:
+    """diloco / streaming_diloco: a schedule that can run, and a run of known length (it ends with
+    every fragment synchronised after its last step)."""
+    from ..engine.local_rounds import LocalSchedule, check_schedule
+
+    name = cfg["method"]["name"]
+    for key in ("sync_every", "fragments"):
+        _int(cfg, f"method.{key}", 1)
+    _int(cfg, "method.overlap_steps", 0)
+    m = cfg["method"]
+    schedule = LocalSchedule(
+        int(m["sync_every"]),
+        int(m["fragments"]),
+        int(m["overlap_steps"]),
+        _number(m.get("mixing"), "method.mixing", 0.0, 1.0),
+        _number(m.get("outer_lr"), "method.outer_lr", 0.0, strict_min=True),
+        _number(m.get("outer_momentum"), "method.outer_momentum", 0.0, 0.999999),
+    )
+    problem = check_schedule(schedule)
+    if problem:
+        raise ConfigError(f"method={name}: {problem}; see conf/method/{name}.yaml")
+    train = cfg["train"]
+    if not train.get("steps") or train.get("samples") or train.get("tokens"):
+        raise ConfigError(
+            f"method={name} needs a run of known length: set train.steps and train.samples=null "
+            f"train.tokens=null (its last step synchronises every fragment)"
+        )
+
+
 def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
     """Check the resolved config; return the world size the run will use."""
     check_experiment(cfg, cuda_available)
@@ -413,6 +442,8 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
         )
     if method in ("dpu", "wp"):
         _int(cfg, "method.warmup_steps", 0)
+    if method in ("diloco", "streaming_diloco"):
+        check_local_method(cfg)
     world = _int(cfg, "world_size", 1, allow_none=True)
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])

@@ -78,7 +78,10 @@ class FlatModel:
         decay_bias_and_norm: bool = True,
         rank: int = 0,
         device: torch.device | None = None,
+        full_master: bool = False,
     ):
+        """`full_master`: keep the fp32 initial values of the whole (padded) vector, not only rank
+        `rank`'s shard (the local methods' inner optimizer is not sharded)."""
         named = trainable_parameters(model)
         if not named:
             raise ValueError("the model has no trainable parameters")
@@ -87,8 +90,8 @@ class FlatModel:
         self.device = torch.device(device) if device is not None else first.device
         self.layout = ShardLayout(sum(p.numel() for _, p in named), world_size)
         self.rank = rank
-        lo, hi = self.layout.bounds(rank)
         padded = self.layout.padded
+        lo, hi = (0, padded) if full_master else self.layout.bounds(rank)
         move_untrained(model, self.device, {id(p) for _, p in named})
         self.params = torch.zeros(padded, dtype=self.dtype, device=self.device)
         self.grads = torch.zeros(padded, dtype=self.dtype, device=self.device)
@@ -125,7 +128,8 @@ class FlatModel:
         return self.layout.numel
 
     def take_master_shard(self) -> torch.Tensor:
-        """This rank's shard of the fp32 initial parameters (padding: zeros); handed over once."""
+        """This rank's shard (or, with full_master, all) of the fp32 initial parameters (padding:
+        zeros); handed over once."""
         init, self._master_init = self._master_init, None
         if init is None:
             raise RuntimeError("the fp32 initial parameters were already taken")

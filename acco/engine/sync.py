@@ -27,6 +27,7 @@ class SyncKind(Enum):
     COMMIT = "commit"  # θ <- Opt(θ, ḡ); gather θ
     ESTIMATE = "estimate"  # gather Opt_tentative(θ, ḡ); state untouched (ACCO)
     COMMIT_PREDICT = "commit+predict"  # θ <- Opt(θ, ḡ); gather Opt_tentative(θ, ḡ) (WP)
+    LOCAL = "local"  # an inner step of a local method: counts agreed, no gradient sent (DiLoCo)
 
     @property
     def commits(self) -> bool:
@@ -42,6 +43,43 @@ class SyncResult:
     lr: float  # learning rate of the AdamW update applied
     grad_norm: float  # global norm of the averaged gradient before clipping (nan when not clipping)
     committed_step: int  # optimizer step count after the sync
+
+
+class Agreement:
+    """What the ranks agree on at every step with one small all-reduce: the global micro-batch
+    count and loss sum, whether any rank's gradient (shard) holds inf/nan, and the per-rank votes
+    (the trainer's checkpoint signals). Summed over the ranks, and over the all-reduces since the
+    last step boundary, they are the same on every rank, so a step boundary needs no collective of
+    its own, and so no barrier between committed steps."""
+
+    def __init__(self) -> None:
+        self.votes: Callable[[], Sequence[float]] = tuple
+        self.agreed_votes: list[float] = []
+        self.nonfinite_grad = False
+
+    def all_reduce(
+        self, count: float, loss_sum: torch.Tensor | float, grads: torch.Tensor, group, on_host: bool = False
+    ) -> tuple[float, float]:
+        """(global micro-batches, global loss sum); `grads`: this rank's part to check for inf/nan.
+        `on_host`: the numbers travel as a host tensor (a gloo group beside a GPU's training)."""
+        votes = [float(v) for v in self.votes()]
+        device = torch.device("cpu") if on_host else grads.device
+        stats = torch.tensor([float(count), 0.0, 0.0, *votes], dtype=torch.float64, device=device)
+        stats[1] = loss_sum  # the compute side's sum, on the device: no host sync for it
+        stats[2] = (~torch.isfinite(grads)).any()  # set on the device: no host sync of its own
+        all_reduce_sum(stats, group)
+        n_tot, loss_tot, nonfinite, *vote_sums = stats.tolist()
+        if n_tot <= 0:
+            raise RuntimeError("a sync saw zero micro-batches across all ranks")
+        self.nonfinite_grad = self.nonfinite_grad or nonfinite > 0
+        self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
+        return n_tot, loss_tot
+
+    def take(self) -> tuple[bool, tuple[float, ...]]:
+        """(a non-finite gradient on any rank, the votes' sums) since the last call."""
+        agreed = (self.nonfinite_grad, tuple(self.agreed_votes))
+        self.nonfinite_grad, self.agreed_votes = False, []
+        return agreed
 
 
 class Syncer:
@@ -64,38 +102,19 @@ class Syncer:
         self.lo, self.hi = rank * shard, (rank + 1) * shard
         self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
         self.scratch = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
-        # Per-rank votes (the trainer's checkpoint signals) ride in the counts' all-reduce: summed
-        # over the ranks, and over the syncs since the last step boundary. Together with a synced
-        # gradient shard holding inf/nan on any rank, they are the same on every rank, so a step
-        # boundary needs no collective of its own, and so no barrier between committed steps.
-        self.votes: Callable[[], Sequence[float]] = tuple
-        self.agreed_votes: list[float] = []
-        self.nonfinite_grad = False
+        self.agreement = Agreement()  # counts, loss, finiteness and votes ride in one all-reduce
 
     def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
         """(a non-finite synced gradient on any rank, the votes' sums) since the last call."""
-        agreed = (self.nonfinite_grad, tuple(self.agreed_votes))
-        self.nonfinite_grad, self.agreed_votes = False, []
-        return agreed
+        return self.agreement.take()
 
     def sync(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
         span = self.tracer.span
         with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
-            votes = [float(v) for v in self.votes()]
-            stats = torch.tensor([float(count), 0.0, 0.0, *votes], dtype=torch.float64, device=self.buffer.device)
-            stats[1] = loss_sum  # the compute side's sum, on the device: no host sync for it
-            # inf/nan in this rank's shard of the sum (then also in the mean), set on the device: no
-            # host sync of its own
-            stats[2] = (~torch.isfinite(self.grad_shard)).any()
             with span("all_reduce counts", COMM):
-                all_reduce_sum(stats, self.group)
-            n_tot, loss_tot, nonfinite, *vote_sums = stats.tolist()
-            if n_tot <= 0:
-                raise RuntimeError("a sync saw zero micro-batches across all ranks")
-            self.nonfinite_grad = self.nonfinite_grad or nonfinite > 0
-            self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
+                n_tot, loss_tot = self.agreement.all_reduce(count, loss_sum, self.grad_shard, self.group)
             grad = self.grad_shard.to(torch.float32).div_(n_tot)
             grad_norm = float("nan")
             if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping

@@ -78,6 +78,8 @@ def checkpoint_bytes(cfg: dict, world: int) -> int | None:
     else:
         pending = world * params * layout.grad_bytes if method in ("dpu", "wp", "acco") else 0
         size = params * layout.param_bytes + params * layout.K + pending
+        if layout.local_fragments:  # φ once; every rank's inner AdamW (whole model) and momentum shards
+            size = 4 * params + world * params * layout.K + 4 * params + 4 * params // layout.local_fragments
     return size + world * PER_RANK_CHECKPOINT_BYTES
 
 

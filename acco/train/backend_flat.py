@@ -101,7 +101,7 @@ class FlatBackend(Backend):
             run_acco(self.engine, until, on_step, start)
 
     def carry_votes(self, votes) -> None:
-        self.syncer.votes = votes
+        self.syncer.agreement.votes = votes
 
     def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
         # each rank sees only its shard of the synced gradient: the syncs' count all-reduce agreed on it

@@ -27,13 +27,14 @@ from ..tasks import Task
 from . import checkpoint
 from .backend import Backend
 from .backend_flat import FlatBackend
+from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
 from .backend_torch_ddp import TorchDDPBackend
 from .budget import lr_schedule, run_length
 from .faults import inject_fault, nan_injecting
 from .precision import compute_dtype, parameters_in
 from .signals import Preempted, SignalLatch
 
-METHODS = ("ddp", "dpu", "wp", "acco")
+METHODS = ("ddp", "dpu", "wp", "acco", *LOCAL_METHODS)
 
 
 class NonFiniteError(RuntimeError):
@@ -115,6 +116,24 @@ class Trainer:
             hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
             self.backend = TorchDDPBackend(
                 task, optim, self.accum, self.lr_at, slowdown, device, self.compute_dtype, tracer, group, hook
+            )
+        elif self.method in LOCAL_METHODS:
+            # the inner steps' counts are agreed on this thread's group: never behind a fragment's
+            # sync on the communication thread's
+            self.backend = LocalBackend(
+                task,
+                local_schedule(method),
+                optim,
+                rank,
+                world_size,
+                device,
+                self.accum,
+                self.lr_at,
+                slowdown,
+                self.compute_dtype,
+                tracer,
+                comm_group=group,
+                step_group=self.control_group,
             )
         else:
             self.backend = FlatBackend(

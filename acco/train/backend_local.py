@@ -1,0 +1,157 @@
+"""The local methods as a backend: diloco and streaming_diloco on the flat engine's machinery
+(flat buffers, the communication thread, the micro-batch runner), with an inner AdamW per worker and
+an outer Nesterov step sharded over the ranks (acco/engine/local_rounds.py)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+
+from ..engine.comm_worker import CommWorker
+from ..engine.compute import MicroBatchRunner
+from ..engine.flat import FlatModel
+from ..engine.local_rounds import LocalEngine, LocalSchedule, run_local
+from ..engine.rounds import StepCallback, StopRule
+from ..engine.sharded_adamw import ShardedAdamW
+from ..engine.trace import TraceRecorder
+from ..tasks import Task
+from .backend import Backend
+
+LOCAL_METHODS = ("diloco", "streaming_diloco")
+
+
+def local_schedule(method) -> LocalSchedule:
+    """The schedule a method config (conf/method/diloco.yaml, streaming_diloco.yaml) describes."""
+    return LocalSchedule(
+        sync_every=int(method["sync_every"]),
+        fragments=int(method["fragments"]),
+        overlap_steps=int(method["overlap_steps"]),
+        mixing=float(method["mixing"]),
+        outer_lr=float(method["outer_lr"]),
+        outer_momentum=float(method["outer_momentum"]),
+    )
+
+
+class LocalBackend(Backend):
+    parameters_in_compute_dtype = True
+    carries_gradients = False  # an inner step spends its gradients at once
+
+    def __init__(
+        self,
+        task: Task,
+        schedule: LocalSchedule,
+        optim,
+        rank: int,
+        world_size: int,
+        device: torch.device,
+        accum: int,
+        lr_at,
+        slowdown: float,
+        compute_dtype: torch.dtype,
+        tracer: TraceRecorder,
+        comm_group,
+        step_group,
+    ):
+        self.device = device
+        self.flat = FlatModel(
+            task.model,
+            world_size,
+            dtype=compute_dtype,
+            decay_bias_and_norm=optim["decay_bias_and_norm"],
+            rank=rank,
+            device=device,
+            full_master=True,
+        )
+        inner = ShardedAdamW(
+            self.flat.take_master_shard(),
+            self.flat.decay_ranges,
+            lr_at,
+            optim["betas"],
+            optim["eps"],
+            optim["weight_decay"],
+        )
+        self.comm = CommWorker(device)
+        self.runner: MicroBatchRunner | None = MicroBatchRunner(
+            task.model,
+            task.loss_fn,
+            task.train_stream,
+            tracer,
+            slowdown,
+            autocast_dtype=compute_dtype,
+            device_type=device.type,
+        )
+        self.engine: LocalEngine | None = LocalEngine(
+            self.flat,
+            inner,
+            schedule,
+            self.comm,
+            self.runner,
+            accum,
+            rank,
+            world_size,
+            comm_group,
+            step_group,
+            tracer,
+            optim["clip_norm"],
+        )
+        self.world_size = world_size
+
+    @property
+    def live(self) -> LocalEngine:
+        if self.engine is None:
+            raise RuntimeError("the local backend was released")
+        return self.engine
+
+    def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
+        run_local(self.live, until, on_step, start)
+
+    def carry_votes(self, votes) -> None:
+        self.live.agreement.votes = votes
+
+    def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
+        return self.live.agreement.take()
+
+    def state_dicts(self) -> tuple[dict, dict]:
+        # φ is the same on every rank (saved once); θ_w and its inner state are each worker's own
+        return {"params": self.live.anchor}, {"engine": self.live.state_dict()}
+
+    def load_state_dicts(self, shared: dict, own: dict) -> None:
+        self.live.load_state_dict(own["engine"], shared["params"].to(self.device))
+
+    def committed_vector(self) -> torch.Tensor:
+        return self.live.anchor[: self.flat.numel].clone()
+
+    def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
+        source = self.live.anchor[: self.flat.numel] if vector is None else vector
+        self.flat.trainable().copy_(source)
+
+    @contextmanager
+    def committed_parameters(self):
+        """φ in the buffers' dtype, viewed by the model for the block (θ_w untouched). The
+        communication buffer may be busy with a fragment's sync: φ itself where the dtypes agree,
+        else a copy."""
+        anchor = self.live.anchor
+        with self.flat.parameters_from(anchor if anchor.dtype == self.flat.dtype else anchor.to(self.flat.dtype)):
+            yield
+
+    def memory_report(self) -> dict:
+        item = self.flat.params.element_size()
+        engine = self.live
+        outer = [engine.anchor, engine.staging, *engine.momentum]
+        return {
+            # the inner AdamW over the whole model, φ, the outer momentum shards, the fp32 staging
+            "optimizer_state_bytes": engine.inner.state_bytes() + sum(t.numel() * t.element_size() for t in outer),
+            "param_bytes": self.flat.params.numel() * item,
+            "grad_bytes": self.flat.grads.numel() * item,
+            "comm_buffer_bytes": engine.buffer.numel() * item,
+        }
+
+    def round_micro_batches(self) -> list[int]:
+        return list(self.live.rounds_micro_batches)
+
+    def close(self, wait: bool = True) -> None:
+        self.comm.close(timeout=30 if wait else 1)
+
+    def release(self) -> None:
+        self.engine = self.runner = None
