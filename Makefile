@@ -70,7 +70,7 @@ REHEARSAL_DATA ?= $(or $(ACCO_REHEARSAL_DATA),data/rehearsal)
 export ACCO_REHEARSAL_DATA := $(REHEARSAL_DATA)
 EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3
 # beyond the paper, at the CPU scale only (conf/experiment/<id>/cpu.yaml)
-CPU_ONLY_IDS := lr_sweep
+CPU_ONLY_IDS := lr_sweep beyond_diloco
 # one reproduce.py job for all of them (one "run k of N", one closing table): a comma list
 comma := ,
 space := $(subst ,, )

@@ -573,6 +573,14 @@ def lr_sweep(root: str, scale: str = "cpu", save: bool = True):
     return sweep.figure(root, scale, save)
 
 
+def beyond_diloco(root: str, scale: str = "cpu", save: bool = True):
+    """ACCO vs DiLoCo and Streaming DiLoCo: loss against samples, time to a target per link, memory
+    per rank (analysis/beyond_diloco.py)."""
+    from analysis import beyond_diloco as bd  # it builds on the report's comparisons, which import this module
+
+    return bd.figure(root, scale, save)
+
+
 FIGURES = {
     "fig4": fig4,
     "fig5": fig5,
@@ -583,4 +591,5 @@ FIGURES = {
     "fig10": fig10,
     "fig11": fig11,
     "lr_sweep": lr_sweep,
+    "beyond_diloco": beyond_diloco,
 }

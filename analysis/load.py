@@ -36,7 +36,14 @@ RUN_COLUMNS = [
     "deterministic",
     "device",
 ]
-METHOD_LABELS = {"ddp": "DDP", "dpu": "DPU", "wp": "WP", "acco": "ACCO"}
+METHOD_LABELS = {
+    "ddp": "DDP",
+    "dpu": "DPU",
+    "wp": "WP",
+    "acco": "ACCO",
+    "diloco": "DiLoCo",
+    "streaming_diloco": "Streaming DiLoCo",
+}
 
 
 def _read_yaml(path: str) -> dict:

@@ -511,6 +511,12 @@ def sec_lr_sweep(root, scale):
     return lines
 
 
+def sec_beyond_diloco(root, scale):
+    from analysis.beyond_diloco import section
+
+    return section(root, scale)
+
+
 SECTIONS = [
     ("fig4", "Fig. 4 — communication vs computation as workers grow", sec_fig4),
     ("fig5", "Fig. 5 — TinyStories: DDP vs DPU (warmups) vs ACCO", sec_fig5),
@@ -524,6 +530,7 @@ SECTIONS = [
     ("table2", "Table 2 — perplexity", sec_table2),
     ("table3", "Table 3 — wall-clock, DDP (ZeRO-1) vs ACCO", sec_table3),
     ("lr_sweep", "Beyond the paper — ACCO's gap to DDP against the learning rate", sec_lr_sweep),
+    ("beyond_diloco", "Beyond the paper — ACCO vs DiLoCo and Streaming DiLoCo across links", sec_beyond_diloco),
 ]
 
 

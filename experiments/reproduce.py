@@ -37,13 +37,13 @@ SOURCES = {"table2": ["fig11", "fig7"], "table3": ["fig11", "fig7", "fig8"], "ta
 
 
 def paper_order(ids: list[str]) -> list[str]:
-    """fig4 ... fig11, then table1 ... table3, then what goes beyond the paper (lr_sweep)."""
+    """fig4 ... fig11, then table1 ... table3, then what goes beyond the paper (beyond_diloco, lr_sweep)."""
     kind = {"fig": 0, "table": 1}
     return sorted(ids, key=lambda e: (kind.get(re.sub(r"\d", "", e), 2), int(re.sub(r"\D", "", e) or 0), e))
 
 
 def chosen(arg: str, scale: str) -> list[str]:
-    """The experiments named (a comma list), or all that have this scale (lr_sweep: cpu only)."""
+    """The experiments named (a comma list), or all that have this scale (lr_sweep, beyond_diloco: cpu only)."""
     if arg != "all":
         return [e for e in arg.split(",") if e]
     return [e for e in paper_order(EXPERIMENTS) if scale in scales_of(e) or e in SOURCES]

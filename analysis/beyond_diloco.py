@@ -1,0 +1,326 @@
+"""ACCO against the local-SGD family (experiment beyond_diloco): which method reaches a target loss
+first, for a given link and memory budget?
+
+Dynamics runs (link off, 5 paired seeds) give each method's loss against samples; timing runs (one
+seed, a whole number of H steps) give its seconds per step on each link. Every run is deterministic,
+so a run's losses do not depend on the link and a step's time not on the seed: the time to a target
+is the steps a seed's dynamics run needs times the seconds per step on that link.
+
+`dynamics(root, scale)`, `timing(root, scale)`, `memory(root, scale)` give the tables' rows;
+`figure(...)` draws loss against samples, time to the target against the link's measured
+communication/computation ratio, and the model state per rank of all six methods."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from analysis.claims import SMOOTH_STEPS, final_loss
+from analysis.figures import MissingRuns, _finish, plt
+from analysis.load import Run, discover_runs
+from analysis.report import Group, by_seed, compare
+from analysis.stats import PairedGap, Verdict, decide, paired_gap
+
+EXP = "beyond_diloco"
+BASELINE = "DDP"
+MAIN = ("ddp", "acco", "diloco", "streaming_diloco")
+STATE_KEYS = ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes")
+
+
+def rate_of(run: Run) -> float:
+    return float((run.config.get("link") or {}).get("rate_mbit") or 0.0)
+
+
+def variant(run: Run) -> str:
+    m, method = run.method, run.config.get("method") or {}
+    if m == "diloco":
+        return f"DiLoCo H={method['sync_every']}"
+    if m == "streaming_diloco":
+        return f"Streaming DiLoCo H={method['sync_every']} F={method['fragments']} τ={method['overlap_steps']}"
+    return {"ddp": "DDP", "acco": "ACCO"}.get(m, m.upper())
+
+
+def _runs(root: str, scale: str) -> list[Run]:
+    runs = discover_runs(root, EXP, scale)
+    if not runs:
+        raise MissingRuns(f"no completed {EXP} runs at scale {scale}")
+    return runs
+
+
+def dynamics_groups(runs: list[Run]) -> dict[str, Group]:
+    """variant -> its dynamics runs (link off, the longest runs), DDP first."""
+    longest = max(int(r.summary.get("steps_completed") or 0) for r in runs)
+    dyn = [
+        r
+        for r in runs
+        if r.method in MAIN and rate_of(r) == 0 and int(r.summary.get("steps_completed") or 0) == longest
+    ]
+    names = sorted({variant(r) for r in dyn}, key=lambda v: (v != BASELINE, v))
+    return {v: Group(v, [r for r in dyn if variant(r) == v]) for v in names}
+
+
+def steps_to(run: Run, target: float) -> float:
+    """The first step at which the training loss's SMOOTH_STEPS-step rolling mean is <= target."""
+    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
+    smooth = m["train_loss"].rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(float)
+    hit = np.flatnonzero(smooth <= target)
+    return float(m["step"].iloc[hit[0]]) if len(hit) else float("nan")
+
+
+def targets(groups: dict[str, Group]) -> dict[int, float]:
+    """Per seed, the target every method reaches: the worst of the methods' final losses."""
+    finals = [by_seed(g, final_loss) for g in groups.values()]
+    seeds = set.intersection(*(set(f) for f in finals))
+    return {s: max(f[s] for f in finals) for s in sorted(seeds)}
+
+
+def dynamics(root: str, scale: str = "cpu") -> list[dict]:
+    groups = dynamics_groups(_runs(root, scale))
+    if BASELINE not in groups:
+        raise MissingRuns(f"no {BASELINE} dynamics runs in {EXP}")
+    target = targets(groups)
+    out = []
+    for name, g in groups.items():
+        row = {
+            "variant": name,
+            "n": len(g.runs),
+            "final": g.mean(final_loss),
+            "final_cell": g.cell(final_loss),
+            "steps_to_target": float(np.nanmean([steps_to(r, target[s]) for s, r in _seeded(g) if s in target])),
+            "spread_pct": _spread(g),
+        }
+        if name != BASELINE:
+            row["verdict"], row["gap"] = compare(g, groups[BASELINE], final_loss)
+        out.append(row)
+    return out
+
+
+def _seeded(g: Group) -> list[tuple[int, Run]]:
+    return [(int(r.info["seed"]), r) for r in g.runs]
+
+
+def _spread(g: Group) -> float:
+    v = g.values(final_loss)
+    return 100.0 * float(np.nanmax(v) - np.nanmin(v)) / float(np.nanmean(v)) if len(v) > 1 else float("nan")
+
+
+def seconds_per_step(run: Run) -> float:
+    steps = int(run.summary.get("steps_completed") or 0)
+    return float(run.summary.get("total_wall_time_s") or np.nan) / steps if steps else float("nan")
+
+
+def timing(root: str, scale: str = "cpu") -> list[dict]:
+    """One row per link rate: DDP's measured communication/computation ratio, and per method its
+    seconds per step and time to the target (mean over seeds, 95 % interval), its paired gap to
+    DDP's time and the verdict; `fastest`: the method with the lowest mean time."""
+    runs = _runs(root, scale)
+    groups = dynamics_groups(runs)
+    target = targets(groups)
+    steps = {v: {s: steps_to(r, target[s]) for s, r in _seeded(g) if s in target} for v, g in groups.items()}
+    base_step = {v: float(np.nanmean([seconds_per_step(r) for r in g.runs])) for v, g in groups.items()}
+    timed = [r for r in runs if r.method in MAIN and rate_of(r) > 0]
+    if not timed:
+        raise MissingRuns(f"no {EXP} timing runs on a link")
+    out = []
+    for rate in sorted({rate_of(r) for r in timed}, reverse=True):
+        per = {variant(r): seconds_per_step(r) for r in timed if rate_of(r) == rate}
+        if BASELINE not in per:
+            continue
+        ratio = (per[BASELINE] - base_step[BASELINE]) / base_step[BASELINE]
+        times = {v: {s: n * per[v] for s, n in steps[v].items()} for v in per if v in steps}
+        methods = {}
+        for v, t in times.items():
+            vals = np.array(list(t.values()), dtype=float)
+            entry: dict = {"s_per_step": per[v], "time": float(np.nanmean(vals)), "ci": _interval(vals)}
+            if v != BASELINE:
+                gap = paired_gap(t, times[BASELINE])
+                entry["gap"], entry["verdict"] = gap, decide(gap)
+            methods[v] = entry
+        fastest = min(methods, key=lambda v: methods[v]["time"])
+        out.append({"rate_mbit": rate, "ratio": ratio, "methods": methods, "fastest": fastest})
+    return out
+
+
+def _interval(vals: np.ndarray) -> tuple[float, float]:
+    from scipy import stats
+
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < 2:
+        return (float("nan"), float("nan"))
+    half = float(stats.t.ppf(0.975, len(vals) - 1) * vals.std(ddof=1) / math.sqrt(len(vals)))
+    return (float(vals.mean()) - half, float(vals.mean()) + half)
+
+
+def memory(root: str, scale: str = "cpu") -> list[dict]:
+    """Per method (all six, one run each, link off): the model state per rank as summary.json
+    reports it, and the rank's peak RSS during training."""
+    runs = [r for r in _runs(root, scale) if rate_of(r) == 0]
+    out, seen = [], set()
+    for r in sorted(runs, key=lambda r: (r.method, -int(r.summary.get("steps_completed") or 0))):
+        v = variant(r)
+        if v in seen or not r.summary.get("per_rank"):
+            continue
+        seen.add(v)
+        rank = max(r.summary["per_rank"], key=lambda p: sum(p.get(k) or 0 for k in STATE_KEYS))
+        out.append(
+            {
+                "variant": v,
+                "method": r.method,
+                **{k: int(rank.get(k) or 0) for k in STATE_KEYS},
+                "state": sum(int(rank.get(k) or 0) for k in STATE_KEYS),
+                "peak_rss": int(rank.get("peak_rss_bytes") or 0),
+            }
+        )
+    order = ["ddp", "dpu", "wp", "acco", "diloco", "streaming_diloco"]
+    return sorted(out, key=lambda row: (order.index(row["method"]) if row["method"] in order else 9, row["variant"]))
+
+
+# -- the figure ---------------------------------------------------------------------------------
+COLORS = {"DDP": "C0", "ACCO": "C3"}
+
+
+def _color(v: str, i: int) -> str:
+    return COLORS.get(v, f"C{4 + i}")
+
+
+def figure(root: str, scale: str = "cpu", save: bool = True):
+    runs = _runs(root, scale)
+    groups = dynamics_groups(runs)
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(16, 4.6))
+    for i, (v, g) in enumerate(groups.items()):
+        curves = []
+        for r in g.runs:
+            m = r.metrics().dropna(subset=["train_loss"]).sort_values("step")
+            curves.append((m["samples"].to_numpy(float), m["train_loss"].rolling(SMOOTH_STEPS, 1).mean().to_numpy()))
+        n = min(len(c[0]) for c in curves)
+        x, ys = curves[0][0][:n], np.array([c[1][:n] for c in curves])
+        left.plot(x, ys.mean(0), color=_color(v, i), label=f"{v} (n={len(g.runs)})")
+        left.fill_between(x, ys.min(0), ys.max(0), color=_color(v, i), alpha=0.15)
+    left.set_xlabel("samples")
+    left.set_ylabel(f"training loss ({SMOOTH_STEPS}-step mean; band: seeds' min–max)")
+    left.set_title("dynamics: loss against samples (link off)")
+    left.legend(fontsize=8)
+    rows = timing(root, scale)
+    ratios = np.array([r["ratio"] for r in rows])
+    for i, v in enumerate(groups):
+        pts = [(r["ratio"], r["methods"][v]) for r in rows if v in r["methods"]]
+        if not pts:
+            continue
+        xs = np.array([p[0] for p in pts])
+        ys = np.array([p[1]["time"] for p in pts])
+        lo = np.array([p[1]["ci"][0] for p in pts])
+        hi = np.array([p[1]["ci"][1] for p in pts])
+        mid.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="o-", color=_color(v, i), capsize=3, label=v)
+    mid.set_xscale("log")
+    mid.set_yscale("log")
+    mid.set_xlabel("link: DDP's communication / computation per step (measured)")
+    mid.set_ylabel("seconds to the target loss (mean, 95 % CI over seeds)")
+    mid.set_title("which method reaches the target first?")
+    mid.set_xticks(ratios)
+    mid.set_xticklabels([f"{x:.2g}\n({r['rate_mbit']:g} Mbit/s)" for x, r in zip(ratios, rows)], fontsize=8)
+    mid.minorticks_off()
+    mid.legend(fontsize=8)
+    mem = memory(root, scale)
+    names = [m["variant"].replace("Streaming DiLoCo", "Str. DiLoCo").replace(" F=", "\nF=") for m in mem]
+    bottom = np.zeros(len(mem))
+    for key, label in zip(STATE_KEYS, ("parameters", "gradients", "comm. buffer", "optimizer state")):
+        vals = np.array([m[key] for m in mem], dtype=float) / 1e6
+        right.bar(names, vals, bottom=bottom, label=label)
+        bottom += vals
+    right.set_ylabel("model state per rank (MB)")
+    right.set_title("memory per rank (summary.json)")
+    right.tick_params(axis="x", labelsize=7, rotation=45)
+    right.legend(fontsize=8)
+    fig.suptitle("Beyond the paper — ACCO vs DiLoCo and Streaming DiLoCo (deterministic rounds, paired seeds)")
+    fig.tight_layout()
+    return _finish(fig, root, EXP, scale, save)
+
+
+def section(root: str, scale: str) -> list[str]:
+    """The report's section: the question, the method, the three tables, the verdicts."""
+    from analysis.report import setting
+
+    runs = _runs(root, scale)
+    dyn = dynamics(root, scale)
+    lines = [
+        "Question: for a given bandwidth and memory budget, which method reaches a target loss first? "
+        "Every run is deterministic: DDP (flat engine: reduce-scatter + all-gather), DiLoCo and Streaming "
+        "DiLoCo with 2 micro-batches per worker per step, ACCO with 1 per round (2 rounds per step), so every "
+        "method sees the same samples per step. Dynamics runs (link off) give loss against samples over "
+        "paired seeds; timing runs (one seed, a whole number of H steps) give seconds per step on each link. "
+        "A run's losses do not depend on the link and a step's time not on the seed, so the time to the "
+        "target = steps to it (per seed) × seconds per step (per link): a composition of measurements, not "
+        "one end-to-end run per link and seed. Target, per seed: the worst of the methods' final losses "
+        f"(reached by all), on the {SMOOTH_STEPS}-step mean of the training loss.",
+        "",
+        f"Setting: {setting([r for r in runs if rate_of(r) == 0])}.",
+        "",
+        "**Dynamics** (loss against samples, link off):",
+        "",
+        "| method | final loss, mean [min–max] | seed spread | steps to the target (mean) | vs DDP, paired | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in dyn:
+        gap = r["gap"].describe() if "gap" in r else "–"
+        verdict = f"**{r['verdict'].value}**" if "verdict" in r else "(baseline)"
+        lines.append(
+            f"| {r['variant']} | {r['final_cell']} | {r['spread_pct']:.1f} % | {r['steps_to_target']:.0f} | "
+            f"{gap} | {verdict} |"
+        )
+    rows = timing(root, scale)
+    names = [r["variant"] for r in dyn]
+    lines += [
+        "",
+        "**Wall-clock** (seconds to the target; per link DDP's measured communication/computation ratio; "
+        "gap and verdict: the method's time against DDP's, paired by seed):",
+        "",
+        "| link | comm/compute (DDP) | " + " | ".join(names) + " | first to the target |",
+        "|---|---|" + "---|" * len(names) + "---|",
+    ]
+    for row in rows:
+        cells = []
+        for v in names:
+            e = row["methods"].get(v)
+            if e is None:
+                cells.append("–")
+                continue
+            cell = f"{e['time']:.1f} s ({e['s_per_step']:.2f} s/step)"
+            if "gap" in e:
+                g = e["gap"]
+                cell += f"<br>{g.mean_pct:+.0f} % [{g.lo_pct:+.0f}, {g.hi_pct:+.0f}] **{e['verdict'].value}**"
+            cells.append(cell)
+        link = f"| {row['rate_mbit']:g} Mbit/s | {row['ratio']:.2f} | "
+        lines.append(link + " | ".join(cells) + f" | {row['fastest']} |")
+    mem = memory(root, scale)
+    lines += [
+        "",
+        "**Memory per rank** (model state as summary.json reports it, fp32 on CPU; formulas in the README, "
+        "*Local methods*):",
+        "",
+        "| method | parameters | gradients | comm. buffer | optimizer state | model state | × DDP's | peak RSS |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    base = next((m["state"] for m in mem if m["method"] == "ddp"), float("nan"))
+    for m in mem:
+        mb = [f"{m[k] / 1e6:.2f} MB" for k in STATE_KEYS]
+        lines.append(
+            f"| {m['variant']} | " + " | ".join(mb) + f" | {m['state'] / 1e6:.2f} MB | {m['state'] / base:.2f} | "
+            f"{m['peak_rss'] / 1e6:.0f} MB |"
+        )
+    fastest = {row["fastest"] for row in rows}
+    lines += [
+        "",
+        "- First to the target, by link: "
+        + "; ".join(f"{row['rate_mbit']:g} Mbit/s (ratio {row['ratio']:.2g}): {row['fastest']}" for row in rows)
+        + ".",
+        f"- {len(fastest)} different winner(s) over the links measured.",
+        "- Not measured here: ACCO's adaptive mode (its rounds keep computing while a slow sync runs, so on a "
+        "slow link it takes more samples per step, not more time); its losses depend on the link, so it needs "
+        "an end-to-end run per link and seed. The paper-scale configuration (125M on OpenWebText) is not "
+        "written yet.",
+    ]
+    return lines
+
+
+__all__ = ["dynamics", "timing", "memory", "figure", "section", "PairedGap", "Verdict"]

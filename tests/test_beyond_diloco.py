@@ -1,0 +1,126 @@
+"""analysis/beyond_diloco.py on run folders with known answers: the dynamics verdicts against DDP,
+the time to the target on each link (steps from the dynamics runs x seconds per step from the timing
+runs), which method gets there first, the memory table of all six methods, the figure and the
+report's section."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from analysis.stats import Verdict
+
+STATE = {  # bytes per rank, as summary.json reports them
+    "ddp": (100, 100, 100, 600),
+    "dpu": (100, 100, 100, 600),
+    "wp": (100, 100, 100, 600),
+    "acco": (100, 100, 100, 600),
+    "diloco": (100, 100, 100, 2000),
+    "streaming_diloco": (100, 100, 100, 2100),
+}
+METHOD_CFG = {
+    "diloco": {"sync_every": 8, "fragments": 1, "overlap_steps": 0},
+    "streaming_diloco": {"sync_every": 8, "fragments": 2, "overlap_steps": 1},
+}
+
+
+def write_run(root, method: str, seed: int, final: float, s_per_step: float, rate: float = 0, steps: int = 50):
+    name = f"{method}_seed={seed}_rate={rate:g}_steps={steps}"
+    folder = os.path.join(root, "cpu", "beyond_diloco", name)
+    os.makedirs(folder)
+    step = np.arange(1, steps + 1)
+    loss = final + 3.0 * np.exp(-step / 8.0)
+    loss[-max(1, steps // 10) :] = final
+    pd.DataFrame({"step": step, "train_loss": loss, "samples": step * 16, "wall_time_s": step * s_per_step}).to_csv(
+        os.path.join(folder, "metrics.csv"), index=False
+    )
+    cfg = {
+        "method": {"name": method, **METHOD_CFG.get(method, {})},
+        "seed": seed,
+        "world_size": 2,
+        "train": {"steps": steps, "accum": 2},
+        "link": {"rate_mbit": rate},
+        "model": {"name": "gptneo_tiny"},
+        "data": {"name": "synthetic"},
+    }
+    with open(os.path.join(folder, "config.yaml"), "w") as f:
+        yaml.safe_dump(cfg, f)
+    keys = ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes")
+    rank = {**dict(zip(keys, STATE[method])), "peak_rss_bytes": 10**8}
+    summary = {
+        "method": method,
+        "world_size": 2,
+        "status": "completed",
+        "steps_completed": steps,
+        "total_wall_time_s": steps * s_per_step,
+        "per_rank": [rank, rank],
+    }
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump(summary, f)
+
+
+@pytest.fixture
+def results(tmp_path):
+    """5 seeds: ACCO's loss equal to DDP's, DiLoCo's 10 % higher (so it sets the target, reached
+    only at its last steps, ~25 steps later than DDP and ACCO). Link off: 1 s per step for all.
+    On a 100 Mbit/s link DDP takes 1.5 s per step (comm/compute 0.5), ACCO 1.2, DiLoCo 1.05; on
+    5 Mbit/s DDP 9 s (ratio 8), ACCO 8, DiLoCo 1.5: ACCO gets there first on the fast link,
+    DiLoCo on the slow one."""
+    for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):
+        write_run(tmp_path, "ddp", seed, d, 1.0)
+        write_run(tmp_path, "acco", seed, d * (1 + (seed - 2) * 0.002), 1.0)
+        write_run(tmp_path, "diloco", seed, d * 1.10, 1.0)
+    links = {100: {"ddp": 1.5, "acco": 1.2, "diloco": 1.05}, 5: {"ddp": 9.0, "acco": 8.0, "diloco": 1.5}}
+    for rate, per_step in links.items():
+        for method, s in per_step.items():
+            write_run(tmp_path, method, 0, 2.0, s, rate=rate, steps=16)
+    for method in ("dpu", "wp", "streaming_diloco"):
+        write_run(tmp_path, method, 0, 2.0, 1.0, steps=16)
+    return str(tmp_path)
+
+
+def test_dynamics_verdicts_against_ddp(results):
+    from analysis import beyond_diloco as bd
+
+    rows = {r["variant"]: r for r in bd.dynamics(results, "cpu")}
+    assert list(rows)[0] == "DDP" and set(rows) == {"DDP", "ACCO", "DiLoCo H=8"}
+    assert rows["ACCO"]["verdict"] is Verdict.MATCHES
+    assert rows["DiLoCo H=8"]["verdict"] is Verdict.WORSE
+    assert rows["DiLoCo H=8"]["gap"].mean_pct == pytest.approx(10.0, abs=0.01)
+    # the target is DiLoCo's own final loss: it gets there at its last step, DDP much earlier
+    assert rows["DiLoCo H=8"]["steps_to_target"] == 50
+    assert rows["DDP"]["steps_to_target"] < 30
+
+
+def test_time_to_target_per_link_and_who_gets_there_first(results):
+    from analysis import beyond_diloco as bd
+
+    rows = bd.timing(results, "cpu")
+    assert [r["rate_mbit"] for r in rows] == [100, 5]
+    assert [r["ratio"] for r in rows] == pytest.approx([0.5, 8.0])
+    assert [r["fastest"] for r in rows] == ["ACCO", "DiLoCo H=8"]
+    fast, slow = rows
+    ddp_steps = bd.dynamics(results, "cpu")[0]["steps_to_target"]
+    assert fast["methods"]["DDP"]["time"] == pytest.approx(ddp_steps * 1.5)
+    assert slow["methods"]["DiLoCo H=8"]["time"] == pytest.approx(50 * 1.5)
+    assert slow["methods"]["DiLoCo H=8"]["verdict"] is Verdict.BETTER
+    assert fast["methods"]["DiLoCo H=8"]["verdict"] is Verdict.WORSE
+    assert fast["methods"]["ACCO"]["verdict"] is Verdict.BETTER  # 1.2 s against 1.5 s per step
+
+
+def test_memory_of_all_six_methods_figure_and_section(results):
+    from analysis import beyond_diloco as bd
+
+    mem = bd.memory(results, "cpu")
+    assert [m["method"] for m in mem] == ["ddp", "dpu", "wp", "acco", "diloco", "streaming_diloco"]
+    assert {m["variant"]: m["state"] for m in mem}["DiLoCo H=8"] == 2300
+    fig = bd.figure(results, "cpu", save=True)
+    assert fig.saved_paths and all(os.path.getsize(p) > 1000 for p in fig.saved_paths)
+    text = "\n".join(bd.section(results, "cpu"))
+    assert "5 Mbit/s (ratio 8): DiLoCo H=8" in text and "100 Mbit/s (ratio 0.5): ACCO" in text
+    assert "| DiLoCo H=8 | 0.00 MB | 0.00 MB | 0.00 MB | 0.00 MB | 0.00 MB | 2.56 | 100 MB |" in text
