@@ -59,6 +59,19 @@ def job_shape(cfg: dict, world: int, profile: dict | None = None) -> dict:
     return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": gpus}
 
 
+def shape_parameters(shape: dict) -> dict:
+    """submitit's parameters for a job of this shape (job_shape), as every acco job sets them."""
+    params = {
+        "nodes": shape["nodes"],
+        "tasks_per_node": shape["tasks_per_node"],
+        # one dead task ends the step at once instead of leaving its peers in a collective
+        "slurm_srun_args": ["--kill-on-bad-exit=1"],
+    }
+    if shape["gpus_per_node"]:
+        params["gpus_per_node"] = shape["gpus_per_node"]
+    return params
+
+
 def make_executor(cfg: dict, shape: dict, name: str):
     import submitit
 
@@ -67,16 +80,11 @@ def make_executor(cfg: dict, shape: dict, name: str):
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     params = {
         "name": name,
-        "nodes": shape["nodes"],
-        "tasks_per_node": shape["tasks_per_node"],
         "cpus_per_task": int(prof.get("cpus_per_task") or 1),
         "timeout_min": int(prof.get("time_min") or 60),
         "slurm_signal_delay_s": int(prof.get("signal_delay_s") or 90),
-        # one dead task ends the step at once instead of leaving its peers in a collective
-        "slurm_srun_args": ["--kill-on-bad-exit=1"],
+        **shape_parameters(shape),
     }
-    if shape["gpus_per_node"]:
-        params["gpus_per_node"] = shape["gpus_per_node"]
     if prof.get("mem_gb"):
         params["mem_gb"] = prof["mem_gb"]
     for key in ("partition", "account", "qos", "constraint"):

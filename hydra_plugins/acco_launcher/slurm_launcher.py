@@ -57,8 +57,10 @@ class SlurmLauncher(PluginSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
 
+        from acco.run.start import fail_config  # acco imported only when a sweep is launched
+        from acco.slurm.submit import shape_parameters
+
         assert self.config is not None and self.hydra_context is not None
-        from acco.run.start import fail_config
 
         if self.params.get("nodes", 1) != 1 or self.params.get("tasks_per_node", 1) != 1:
             fail_config(
@@ -75,8 +77,6 @@ class SlurmLauncher(PluginSlurmLauncher):
             if key in INIT_KEYS or key in SHAPE_KEYS:
                 continue
             sbatch[key if key in BASE_KEYS else f"slurm_{key}"] = value
-        # one dead rank ends the step at once instead of leaving its peers in a collective
-        sbatch["slurm_srun_args"] = ["--kill-on-bad-exit=1"]
 
         groups: dict[tuple, list[int]] = {}
         for i, shape in enumerate(shapes):
@@ -89,9 +89,7 @@ class SlurmLauncher(PluginSlurmLauncher):
                 cluster="slurm",
                 slurm_max_num_timeout=self.params.get("max_num_timeout", 0),
             )
-            executor.update_parameters(**sbatch, **{k: v for k, v in shape.items() if k != "gpus_per_node"})
-            if shape["gpus_per_node"]:
-                executor.update_parameters(gpus_per_node=shape["gpus_per_node"])
+            executor.update_parameters(**sbatch, **shape_parameters(shape))
             state = Singleton.get_state()  # the plugin's call signature: (overrides, dir key, num, id, state)
             args = [(list(job_overrides[i]), "hydra.sweep.dir", initial_job_idx + i, f"job{i}", state) for i in members]
             for i, job in zip(members, executor.map_array(self, *zip(*args))):
