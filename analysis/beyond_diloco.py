@@ -118,8 +118,12 @@ def timing(root: str, scale: str = "cpu") -> list[dict]:
     groups = dynamics_groups(runs)
     target = targets(groups)
     steps = {v: {s: steps_to(r, target[s]) for s, r in _seeded(g) if s in target} for v, g in groups.items()}
+    # the link off: the timing runs' own (measured beside the others), else the dynamics runs'
     base_step = {v: float(np.nanmean([seconds_per_step(r) for r in g.runs])) for v, g in groups.items()}
-    timed = [r for r in runs if r.method in MAIN and rate_of(r) > 0]
+    longest = max(int(r.summary.get("steps_completed") or 0) for r in runs)
+    short = [r for r in runs if r.method in MAIN and int(r.summary.get("steps_completed") or 0) < longest]
+    base_step.update({variant(r): seconds_per_step(r) for r in short if rate_of(r) == 0})
+    timed = [r for r in short if rate_of(r) > 0]
     if not timed:
         raise MissingRuns(f"no {EXP} timing runs on a link")
     out = []

@@ -14,9 +14,8 @@ from torch import nn
 
 from acco.engine.local_rounds import LocalSchedule, check_schedule, fragment_bounds
 
-from .conftest import load_run, run_train
 from .oracle import oracle_a, oracle_theta0, oracle_x
-from .test_gradient_oracle import ORACLE
+from .test_gradient_oracle import oracle_run
 
 
 # -- the timetable (in-process) -----------------------------------------------------------------
@@ -121,25 +120,13 @@ class LocalReplay:
 
 
 def local_run(tmp_path, method_args, world, steps, accum=2):
-    out = str(tmp_path / "run")
-    run_train(
-        [
-            *method_args,
-            *ORACLE,
-            "optim.eps=0.5",  # AdamW sensitive to the gradient's scale: a worker divides by its own count
-            f"world_size={world}",
-            f"train.steps={steps}",
-            f"train.accum={accum}",
-            "train.deterministic=true",
-            f"out_dir={out}",
-        ]
-    )
-    run = load_run(out)
+    # AdamW sensitive to the gradient's scale (large eps): each worker divides by its own count
+    out, run, counts, final = oracle_run(tmp_path, method_args, world, steps, accum, extra=["optim.eps=0.5"])
     assert run["summary"]["status"] == "completed"
-    assert [r["round_micro_batches"] for r in run["summary"]["per_rank"]] == [[accum] * steps] * world
+    assert counts == [[accum] * steps] * world
     with open(os.path.join(out, "metrics.csv")) as f:
         losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
-    return out, run, losses, torch.load(os.path.join(out, "final_params.pt"))
+    return out, run, losses, final
 
 
 @pytest.mark.integration
