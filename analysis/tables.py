@@ -65,7 +65,14 @@ TABLE1_NAMES = {
     "acco": "ACCO",
 }
 # what a measured run of each of our methods corresponds to in Table 1
-MEASURED_AS = {"ddp": "zero1", "dpu": "dpu", "wp": "wp", "acco": "acco"}
+MEASURED_AS = {
+    "ddp": "zero1",
+    "dpu": "dpu",
+    "wp": "wp",
+    "acco": "acco",
+    "diloco": "diloco",
+    "streaming_diloco": "diloco",
+}
 
 
 # -- small utilities ---------------------------------------------------------------------------
@@ -204,6 +211,11 @@ def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFram
         as_row = MEASURED_AS.get(s["method"])
         buffers = 1 if as_row in ("dpu", "wp", "acco") else 0
         formula = (b * (2 + buffers) + K / n) * params  # params, grads, [buffer] at b bytes; K/N state
+        name = TABLE1_NAMES.get(as_row, "?")
+        if as_row == "diloco":  # ours also holds a buffer, the outer momentum's shards, one fragment's staging
+            fragments = int(((run.config.get("method") or {}).get("fragments")) or 1)
+            formula = (3 * b + K + 4 + 4 / n + 4 / fragments) * params
+            name = f"{name} + buffer, momentum/N, staging/F (F = {fragments})"
         rows.append(
             {
                 "exp": run.exp,
@@ -217,7 +229,7 @@ def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFram
                 "optimizer_state_bytes": s["optimizer_state_bytes"],
                 "comm_buffer_bytes": s["comm_buffer_bytes"],
                 "model_state_bytes": measured,
-                "formula": TABLE1_NAMES.get(as_row, "?") + f" at {b} B/elem",
+                "formula": name + f" at {b} B/elem",
                 "formula_bytes": formula,
                 "measured_over_formula": measured / formula if formula else None,
                 "bytes_per_param": measured / params if params else None,
