@@ -68,9 +68,10 @@ demo-cpu: $(STAMP) ## All four methods side by side at CPU scale
 LAUNCHER ?= $(if $(filter rehearsal,$(SCALE)),slurm,local)
 REHEARSAL_DATA ?= $(or $(ACCO_REHEARSAL_DATA),data/rehearsal)
 export ACCO_REHEARSAL_DATA := $(REHEARSAL_DATA)
-EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3
+# the paper's figures and tables, then beyond_diloco (beyond the paper, at every scale)
+EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3 beyond_diloco
 # beyond the paper, at the CPU scale only (conf/experiment/<id>/cpu.yaml)
-CPU_ONLY_IDS := lr_sweep beyond_diloco
+CPU_ONLY_IDS := lr_sweep
 # one reproduce.py job for all of them (one "run k of N", one closing table): a comma list
 comma := ,
 space := $(subst ,, )

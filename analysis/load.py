@@ -91,6 +91,8 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "layout": str(layout) if layout else None,
         "world_size": int(world) if world else None,
         "hetero": hetero,
+        # the local methods' inner steps per sync (DiLoCo H=8 vs H=32 in beyond_diloco)
+        "sync_every": _get(cfg, "method.sync_every") if method in ("diloco", "streaming_diloco") else None,
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
         "device": summary.get("device") or cfg.get("device"),

@@ -102,6 +102,21 @@ def test_run_time_closed_forms():
     assert cm.run_time("acco", T, 0.2, 1.0) > cm.run_time("ddp", T, 0.4, 1.0)
 
 
+def test_run_time_of_the_local_methods():
+    """DiLoCo waits for an outer sync every H steps (and the last step's); Streaming DiLoCo's
+    fragment syncs (1/F of the bytes each) hide under τ inner steps where they can."""
+    c, m = 1.0, 4.0
+    assert cm.run_time("diloco", 64, c, m, local=(32, 1, 0)) == pytest.approx(64 * c + 2 * m)
+    assert cm.run_time("diloco", 40, c, m, local=(32, 1, 0)) == pytest.approx(40 * c + 2 * m)  # 32, and 40
+    assert cm.run_time("diloco", 64, c, m, local=(8, 1, 0)) == pytest.approx(64 * c + 8 * m)
+    # F = 4 fragments of 1.0 s each: one inner step of 1.0 s hides it, only the final sync shows
+    assert cm.run_time("streaming_diloco", 64, c, m, local=(32, 4, 1)) == pytest.approx(64 * c + m)
+    # a slow link: each fragment's sync exposes m/F - τ c
+    exposed = 64 * 4 / 32 * (40.0 / 4 - 1.0)
+    assert cm.run_time("streaming_diloco", 64, c, 40.0, local=(32, 4, 1)) == pytest.approx(64 * c + exposed + 40.0)
+    assert cm.run_time("streaming_diloco", 64, c, 40.0, local=(32, 4, 1)) < cm.run_time("ddp", 64, c, 40.0)
+
+
 def test_torch_zero1_sync_moves_fp32_gradients_and_parameters():
     hw, n, P = cm.A100, 8, 1e9
     alpha, beta = hw.link(n)

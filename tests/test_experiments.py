@@ -14,8 +14,21 @@ import yaml
 from acco.config.experiments import CONF_DIR, ROOT, compose, expand_runs
 from acco.config.validate import ConfigError, check_overrides, parse_layout, validate
 
-EXPERIMENTS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "table1", "table2", "table3"]
-TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
+EXPERIMENTS = [
+    "fig4",
+    "fig5",
+    "fig6",
+    "fig7",
+    "fig8",
+    "fig9",
+    "fig10",
+    "fig11",
+    "table1",
+    "table2",
+    "table3",
+    "beyond_diloco",
+]
+TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "beyond_diloco"]
 
 
 def cfg_of(exp, scale, *extra):

@@ -30,7 +30,7 @@ from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("slurm")
 
-TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
+TRAINING = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11", "beyond_diloco"]
 # what differs between a rehearsal run and its paper run without the overlay naming it
 
 

@@ -29,6 +29,11 @@ A whole run (`run_time`): with c and m per round as above, a run of T committed 
     dpu, wp   W (c + m) + c + (T - W - 1) max(c, m) + m     (W sequential warmup steps, a prologue
                                                             round of compute, a last sync alone)
     acco      c + (2T - 1) max(c, m) + m                    (two rounds per committed step)
+    diloco    T c + ⌈T/H⌉ m                                  (an outer sync every H inner steps, waited for)
+    streaming T c + (T F / H) max(0, m/F − τ c) + m          (a fragment's sync, 1/F of the bytes, beside
+                                                            τ inner steps; the last step syncs every fragment)
+
+For the local methods m is the sync of the fp32 pseudo-gradient (its bytes: 4 per parameter).
 
 `zero1_torch_sync_time` is PyTorch's DDP + ZeroRedundancyOptimizer (the ddp baseline with
 impl=torch): an all-reduce of the fp32 gradients, then each rank's updated fp32 partition
@@ -137,8 +142,16 @@ def zero1_torch_sync_time(params: float, n: int, hw: Hardware) -> float:
     return all_reduce_time(4 * params, n, alpha, beta) + all_gather_time(4 * params, n, alpha, beta)
 
 
-def run_time(method: str, steps: int, compute_s: float, sync_s: float, warmup_steps: int = 0) -> float:
-    """Wall-clock of a run of `steps` committed steps (see the module docstring), c and m per round."""
+def run_time(
+    method: str,
+    steps: int,
+    compute_s: float,
+    sync_s: float,
+    warmup_steps: int = 0,
+    local: tuple[int, int, int] = (1, 1, 0),
+) -> float:
+    """Wall-clock of a run of `steps` committed steps (see the module docstring), c and m per round;
+    `local`: (H, F, τ) of diloco / streaming_diloco."""
     c, m, T = compute_s, sync_s, int(steps)
     if T <= 0:
         return 0.0
@@ -151,6 +164,11 @@ def run_time(method: str, steps: int, compute_s: float, sync_s: float, warmup_st
         return W * ddp_step_time(c, m) + c + (T - W - 1) * acco_round_time(c, m) + m
     if method == "acco":
         return c + (2 * T - 1) * acco_round_time(c, m) + m
+    if method in ("diloco", "streaming_diloco"):
+        H, F, tau = (int(v) for v in local)
+        if F == 1 and tau == 0:
+            return T * c + math.ceil(T / H) * m
+        return T * c + (T * F / H) * max(0.0, m / F - tau * c) + m
     raise ValueError(f"unknown method {method!r}")
 
 

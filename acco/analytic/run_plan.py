@@ -107,14 +107,19 @@ def plan(cfg: dict) -> dict:
     c_mb = work.compute_s(hw)  # one micro-batch, fwd + bwd
     c = accum * c_mb * slow  # a round waits for the slowest rank's accum micro-batches
     m = cm.zero1_torch_sync_time(shape.params, world, hw) if torch_ddp else cm.sync_time(work, world, hw)
+    local = (1, 1, 0)
+    if method in ("diloco", "streaming_diloco"):  # the outer sync moves fp32 pseudo-gradients
+        m = cm.sync_time(replace(work, grad_bytes=4), world, hw)
+        local = tuple(int(cfg["method"][k]) for k in ("sync_every", "fragments", "overlap_steps"))
     seq_samples = world * accum * mb  # per sequential step (ddp; dpu/wp warmup)
-    per_round = world * accum if method == "ddp" else micro_batches_per_round(cfg, world, c_mb, m, slow)
+    sequential = method in ("ddp", "diloco", "streaming_diloco")  # every step exactly `accum` micro-batches
+    per_round = world * accum if sequential else micro_batches_per_round(cfg, world, c_mb, m, slow)
     ovl_samples = rounds_per_step(cfg) * per_round * mb
     steps = committed_steps(cfg, seq_samples, ovl_samples)
     warmup = min(steps, int(cfg["method"].get("warmup_steps") or 0)) if method in ("dpu", "wp") else 0
     samples = seq_samples * steps if method == "ddp" else warmup * seq_samples + (steps - warmup) * ovl_samples
     tokens = samples * seq
-    wall = cm.run_time(method, steps, c, m, warmup)
+    wall = cm.run_time(method, steps, c, m, warmup, local)
     from ..run.disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
 
     disk = disk_estimate(dict(cfg, train=dict(cfg["train"], steps=steps), _resume=None), world)
