@@ -157,7 +157,7 @@ def expand_runs(exp: dict) -> list[list[str]]:
         keys = list(spec)
         values = [v if isinstance(v, list) else [v] for v in spec.values()]
         for combo in itertools.product(*values):
-            runs.append([f"{k}={v}" for k, v in zip(keys, combo)])
+            runs.append([f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)])  # Hydra's None
     return runs
 
 
