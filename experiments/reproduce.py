@@ -7,7 +7,9 @@
     python experiments/reproduce.py fig8 --scale paper --launcher slurm [launcher.partition=gpu ...]
     python experiments/reproduce.py fig7 --scale rehearsal --launcher slurm   # the dress rehearsal
 
-Runs whose results are complete are not run again ("skipped: already complete"). Every run shows
+Runs whose results are complete are not run again ("skipped: already complete"); a completed run
+whose saved config.yaml differs from what the experiment's files now compose (a changed rate, step
+budget, ...) is run again, and says in which settings. Every run shows
 "run k of N: <experiment>/<run>" with an ETA for the whole job; a local run's output goes to
 <run folder>/train.log as it runs (and to the terminal); a failed run does not stop the others.
 At the cpu scale (--add-seeds; --no-add-seeds turns it off) the claims each experiment lists
@@ -24,7 +26,17 @@ import re
 import subprocess
 import sys
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs, experiment_block, experiment_ids, scales_of
+import yaml
+
+from acco.config.experiments import (
+    CONF_DIR,
+    changed_keys,
+    compose,
+    expand_runs,
+    experiment_block,
+    experiment_ids,
+    scales_of,
+)
 from acco.config.validate import ConfigError, check_overrides
 from acco.run.files import read_summary
 from acco.run.multirun import MultiRun, log_error_line, run_logged
@@ -70,15 +82,30 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
     common = [f"experiment={exp}/{scale}", *base]
     cfg = compose([*common, *run])
     out_dir = cfg["out_dir"]
+    completed = (read_summary(out_dir) or {}).get("status") == "completed"
+    stale = stale_settings(out_dir, cfg) if completed else []
     return {
         "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
         "args": [*common, *run],
         "run": list(run),
         "out_dir": out_dir,
         "cost": float((cfg.get("train") or {}).get("steps") or 0) * int(cfg.get("world_size") or 1),
-        "complete": (read_summary(out_dir) or {}).get("status") == "completed",
+        # a completed run made from other settings (the experiment's file changed since) is run again
+        "stale": stale,
+        "complete": completed and not stale,
         "info": run_info(cfg),
     }
+
+
+def stale_settings(out_dir: str, cfg: dict) -> list[str]:
+    """The settings in which the run in `out_dir` was made differently from `cfg` (acco/config/
+    experiments.py changed_keys); [] without a saved config.yaml."""
+    path = os.path.join(out_dir, "config.yaml")
+    if not os.path.isfile(path):
+        return []
+    with open(path) as f:
+        saved = yaml.safe_load(f) or {}
+    return changed_keys(saved, cfg)
 
 
 def weigh(runs: list[dict]) -> list[dict]:
@@ -138,6 +165,12 @@ def run_local(title: str, runs: list[dict]) -> MultiRun:
         if r["complete"]:
             job.skip(r["name"])
             continue
+        if r.get("stale"):
+            print(
+                f"{r['name']}: completed with other settings than the experiment's now "
+                f"({', '.join(r['stale'][:4])}{', …' if len(r['stale']) > 4 else ''}): running it again",
+                flush=True,
+            )
         job.begin(r["name"])
         log = os.path.join(r["out_dir"], "train.log")
         try:

@@ -149,28 +149,29 @@ def load_reproduce():
     return module
 
 
-def write_run(out_dir: str, method: str, seed: int, final: float) -> None:
-    """A completed run folder as the trainer leaves it (config.yaml, summary.json, metrics.csv)."""
+def write_run(out_dir: str, method: str, seed: int, final: float, config: dict | None = None) -> None:
+    """A completed run folder as the trainer leaves it (config.yaml, summary.json, metrics.csv);
+    `config`: the composed run it stands for (else the synthetic run's own small config)."""
     run = synthetic_run(method, seed, final)
     os.makedirs(out_dir)
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
-        yaml.safe_dump(run.config, f)
+        yaml.safe_dump(config or run.config, f)
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(run.summary, f)
     run.metrics().to_csv(os.path.join(out_dir, "metrics.csv"), index=False)
 
 
 def test_reproduce_plans_the_seeds_an_undecided_claim_needs(tmp_path):
-    """fig7 at the cpu scale (one run per method, the default seed) with both runs complete: its claims
-    need more seeds, so both methods get seeds up to the minimum, paired, and the configured run is not
-    run again under another name; once 5 seeds agree, nothing more is planned."""
+    """fig7 at the cpu scale with a run list of one run per method (the default seed) and both runs
+    complete: its claims need more seeds, so both methods get seeds up to the minimum, paired, and the
+    configured run is not run again under another name; once 5 seeds agree, nothing more is planned."""
     reproduce = load_reproduce()
-    base = [f"results_root={tmp_path}"]
+    base = [f"results_root={tmp_path}", "experiment.runs=[{method:[ddp,acco]}]"]
     planned = reproduce.local_runs(["fig7"], "cpu", base)
     assert {r["info"]["method"] for r in planned} == {"ddp", "acco"}
     assert reproduce.more_seed_runs(["fig7"], "cpu", base, str(tmp_path)) == []  # nothing run yet: "not run"
     for r in planned:
-        write_run(r["out_dir"], r["info"]["method"], r["info"]["seed"], 2.0)
+        write_run(r["out_dir"], r["info"]["method"], r["info"]["seed"], 2.0, reproduce.compose(r["args"]))
     default_seed = planned[0]["info"]["seed"]
     extra = reproduce.more_seed_runs(["fig7"], "cpu", base, str(tmp_path))
     got = sorted((r["info"]["method"], r["info"]["seed"]) for r in extra)
@@ -178,7 +179,7 @@ def test_reproduce_plans_the_seeds_an_undecided_claim_needs(tmp_path):
     assert got == sorted((m, s) for m in ("acco", "ddp") for s in seeds)
     assert all(f"seed={r['info']['seed']}" in r["args"] for r in extra)
     for r in extra:
-        write_run(r["out_dir"], r["info"]["method"], r["info"]["seed"], 2.0)
+        write_run(r["out_dir"], r["info"]["method"], r["info"]["seed"], 2.0, reproduce.compose(r["args"]))
     # equal losses and times decide the claims at 5 seeds (a perplexity these runs lack cannot be
     # decided by more seeds either): nothing left to run
     assert [r for r in reproduce.more_seed_runs(["fig7"], "cpu", base, str(tmp_path)) if not r["complete"]] == []

@@ -177,3 +177,43 @@ def experiment_block(exp_id: str, scale: str) -> dict:
     """An experiment's composed block at a scale (id, title, paper, runs), e.g. the paper's run list
     for a CPU-scale figure's labels; {} for a scale the experiment does not have."""
     return scale_config(exp_id, scale).get("experiment") or {}
+
+
+# what a run's saved config.yaml may differ in from the experiment's composed run without the run
+# being another one: bookkeeping, places on this machine, and what the start fills in
+NOT_THE_RUN = (
+    "experiment",
+    "overwrite",
+    "resume",
+    "out_dir",
+    "results_root",
+    "launcher",
+    "logger",
+    "model.pretrained_path",
+    "data.cache_dir",
+    "data.num_proc",
+    "link.runtime",
+)
+
+
+def _leaves(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(_leaves(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def changed_keys(saved: dict, composed: dict) -> list[str]:
+    """The settings in which a run's saved config.yaml differs from the run as the experiment now
+    composes it: keys both have (a key the saved one lacks was added to the schema later, with a
+    default), leaving out NOT_THE_RUN."""
+
+    def kept(key: str) -> bool:
+        return not key.startswith("_") and not any(key == n or key.startswith(n + ".") for n in NOT_THE_RUN)
+
+    a, b = _leaves(saved), _leaves(composed)
+    return sorted(k for k in set(a) & set(b) if kept(k) and a[k] != b[k])
