@@ -12,6 +12,7 @@ seed, and says which verdict the paper implies:
       metric: final_loss                # a key of METRICS
       expect: matches                   # matches / worse / better (A against B)
       question: dynamics                # or wall-clock: which of the two questions it answers
+      if_not_reproduced: ...            # optional: the report's reading when the verdict differs
 
 `evaluate(...)` gives the verdict with the paired gap, the report's first table lists every claim,
 and experiments/reproduce.py asks `seeds_wanted(...)` which groups need more seeds (up to the cap)."""
@@ -176,6 +177,9 @@ class Claim:
     metric: str
     expect: Verdict
     question: str = "dynamics"
+    # what the report adds when the verdict is not the paper's: what differs at this scale and why
+    # (a reading of the runs, written after them; the verdict itself follows the rule alone)
+    if_not_reproduced: str = ""
 
     @classmethod
     def from_config(cls, exp: str, raw: Mapping) -> Claim:
@@ -192,6 +196,7 @@ class Claim:
             metric=metric,
             expect=Verdict(str(raw["expect"])),
             question=str(raw.get("question") or "dynamics"),
+            if_not_reproduced=str(raw.get("if_not_reproduced") or ""),
         )
 
 

@@ -99,6 +99,9 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
     }
 
 
+TIMING_FILE = "timing.json"  # a run's span times, kept when its trace is slimmed away
+
+
 @dataclass
 class Run:
     path: str
@@ -121,6 +124,21 @@ class Run:
     def trace_path(self) -> str | None:
         path = os.path.join(self.path, "trace.json")
         return path if os.path.exists(path) else None
+
+    def span_times(self) -> dict:
+        """Median span times of the run's trace (acco/bench/measure.py trace_times: micro-batch,
+        sync, reduce-scatter, all-gather, per-round compute): from timing.json, which
+        analysis/slim_results.py writes from the whole trace before it cuts or removes it, else from
+        the trace; {} with neither."""
+        path = os.path.join(self.path, TIMING_FILE)
+        if os.path.exists(path):
+            with open(path) as f:
+                return json.load(f)
+        if self.trace_path is None:
+            return {}
+        from acco.bench.measure import trace_times
+
+        return trace_times(self.trace_path, int(self.info.get("accum") or 1))
 
     @property
     def experiment(self) -> dict:

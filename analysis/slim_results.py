@@ -3,7 +3,8 @@
 
     python analysis/slim_results.py results --scale cpu [--seconds 8]
 
-Keeps config.yaml, metrics.csv, summary.json, eval.json of every run. Removes models, final
+Keeps config.yaml, metrics.csv, summary.json, eval.json of every run, and writes timing.json (the
+trace's median span times, analysis/load.py Run.span_times) for every run that has a trace. Removes models, final
 parameters, checkpoints, W&B files and the run's console log (train.log). Keeps trace.json only
 where a figure draws from it: every fig4 run (its per-step times) and, per experiment and method,
 the run the overlap timeline uses (the first by name), cut to its first `--seconds` of events, with
@@ -18,7 +19,7 @@ import shutil
 import sys
 
 from acco.atomic import atomic_open
-from analysis.load import discover_runs
+from analysis.load import TIMING_FILE, discover_runs
 
 DROP = ("model", "final_params.pt", "wandb", "checkpoints", "train.log")
 
@@ -67,6 +68,10 @@ def slim(root: str, scale: str, seconds: float) -> dict:
         trace = os.path.join(run.path, "trace.json")
         if not os.path.exists(trace):
             continue
+        timing = os.path.join(run.path, TIMING_FILE)
+        if not os.path.exists(timing):  # from the whole trace, before it is cut (a cut one would differ)
+            with atomic_open(timing, "w") as f:
+                json.dump(run.span_times(), f, indent=1)
         if run.exp == "fig4":
             slim_trace(trace, None)
             kept.append(trace)

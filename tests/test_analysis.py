@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
+from scipy import stats as scipy_stats  # noqa: E402
 
 from analysis import figures, tables  # noqa: E402
 from analysis.load import discover_runs, load_experiment, load_summaries  # noqa: E402
@@ -274,7 +275,7 @@ def test_table2_perplexities_beside_paper():
     assert ddp11["heldout_ppl"] == pytest.approx(s.loc["ddp", "heldout_perplexity"])
 
 
-def _write_run(root, exp, name, method, wall, times, losses, layout=None):
+def _write_run(root, exp, name, method, wall, times, losses, layout=None, seed=0):
     d = os.path.join(root, "cpu", exp, name)
     os.makedirs(d)
     exp_block = {"id": exp, "runs": [{"method": ["ddp", "acco"]}]}
@@ -282,7 +283,7 @@ def _write_run(root, exp, name, method, wall, times, losses, layout=None):
         yaml.safe_dump(
             {
                 "method": {"name": method},
-                "seed": 0,
+                "seed": seed,
                 "world_size": 4,
                 "layout": layout,
                 "train": {"accum": 1, "steps": len(times)},
@@ -331,6 +332,28 @@ def test_table3_reduction_known_answer(tmp_path):
     # an explicit target
     row = tables.table3(root, "cpu", save=False, target_loss=3.0)["table"].iloc[1]
     assert (row["ddp_to_target_s"], row["acco_to_target_s"]) == (60.0, 40.0)
+
+
+def test_table3_pairs_runs_by_seed(tmp_path):
+    """Each seed's target is its own pair's worse final loss, and the reductions come with the
+    paired interval: seed 0 cuts 25 % of the total time, seed 1 35 %, seed 2 30 %."""
+    root = str(tmp_path)
+    for seed, (t_ddp, t_acco) in enumerate([(100.0, 75.0), (100.0, 65.0), (200.0, 140.0)]):
+        # seed 2 ends higher: its pair's target (2.5) is not seed 0's (2.0)
+        end = 2.0 if seed < 2 else 2.5
+        _write_run(root, "fig7", f"ddp_{seed}", "ddp", t_ddp, [30, 60, t_ddp], [4.0, 3.0, end], seed=seed)
+        _write_run(
+            root, "fig7", f"acco_{seed}", "acco", t_acco, [20, 40, t_acco], [4.0, end - 0.05, end - 0.1], seed=seed
+        )
+    row = tables.table3(root, "cpu", save=False)["table"]
+    row = row[row["source"] == "fig7"].iloc[0]
+    assert row["seeds"] == 3
+    assert row["ddp_s"] == pytest.approx(400 / 3) and row["acco_s"] == pytest.approx(280 / 3)
+    assert row["target_loss"] == pytest.approx((2.0 + 2.0 + 2.5) / 3)
+    # to the target: DDP at its last step, ACCO at its second (40 s) on every seed
+    assert row["ddp_to_target_s"] == pytest.approx(400 / 3) and row["acco_to_target_s"] == 40.0
+    half = scipy_stats.t.ppf(0.975, 2) * 5.0 / math.sqrt(3)  # sd of 25, 35, 30 is 5
+    assert row["reduction_ci"] == f"+30.0 % [{30 - half:+.1f}, {30 + half:+.1f}] (n = 3)"
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -388,3 +411,93 @@ def test_trace_summary_still_works():
     run = next(r for r in discover_runs(FIXTURES, "fig5", "cpu") if r.trace_path)
     rows = summarize(run.trace_path)
     assert [r["rank"] for r in rows] == [0, 1] and all(r["compute_s"] > 0 and r["comm_s"] > 0 for r in rows)
+
+
+def _write_flat_ddp_trace(run_dir: str, micro_ms: float, rs_ms: float, ag_ms: float, rounds: int = 4) -> None:
+    """A sequential flat DDP's trace: per round two micro-batches, then a sync made of a
+    reduce-scatter and an all-gather (the first sync is left out of the medians: gloo's setup)."""
+    events, t = [], 0.0
+    for step in range(1, rounds + 1):
+        for _ in range(2):
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "compute",
+                    "name": "fwd+bwd",
+                    "pid": 0,
+                    "tid": 0,
+                    "ts": t,
+                    "dur": micro_ms * 1e3,
+                    "args": {"step": step},
+                }
+            )
+            t += micro_ms * 1e3
+        sync = {
+            "ph": "X",
+            "cat": "communication",
+            "name": "sync commit",
+            "pid": 0,
+            "tid": 1,
+            "ts": t,
+            "dur": (rs_ms + ag_ms) * 1e3,
+            "args": {"step": step},
+        }
+        rs = {
+            "ph": "X",
+            "cat": "communication",
+            "name": "reduce_scatter",
+            "pid": 0,
+            "tid": 1,
+            "ts": t,
+            "dur": rs_ms * 1e3,
+        }
+        ag = {
+            "ph": "X",
+            "cat": "communication",
+            "name": "all_gather",
+            "pid": 0,
+            "tid": 1,
+            "ts": t + rs_ms * 1e3,
+            "dur": ag_ms * 1e3,
+        }
+        events += [sync, rs, ag]
+        t += (rs_ms + ag_ms) * 1e3
+    with open(os.path.join(run_dir, "trace.json"), "w") as f:
+        json.dump({"traceEvents": events}, f)
+
+
+def test_comm_ratio_is_measured_on_flat_ddp_and_survives_slimming(tmp_path):
+    """Communication over ACCO's round: the flat DDP's reduce-scatter + all-gather over its micro-batch
+    × ACCO's micro-batches per round, (20 + 10) / (100 × 2) = 0.15; slim_results keeps it in
+    timing.json where it removes the trace."""
+    from analysis.report import measured_comm_ratio
+    from analysis.slim_results import slim
+
+    root = str(tmp_path)
+    for seed in (0, 1):
+        name = f"ddp_{seed}"
+        _write_run(root, "fig7", name, "ddp", 10.0, [1, 2, 3], [4.0, 3.0, 2.0], seed=seed)
+        run_dir = os.path.join(root, "cpu", "fig7", name)
+        with open(os.path.join(run_dir, "config.yaml")) as f:
+            cfg = yaml.safe_load(f)
+        cfg["method"]["impl"] = "flat"
+        with open(os.path.join(run_dir, "config.yaml"), "w") as f:
+            yaml.safe_dump(cfg, f)
+        _write_flat_ddp_trace(run_dir, micro_ms=100.0, rs_ms=20.0, ag_ms=10.0)
+    runs = {r.name: r for r in discover_runs(root, "fig7", "cpu")}
+    assert measured_comm_ratio(runs["ddp_0"], acco_accum=2) == pytest.approx(0.15)
+    slim(root, "cpu", seconds=8.0)
+    assert not os.path.exists(os.path.join(root, "cpu", "fig7", "ddp_1", "trace.json"))  # not the timeline's run
+    runs = {r.name: r for r in discover_runs(root, "fig7", "cpu")}
+    assert runs["ddp_1"].trace_path is None
+    assert measured_comm_ratio(runs["ddp_1"], acco_accum=2) == pytest.approx(0.15)
+    assert measured_comm_ratio(runs["ddp_1"], acco_accum=1) == pytest.approx(0.30)
+    # a torch DDP's trace has no separate collectives: no ratio rather than a wrong one
+    cfg_path = os.path.join(root, "cpu", "fig7", "ddp_0", "config.yaml")
+    with open(cfg_path) as f:
+        cfg = yaml.safe_load(f)
+    cfg["method"]["impl"] = "torch"
+    with open(cfg_path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    runs = {r.name: r for r in discover_runs(root, "fig7", "cpu")}
+    assert math.isnan(measured_comm_ratio(runs["ddp_0"], acco_accum=2))

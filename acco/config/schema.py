@@ -248,6 +248,7 @@ class ClaimConfig:  # one claim of the paper, tested by analysis/claims.py
     metric: str = MISSING  # analysis/claims.py METRICS
     expect: str = MISSING  # matches / worse / better: A against B
     question: str = "dynamics"  # dynamics (loss at equal work) or wall-clock (time on a link)
+    if_not_reproduced: str = ""  # the report's reading of the runs when the verdict is not the paper's
 
 
 @dataclass
