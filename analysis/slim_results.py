@@ -48,6 +48,13 @@ def slim_trace(path: str, seconds: float | None) -> None:
         json.dump(out, f, separators=(",", ":"))
 
 
+def _already_cut(path: str) -> bool:
+    """A trace slim_trace cut to its first seconds (its spans would give other medians)."""
+    with open(path) as f:
+        data = json.load(f)
+    return isinstance(data, dict) and "note" in (data.get("otherData") or {})
+
+
 def slim(root: str, scale: str, seconds: float) -> dict:
     kept, removed = [], 0
     timeline_runs = set()
@@ -69,7 +76,7 @@ def slim(root: str, scale: str, seconds: float) -> dict:
         if not os.path.exists(trace):
             continue
         timing = os.path.join(run.path, TIMING_FILE)
-        if not os.path.exists(timing):  # from the whole trace, before it is cut (a cut one would differ)
+        if not os.path.exists(timing) and not _already_cut(trace):  # from the whole trace only
             with atomic_open(timing, "w") as f:
                 json.dump(run.span_times(), f, indent=1)
         if run.exp == "fig4":

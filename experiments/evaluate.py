@@ -3,7 +3,7 @@
 the whole test set, and perplexity on the held-out validation blocks of the run's training data.
 Writes <run>/eval.json and prints one line per run.
 
-    python experiments/evaluate.py results/cpu/fig7/ddp results/cpu/fig7/acco
+    python experiments/evaluate.py "results/cpu/fig7/ddp_method.impl=flat_seed=0" results/cpu/fig7/acco_seed=0
     python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
     python experiments/evaluate.py RUN_DIR --harness     # also lm-evaluation-harness's lambada_openai
 
