@@ -196,14 +196,13 @@ NOT_THE_RUN = (
 )
 
 
-def _leaves(d: dict, prefix: str = "") -> dict:
+def dotted_leaves(node, prefix: str = "") -> dict:
+    """A nested config as {"a.b.c": leaf} (an empty block has no leaves)."""
+    if not isinstance(node, dict):
+        return {prefix: node}
     out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_leaves(v, key + "."))
-        else:
-            out[key] = v
+    for key, value in node.items():
+        out.update(dotted_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
     return out
 
 
@@ -215,5 +214,5 @@ def changed_keys(saved: dict, composed: dict) -> list[str]:
     def kept(key: str) -> bool:
         return not key.startswith("_") and not any(key == n or key.startswith(n + ".") for n in NOT_THE_RUN)
 
-    a, b = _leaves(saved), _leaves(composed)
+    a, b = dotted_leaves(saved), dotted_leaves(composed)
     return sorted(k for k in set(a) & set(b) if kept(k) and a[k] != b[k])

@@ -111,15 +111,6 @@ def map_run_specs(specs: list[dict], maps: dict, exp_id: str) -> list[dict]:
     return out
 
 
-def _flat(node, prefix: str = "") -> dict:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out = {}
-    for key, value in node.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
-
-
 def _pattern(attention_types) -> list:
     return [list(kinds) for kinds, _ in attention_types or []]
 
@@ -127,7 +118,9 @@ def _pattern(attention_types) -> list:
 def overlay_problems(paper: dict, rehearsal: dict) -> list[str]:
     """What a composed rehearsal config changes beyond sizes, paths and where it runs, against the
     composed paper config of the same run (one line each; [] when it is a faithful rehearsal)."""
-    a, b = _flat(paper), _flat(rehearsal)
+    from ..config.experiments import dotted_leaves
+
+    a, b = dotted_leaves(paper), dotted_leaves(rehearsal)
     problems = []
     for key in sorted(set(a) | set(b)):
         if key.split(".")[0] in NOT_COMPARED or a.get(key, KeyError) == b.get(key, KeyError):
