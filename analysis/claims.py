@@ -27,7 +27,7 @@ import numpy as np
 
 from analysis.load import Run
 from analysis.stats import MIN_SEEDS, SEED_CAP, PairedGap, Verdict, decide, paired_gap
-from analysis.tables import time_to_loss
+from analysis.tables import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
 
 TAIL = 0.1  # "final loss" = mean training loss over the last 10 % of steps (less noise)
 EARLY = 0.25  # "early loss" = the loss where a quarter of the samples has been seen
@@ -74,19 +74,6 @@ def heldout_ppl(run: Run) -> float:
     return float(((run.summary.get("final_eval") or {}).get("heldout") or {}).get("perplexity") or np.nan)
 
 
-SMOOTH_STEPS = 5  # the training loss is noisy step to step: time to a target uses its rolling mean
-
-
-def loss_curve(run: Run, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(wall-clock s, loss) of a run: the validation loss as logged, or the training loss's rolling
-    mean over SMOOTH_STEPS steps."""
-    m = run.metrics().dropna(subset=[column]).sort_values("step")
-    loss = m[column].to_numpy(float)
-    if column == "train_loss" and len(loss):
-        loss = m[column].rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(float)
-    return m["wall_time_s"].to_numpy(float), loss
-
-
 def time_to(run: Run, target: float, column: str) -> float:
     """Wall-clock seconds until the run's loss (see loss_curve) is first at or below `target`."""
     return time_to_loss(*loss_curve(run, column), target)
@@ -110,7 +97,6 @@ METRICS: dict[str, Metric] = {
     "time_to_target": Metric(f"wall-clock seconds to the pair's common training loss ({SMOOTH_STEPS}-step mean)", None),
     "time_to_eval_target": Metric("wall-clock seconds to the pair's common validation loss", None),
 }
-TARGET_COLUMN = {"time_to_target": "train_loss", "time_to_eval_target": "eval_loss"}
 
 
 def paired_values(metric: str, a: Mapping[int, Run], b: Mapping[int, Run]) -> tuple[dict, dict]:

@@ -319,7 +319,9 @@ def test_table3_reduction_known_answer(tmp_path):
     row = df[df["source"] == "fig7"].iloc[0]
     assert row["ddp_s"] == 100.0 and row["acco_s"] == 75.0
     assert row["reduction_pct"] == pytest.approx(25.0)  # (100 - 75) / 100
-    assert row["target_loss"] == 2.0  # the worse final loss
+    # fig7's wall-clock claim reads the training loss's 5-step mean, and so does Table 3:
+    # DDP 4, 3.5, 3.0; ACCO 4, 2.975, 2.617. The target is the worse final value
+    assert row["loss"] == "train_loss" and row["target_loss"] == pytest.approx(3.0)
     assert (row["ddp_to_target_s"], row["acco_to_target_s"]) == (100.0, 40.0)
     assert row["reduction_to_target_pct"] == pytest.approx(60.0)  # (100 - 40) / 100
     assert row["paper_reduction_pct"] == pytest.approx(100 * (52860 - 39300) / 52860)
@@ -330,7 +332,7 @@ def test_table3_reduction_known_answer(tmp_path):
     md = open(os.path.join(root, "cpu", "tables", "table3.md")).read()
     assert "| 125M pretraining, 4x8 A100 | fig7 |" in md and "25" in md
     # an explicit target
-    row = tables.table3(root, "cpu", save=False, target_loss=3.0)["table"].iloc[1]
+    row = tables.table3(root, "cpu", save=False, target_loss=3.5)["table"].iloc[1]
     assert (row["ddp_to_target_s"], row["acco_to_target_s"]) == (60.0, 40.0)
 
 
@@ -349,9 +351,11 @@ def test_table3_pairs_runs_by_seed(tmp_path):
     row = row[row["source"] == "fig7"].iloc[0]
     assert row["seeds"] == 3
     assert row["ddp_s"] == pytest.approx(400 / 3) and row["acco_s"] == pytest.approx(280 / 3)
-    assert row["target_loss"] == pytest.approx((2.0 + 2.0 + 2.5) / 3)
-    # to the target: DDP at its last step, ACCO at its second (40 s) on every seed
-    assert row["ddp_to_target_s"] == pytest.approx(400 / 3) and row["acco_to_target_s"] == 40.0
+    # on the training loss's 5-step mean (what fig7's claim reads): DDP ends at 3.0, 3.0 and 19/6
+    assert row["target_loss"] == pytest.approx((3.0 + 3.0 + 19 / 6) / 3)
+    # to the target: DDP at its last step; ACCO at its second (40 s) on seeds 0 and 1, at its last on
+    # seed 2 (its mean 3.225 at 40 s is above that pair's target)
+    assert row["ddp_to_target_s"] == pytest.approx(400 / 3) and row["acco_to_target_s"] == pytest.approx(220 / 3)
     half = scipy_stats.t.ppf(0.975, 2) * 5.0 / math.sqrt(3)  # sd of 25, 35, 30 is 5
     assert row["reduction_ci"] == f"+30.0 % [{30 - half:+.1f}, {30 + half:+.1f}] (n = 3)"
 

@@ -390,3 +390,21 @@ def test_story_data_is_the_pipeline_on_its_corpus(tmp_path):
     b = prepare_pretraining_data({"path": str(tmp_path / "s.jsonl")}, BPE, 32, 0.05, 5, tmp_path / "c2")
     assert torch.equal(a.train_blocks[:], b.train_blocks[:]) and torch.equal(a.val_blocks[:], b.val_blocks[:])
     assert Path(a.tokenizer_path).read_bytes() == Path(b.tokenizer_path).read_bytes()
+
+
+def test_missing_model_folder_message_names_the_right_fix(tmp_path):
+    from omegaconf import OmegaConf
+
+    from acco.tasks.preflight import check_model
+
+    missing = tmp_path / "fig7" / "model"
+    with pytest.raises(DataNotFoundError) as ei:  # one of our runs' saved models, no hub id
+        check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": None}))
+    msg = _one_line(ei)
+    assert msg.startswith(f"no model at {missing}") and "train.save_model=true" in msg
+    assert "huggingface-cli" not in msg
+    with pytest.raises(DataNotFoundError) as ei:
+        check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": "EleutherAI/gpt-neo-2.7B"}))
+    assert f'"huggingface-cli download EleutherAI/gpt-neo-2.7B --local-dir {missing}"' in _one_line(ei)
+    missing.mkdir(parents=True)
+    check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": None}))  # present: no error

@@ -39,13 +39,19 @@ def check_tokenizer(spec: dict | None, config_key: str) -> None:
 
 def check_model(model_cfg: DictConfig) -> None:
     path = model_cfg.pretrained_path
-    if path and not os.path.isdir(path):
-        hub_id = model_cfg.hub_id or "the model"
+    if not path or os.path.isdir(path):
+        return
+    hub_id = model_cfg.hub_id
+    if not hub_id:  # a model one of our runs saved (e.g. Fig. 8's start from Fig. 7's pretraining)
         raise DataNotFoundError(
-            f"pretrained model {hub_id} not found at {path}: on a machine with internet run "
-            f'"huggingface-cli download {hub_id} --local-dir {path}", copy it here and set '
-            f"model.pretrained_path={path}"
+            f"no model at {path}: set model.pretrained_path to a Hugging Face model folder, e.g. a run's "
+            f"<out_dir>/model saved with train.save_model=true (slim_results.py removes them once used)"
         )
+    raise DataNotFoundError(
+        f"pretrained model {hub_id} not found at {path}: on a machine with internet run "
+        f'"huggingface-cli download {hub_id} --local-dir {path}", copy it here and set '
+        f"model.pretrained_path={path}"
+    )
 
 
 def preflight(cfg: DictConfig) -> None:
