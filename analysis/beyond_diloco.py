@@ -16,11 +16,12 @@ import math
 
 import numpy as np
 
-from analysis.claims import SMOOTH_STEPS, final_loss
+from analysis.claims import final_loss
 from analysis.figures import MissingRuns, _finish, plt
 from analysis.load import Run, discover_runs
 from analysis.report import Group, by_seed, compare
 from analysis.stats import PairedGap, Verdict, decide, paired_gap
+from analysis.tables import SMOOTH_STEPS, train_loss_frame
 
 EXP = "beyond_diloco"
 BASELINE = "DDP"
@@ -73,8 +74,8 @@ def dynamics_groups(runs: list[Run]) -> dict[str, Group]:
 def steps_to(run: Run, target: float) -> float:
     """The first step at which the training loss's SMOOTH_STEPS-step rolling mean is <= target
     (nan: never)."""
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
-    smooth = m["train_loss"].rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(float)
+    m = train_loss_frame(run)
+    smooth = m["smooth_loss"].to_numpy(float)
     hit = np.flatnonzero(smooth <= target)
     if len(hit):
         return float(m["step"].iloc[hit[0]])
@@ -260,13 +261,12 @@ def memory(root: str, scale: str = "cpu") -> list[dict]:
 
 def _smoothed(run: Run) -> tuple[np.ndarray, np.ndarray]:
     """(step, training loss's SMOOTH_STEPS-step rolling mean) of a run."""
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
-    return m["step"].to_numpy(float), m["train_loss"].rolling(SMOOTH_STEPS, 1).mean().to_numpy()
+    m = train_loss_frame(run)
+    return m["step"].to_numpy(float), m["smooth_loss"].to_numpy(float)
 
 
 def _clock(run: Run) -> np.ndarray:
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
-    return m["wall_time_s"].to_numpy(float)
+    return train_loss_frame(run)["wall_time_s"].to_numpy(float)
 
 
 def _everywhere(entry: dict) -> bool:
@@ -293,8 +293,8 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
     for i, (v, g) in enumerate(groups.items()):
         curves = []
         for r in g.runs:
-            m = r.metrics().dropna(subset=["train_loss"]).sort_values("step")
-            curves.append((m["samples"].to_numpy(float), m["train_loss"].rolling(SMOOTH_STEPS, 1).mean().to_numpy()))
+            m = train_loss_frame(r)
+            curves.append((m["samples"].to_numpy(float), m["smooth_loss"].to_numpy(float)))
         n = min(len(c[0]) for c in curves)
         x, ys = curves[0][0][:n], np.array([c[1][:n] for c in curves])
         left.plot(x, ys.mean(0), color=_color(v, i), label=f"{v} (n={len(g.runs)})")

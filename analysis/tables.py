@@ -330,14 +330,21 @@ SMOOTH_STEPS = 5  # the training loss is noisy step to step: time to a target us
 TARGET_COLUMN = {"time_to_target": "train_loss", "time_to_eval_target": "eval_loss"}  # claim metric -> loss
 
 
+def train_loss_frame(run) -> pd.DataFrame:
+    """A run's steps that logged a training loss, in order, with `smooth_loss`: the training loss's
+    trailing SMOOTH_STEPS-step mean (what times and steps to a target read)."""
+    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
+    return m.assign(smooth_loss=m["train_loss"].rolling(SMOOTH_STEPS, min_periods=1).mean())
+
+
 def loss_curve(run, column: str) -> tuple[np.ndarray, np.ndarray]:
     """(wall-clock s, loss) of a run: the validation loss as logged, or the training loss's rolling
     mean over SMOOTH_STEPS steps."""
+    if column == "train_loss":
+        m = train_loss_frame(run)
+        return m["wall_time_s"].to_numpy(float), m["smooth_loss"].to_numpy(float)
     m = run.metrics().dropna(subset=[column]).sort_values("step")
-    loss = m[column].to_numpy(float)
-    if column == "train_loss" and len(loss):
-        loss = m[column].rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(float)
-    return m["wall_time_s"].to_numpy(float), loss
+    return m["wall_time_s"].to_numpy(float), m[column].to_numpy(float)
 
 
 def target_column(exp_id: str) -> str:
