@@ -10,6 +10,7 @@ import glob
 import json
 import os
 import struct
+import time
 
 import pytest
 import yaml
@@ -47,9 +48,17 @@ def records(path: str) -> list:
     return out
 
 
-def offline_run(folder: str) -> tuple:
+def offline_run(folder: str, wait_s: float = 60.0) -> tuple:
     (path,) = glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))
-    recs = records(path)
+    # wandb's own service process writes the file; on a loaded machine (CI: two test workers beside
+    # training runs) it was seen still short of the run record just after finish() returned
+    deadline = time.monotonic() + wait_s
+    while True:
+        recs = records(path)
+        kinds = [r.WhichOneof("record_type") for r in recs]
+        if "exit" in kinds or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     (run,) = [r.run for r in recs if r.WhichOneof("record_type") == "run"]
     summary = {}
     for r in recs:
