@@ -23,7 +23,16 @@ from analysis.claims import by_seed as runs_by_seed
 from analysis.figures import FIGURES, MissingRuns, fig4_data, figures_dir
 from analysis.load import Run, discover_runs
 from analysis.stats import PairedGap, Verdict, decide, paired_gap, rule_text
-from analysis.tables import paired_times, reduction_ci_text, table1, table2, table3, tables_dir, target_column
+from analysis.tables import (
+    SMOOTH_STEPS,
+    paired_times,
+    reduction_ci_text,
+    table1,
+    table2,
+    table3,
+    tables_dir,
+    target_column,
+)
 
 
 class Group:
@@ -147,8 +156,10 @@ def setting(runs: list[Run]) -> str:
     world = sorted({x.info.get("world_size") for x in runs})
     seeds = sorted({x.info.get("seed") for x in runs})
     steps = sorted({x.info.get("steps") for x in runs})
+    lrs = sorted({float((x.config.get("optim") or {}).get("lr") or "nan") for x in runs})
     return (
-        f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, seeds {seeds}; "
+        f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, "
+        f"peak lr {', '.join(f'{v:g}' for v in lrs)}, seeds {seeds}; "
         f"network: {link_of(runs)}{baseline_of(runs)}"
     )
 
@@ -503,7 +514,8 @@ def sec_table3(root, scale):
     )
     return lines + [
         "Reductions are ACCO's per seed, (t_DDP − t_ACCO) / t_DDP, mean [95 % interval] over the seeds both "
-        "methods ran; *to target*: to the worse of the pair's two final losses (validation where evaluated). "
+        "methods ran; *to target*: to the worse of the pair's two final losses, on the loss the figure's "
+        f"wall-clock claim reads (the training loss's {SMOOTH_STEPS}-step mean, or the validation loss). "
         "Their verdicts are the wall-clock claims of fig7, fig8 and fig11 in the claims table."
     ]
 
@@ -537,6 +549,17 @@ def sec_lr_sweep(root, scale):
         f"- ACCO matches DDP at: {', '.join(f'{lr:g}' for lr in matches) or 'no rate'}; worse at: "
         f"{', '.join(f'{lr:g}' for lr in worse) or 'no rate'}; the other rates need more seeds (rule above).",
     ]
+    verdict = {r["lr"]: r["verdict"].value for r in data}
+    for exp in ("fig5", "fig6", "fig10"):  # the rate the CPU dynamics figures chose, against the sweep
+        fig_runs = discover_runs(root, exp, scale)
+        if not fig_runs:
+            continue
+        cfg = fig_runs[0].config
+        lr = float((cfg.get("optim") or {}).get("lr") or "nan")
+        lines.append(
+            f"- {exp} runs at peak lr {lr:g} with {(cfg.get('model') or {}).get('name')}; the sweep's "
+            f"verdict at that rate: {verdict.get(lr, 'not swept')}."
+        )
     return lines
 
 

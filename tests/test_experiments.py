@@ -200,7 +200,7 @@ def test_experiment_with_another_logger_composes():
     re-applied `logger=wandb` after composing, as the string "wandb" in place of the group)."""
     cfg = cfg_of("fig5", "cpu", "method=acco", "logger=wandb")
     assert cfg["logger"]["name"] == "wandb" and cfg["logger"]["mode"] == "offline"
-    assert cfg["train"]["accum"] == 1 and cfg["optim"]["lr"] == 1e-3  # and the experiment's settings
+    assert cfg["train"]["accum"] == 1 and cfg["optim"]["lr"] == 5e-4  # and the experiment's settings
 
 
 def test_a_group_chosen_on_the_command_line_wins_over_the_experiments():
