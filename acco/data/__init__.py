@@ -2,16 +2,17 @@
 local files through Hugging Face ``datasets`` (TinyStories, OpenWebText, Alpaca, LAMBADA), BPE or
 pretrained tokenizers, packing into constant-length blocks (memory-mapped token files), instruction
 fine-tuning examples, and the deterministic per-rank micro-batch streams."""
+
 from .instruct import (
-                       ALPACA_PROMPT_INPUT,
-                       ALPACA_PROMPT_NO_INPUT,
-                       IGNORE_INDEX,
-                       InstructBatchStream,
-                       InstructData,
-                       TokenizedExamples,
-                       format_alpaca,
-                       label_tokens,
-                       prepare_instruction_data,
+    ALPACA_PROMPT_INPUT,
+    ALPACA_PROMPT_NO_INPUT,
+    IGNORE_INDEX,
+    InstructBatchStream,
+    InstructData,
+    TokenizedExamples,
+    format_alpaca,
+    label_tokens,
+    prepare_instruction_data,
 )
 from .instructions import check_answer, generate_instructions, task_of, write_alpaca_json
 from .packed import PackedData, RankBatchStream, pack_documents

@@ -29,6 +29,7 @@ Arrow already.)
 
 The result does not depend on ``num_proc`` (the shards are contiguous and concatenated in order).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,8 +49,18 @@ from .token_file import TokenBlocks, TokenFileWriter, token_dtype
 from .tokenizer import train_bpe_tokenizer
 from .tokenizer_spec import ResolvedTokenizer, eos_id_of, materialize_tokenizer
 
-__all__ = ["BATCH_DOCS", "DOCS_PER_PROCESS", "PACK_BATCH_DOCS", "TOKENIZE_BATCH_DOCS", "build_packed",
-           "default_num_proc", "load_packed", "nonempty_mask", "stage_timer", "usable_cpus"]
+__all__ = [
+    "BATCH_DOCS",
+    "DOCS_PER_PROCESS",
+    "PACK_BATCH_DOCS",
+    "TOKENIZE_BATCH_DOCS",
+    "build_packed",
+    "default_num_proc",
+    "load_packed",
+    "nonempty_mask",
+    "stage_timer",
+    "usable_cpus",
+]
 
 BATCH_DOCS = 1000  # documents of text per batch read (split, tokenizer training)
 # Documents per tokenization batch: the tokenizer's output for a batch is a Python structure of
@@ -81,7 +92,7 @@ def nonempty_mask(ds, field: str) -> np.ndarray:
     start = 0
     for batch in ds.select_columns([field]).iter(batch_size=BATCH_DOCS):
         texts = batch[field]
-        keep[start:start + len(texts)] = [t is not None and bool(t.strip()) for t in texts]
+        keep[start : start + len(texts)] = [t is not None and bool(t.strip()) for t in texts]
         start += len(texts)
     return keep
 
@@ -92,9 +103,10 @@ def _texts_of(segments, field: str, role: int) -> Callable[[], Iterator[str]]:
             start = 0
             for batch in ds.select_columns([field]).iter(batch_size=BATCH_DOCS):
                 texts = batch[field]
-                mine = roles[start:start + len(texts)] == role
+                mine = roles[start : start + len(texts)] == role
                 start += len(texts)
                 yield from (t for t, m in zip(texts, mine) if m)
+
     return gen
 
 
@@ -120,8 +132,11 @@ def tokenize_to_arrow(ds, tokenizer, field: str, dtype: np.dtype, cache_file: Pa
 
     def encode(batch):
         texts = [t if t is not None else "" for t in batch[field]]  # None: a dropped document
-        return {"input_ids": tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
-                                       return_token_type_ids=False, verbose=False)["input_ids"]}
+        return {
+            "input_ids": tokenizer(
+                texts, add_special_tokens=False, return_attention_mask=False, return_token_type_ids=False, verbose=False
+            )["input_ids"]
+        }
 
     features = datasets.Features({"input_ids": datasets.List(datasets.Value(dtype.name))})
     num_proc = max(1, min(num_proc, len(ds)))
@@ -129,9 +144,17 @@ def tokenize_to_arrow(ds, tokenizer, field: str, dtype: np.dtype, cache_file: Pa
     # unique per build and segment, short enough for datasets' per-shard suffixes (64 characters)
     fingerprint = "acco-tok-" + hashlib.sha256(os.fsencode(cache_file)).hexdigest()[:16]
     with context:
-        return ds.map(encode, batched=True, batch_size=TOKENIZE_BATCH_DOCS, remove_columns=ds.column_names,
-                      features=features, cache_file_name=str(cache_file), load_from_cache_file=False,
-                      num_proc=num_proc if num_proc > 1 else None, new_fingerprint=fingerprint)
+        return ds.map(
+            encode,
+            batched=True,
+            batch_size=TOKENIZE_BATCH_DOCS,
+            remove_columns=ds.column_names,
+            features=features,
+            cache_file_name=str(cache_file),
+            load_from_cache_file=False,
+            num_proc=num_proc if num_proc > 1 else None,
+            new_fingerprint=fingerprint,
+        )
 
 
 def pack_into(tok_ds, roles: np.ndarray, writers: dict) -> None:
@@ -142,7 +165,7 @@ def pack_into(tok_ds, roles: np.ndarray, writers: dict) -> None:
     start = 0
     for table in tok_ds.with_format("arrow").iter(batch_size=PACK_BATCH_DOCS):
         ids = table.column("input_ids")
-        batch_roles = roles[start:start + table.num_rows]
+        batch_roles = roles[start : start + table.num_rows]
         start += table.num_rows
         for role, writer in writers.items():
             mine = batch_roles == role
@@ -158,8 +181,16 @@ def _max_id(tokenizer) -> int:
     return max(len(tokenizer) - 1, max(tokenizer.get_vocab().values()))
 
 
-def build_packed(out: Path, segments: list, field: str, tok: ResolvedTokenizer, seq_len: int,
-                 lap: Callable[[str], None], train_fn=train_bpe_tokenizer, num_proc: int | None = None) -> dict:
+def build_packed(
+    out: Path,
+    segments: list,
+    field: str,
+    tok: ResolvedTokenizer,
+    seq_len: int,
+    lap: Callable[[str], None],
+    train_fn=train_bpe_tokenizer,
+    num_proc: int | None = None,
+) -> dict:
     """Tokenizer, token ids, ``train.bin`` and ``val.bin`` in ``out`` (see the module docstring).
 
     ``segments``: ``[(dataset, roles), ...]``, the documents in stream order. Returns the meta

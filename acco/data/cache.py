@@ -14,6 +14,7 @@ atomically, safe under concurrent callers.
 ``path_fingerprint(path)`` describes local files by name, size and modification time, so that
 editing or replacing a data file gives another key.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -133,8 +134,7 @@ def quiet_datasets():
             datasets.enable_progress_bars()
 
 
-def build_once(cache_dir: str | os.PathLike, name: str, build: Callable[[Path], None],
-               load: Callable[[Path], T]) -> T:
+def build_once(cache_dir: str | os.PathLike, name: str, build: Callable[[Path], None], load: Callable[[Path], T]) -> T:
     """``load`` the published folder ``<cache_dir>/<name>``, building it first if needed."""
     cache_dir = Path(cache_dir)
     final = cache_dir / name

@@ -29,6 +29,7 @@ averaging micro-batch losses weights tokens of short batches more than a mean ov
 step would (as in stanford_alpaca's Trainer). ``label_tokens(batch)`` gives the count, for callers
 that want to weight micro-batches by it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +47,17 @@ from .pretrain import load_source_splits, normalize_source, source_identity, spl
 from .tokenizer import load_tokenizer, tokenizer_fingerprint
 from .tokenizer_spec import eos_id_of, resolve_tokenizer_spec
 
-__all__ = ["ALPACA_PROMPT_INPUT", "ALPACA_PROMPT_NO_INPUT", "IGNORE_INDEX", "InstructBatchStream",
-           "InstructData", "TokenizedExamples", "format_alpaca", "label_tokens", "prepare_instruction_data"]
+__all__ = [
+    "ALPACA_PROMPT_INPUT",
+    "ALPACA_PROMPT_NO_INPUT",
+    "IGNORE_INDEX",
+    "InstructBatchStream",
+    "InstructData",
+    "TokenizedExamples",
+    "format_alpaca",
+    "label_tokens",
+    "prepare_instruction_data",
+]
 
 IGNORE_INDEX = -100
 INSTRUCT_FORMAT_VERSION = 1
@@ -125,8 +135,10 @@ def _as_tokenizer(tokenizer):
     if isinstance(tokenizer, dict):
         resolved = resolve_tokenizer_spec(tokenizer)
         if resolved.tokenizer is None:
-            raise ValueError("instruction data needs an existing tokenizer: give a tokenizer, a path or "
-                             "a {'kind': 'pretrained', ...} spec")
+            raise ValueError(
+                "instruction data needs an existing tokenizer: give a tokenizer, a path or "
+                "a {'kind': 'pretrained', ...} spec"
+            )
         return resolved.tokenizer
     return tokenizer
 
@@ -139,7 +151,7 @@ def _encode(tok, records: list[dict], max_len: int, response_only_loss: bool):
     eos = eos_id_of(tok)
     ids_out, labels_out, dropped = [], [], 0
     for start in range(0, len(records), 1000):
-        chunk = records[start:start + 1000]
+        chunk = records[start : start + 1000]
         pairs = [format_alpaca(r) for r in chunk]
         prompts = tok([p for p, _ in pairs], verbose=False)["input_ids"]
         responses = tok([r for _, r in pairs], add_special_tokens=False, verbose=False)["input_ids"]
@@ -160,15 +172,28 @@ def _encode(tok, records: list[dict], max_len: int, response_only_loss: bool):
 def _records(ds) -> list[dict]:
     missing = {"instruction", "output"} - set(ds.column_names)
     if missing:
-        raise ValueError(f"instruction data needs the fields instruction, input, output; missing "
-                         f"{', '.join(sorted(missing))} (columns: {', '.join(ds.column_names)})")
+        raise ValueError(
+            f"instruction data needs the fields instruction, input, output; missing "
+            f"{', '.join(sorted(missing))} (columns: {', '.join(ds.column_names)})"
+        )
     has_input = "input" in ds.column_names
-    return [{"instruction": r["instruction"], "input": (r["input"] or "") if has_input else "",
-             "output": r["output"]} for r in ds]
+    return [
+        {"instruction": r["instruction"], "input": (r["input"] or "") if has_input else "", "output": r["output"]}
+        for r in ds
+    ]
 
 
-def _build(tmp: Path, name: str, src: dict, tok, key: dict, max_len: int, val_fraction: float, seed: int,
-           response_only_loss: bool) -> None:
+def _build(
+    tmp: Path,
+    name: str,
+    src: dict,
+    tok,
+    key: dict,
+    max_len: int,
+    val_fraction: float,
+    seed: int,
+    response_only_loss: bool,
+) -> None:
     t0 = time.perf_counter()
     hf_cache = tmp / "hf_cache"
     train_ds, val_ds = load_source_splits(src, hf_cache)
@@ -192,10 +217,16 @@ def _build(tmp: Path, name: str, src: dict, tok, key: dict, max_len: int, val_fr
     (tmp / "val_records.json").write_text(json.dumps(val_records, ensure_ascii=False) + "\n")
     tok.save_pretrained(os.fspath(tmp / "tokenizer"))
     meta = {
-        "key": key, "cache_name": name, "pad_id": pad, "eos_id": eos_id_of(tok), "tokenizer_vocab_size": len(tok),
+        "key": key,
+        "cache_name": name,
+        "pad_id": pad,
+        "eos_id": eos_id_of(tok),
+        "tokenizer_vocab_size": len(tok),
         "response_only_loss": response_only_loss,
-        "num_train_examples": len(splits["train"]), "num_val_examples": len(splits["val"]),
-        "num_dropped": dropped, "num_train_tokens": int(splits["train"].input_ids.numel()),
+        "num_train_examples": len(splits["train"]),
+        "num_val_examples": len(splits["val"]),
+        "num_dropped": dropped,
+        "num_train_tokens": int(splits["train"].input_ids.numel()),
         "num_train_label_tokens": int((splits["train"].labels != IGNORE_INDEX).sum()),
         "max_example_tokens": int(splits["train"].lengths().max()),
         "build_seconds": round(time.perf_counter() - t0, 3),
@@ -211,25 +242,34 @@ def _load(final: Path) -> InstructData:
         train=TokenizedExamples(**state["train"], pad_id=pad),
         val=TokenizedExamples(**state["val"], pad_id=pad),
         val_records=json.loads((final / "val_records.json").read_text()),
-        pad_id=pad, eos_id=int(meta["eos_id"]), vocab_size=int(meta["tokenizer_vocab_size"]),
-        tokenizer_path=str(final / "tokenizer"), response_only_loss=bool(meta["response_only_loss"]),
+        pad_id=pad,
+        eos_id=int(meta["eos_id"]),
+        vocab_size=int(meta["tokenizer_vocab_size"]),
+        tokenizer_path=str(final / "tokenizer"),
+        response_only_loss=bool(meta["response_only_loss"]),
     )
 
 
-def instruction_cache_key(source: dict, tokenizer, max_len: int, val_fraction: float, seed: int,
-                          response_only_loss: bool) -> dict:
+def instruction_cache_key(
+    source: dict, tokenizer, max_len: int, val_fraction: float, seed: int, response_only_loss: bool
+) -> dict:
     src = normalize_source(source, text_field_default=None)
     tok = _as_tokenizer(tokenizer)
     return {
-        "format": INSTRUCT_FORMAT_VERSION, "template": TEMPLATE_NAME, "source": source_identity(src),
-        "tokenizer": tokenizer_fingerprint(tok), "max_len": int(max_len),
-        "val_fraction": None if src["val_split"] else float(val_fraction), "seed": int(seed),
+        "format": INSTRUCT_FORMAT_VERSION,
+        "template": TEMPLATE_NAME,
+        "source": source_identity(src),
+        "tokenizer": tokenizer_fingerprint(tok),
+        "max_len": int(max_len),
+        "val_fraction": None if src["val_split"] else float(val_fraction),
+        "seed": int(seed),
         "response_only_loss": bool(response_only_loss),
     }
 
 
-def prepare_instruction_data(source: dict, tokenizer, max_len: int, val_fraction: float, seed: int,
-                             cache_dir, response_only_loss: bool = True) -> InstructData:
+def prepare_instruction_data(
+    source: dict, tokenizer, max_len: int, val_fraction: float, seed: int, cache_dir, response_only_loss: bool = True
+) -> InstructData:
     """Tokenized Alpaca-style train/validation examples, built once and cached (module docstring).
 
     ``tokenizer``: a loaded tokenizer, a path (``tokenizer.json`` or a saved folder) or a
@@ -244,8 +284,12 @@ def prepare_instruction_data(source: dict, tokenizer, max_len: int, val_fraction
     tok = _as_tokenizer(tokenizer)
     key = instruction_cache_key(source, tok, max_len, val_fraction, seed, response_only_loss)
     name = f"instruct-{cache_key(key)}"
-    return build_once(cache_dir, name, lambda tmp: _build(tmp, name, src, tok, key, max_len, val_fraction,
-                                                          seed, bool(response_only_loss)), _load)
+    return build_once(
+        cache_dir,
+        name,
+        lambda tmp: _build(tmp, name, src, tok, key, max_len, val_fraction, seed, bool(response_only_loss)),
+        _load,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,22 +310,20 @@ class InstructBatchStream(MicroBatchStream):
     ``labels`` (-100 on padding). See the module docstring on the loss normalization.
     """
 
-    def __init__(self, examples, rank: int, world_size: int, micro_batch_size: int, seed: int,
-                 pad_id: int | None = None):
-        if world_size < 1:
-            raise ValueError(f"world_size must be >= 1, got {world_size}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-        if micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    def __init__(
+        self, examples, rank: int, world_size: int, micro_batch_size: int, seed: int, pad_id: int | None = None
+    ):
+        self.check_rank(rank, world_size, micro_batch_size)
         pad_id = getattr(examples, "pad_id", None) if pad_id is None else pad_id
         if pad_id is None:
             raise ValueError("pad_id is needed when the examples do not carry one")
         n = len(examples)
         per_rank = n // world_size
         if per_rank < micro_batch_size:
-            raise ValueError(f"rank {rank} would own {per_rank} examples ({n} over {world_size} ranks), "
-                             f"fewer than micro_batch_size={micro_batch_size}")
+            raise ValueError(
+                f"rank {rank} would own {per_rank} examples ({n} over {world_size} ranks), "
+                f"fewer than micro_batch_size={micro_batch_size}"
+            )
         self.examples, self.pad_id = examples, int(pad_id)
         self.rank, self.world_size, self.micro_batch_size, self.seed = rank, world_size, micro_batch_size, seed
         self.examples_per_rank = per_rank
@@ -298,7 +340,7 @@ class InstructBatchStream(MicroBatchStream):
         if epoch != self._epoch:
             self._order = epoch_order(self.examples_per_rank, self.seed, epoch, self.rank)
             self._epoch = epoch
-        picked = self._order[j * self.micro_batch_size:(j + 1) * self.micro_batch_size]
+        picked = self._order[j * self.micro_batch_size : (j + 1) * self.micro_batch_size]
         return [self.indices[i] for i in picked]
 
     def batch(self, k: int) -> dict:
@@ -316,6 +358,8 @@ class InstructBatchStream(MicroBatchStream):
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
     def __repr__(self) -> str:
-        return (f"InstructBatchStream(rank={self.rank}, world_size={self.world_size}, "
-                f"micro_batch_size={self.micro_batch_size}, seed={self.seed}, "
-                f"examples_per_rank={self.examples_per_rank}, batches_per_epoch={self.batches_per_epoch})")
+        return (
+            f"InstructBatchStream(rank={self.rank}, world_size={self.world_size}, "
+            f"micro_batch_size={self.micro_batch_size}, seed={self.seed}, "
+            f"examples_per_rank={self.examples_per_rank}, batches_per_epoch={self.batches_per_epoch})"
+        )

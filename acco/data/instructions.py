@@ -23,6 +23,7 @@ Only ``random.Random(seed)`` is used: record ``i`` is the same for every ``n`` a
 The task of a record is recognised from its instruction (``task_of``), so records read back from a
 file (``write_alpaca_json``) are checked the same way.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,11 +42,30 @@ _THINGS = tuple(o for o, _, _ in OBJECTS if " " not in o) + tuple(f for f, _ in 
 _WORDS = _ANIMALS + _THINGS
 _NAMES = GIRL_NAMES + BOY_NAMES
 _OPPOSITES = (
-    ("big", "small"), ("hot", "cold"), ("happy", "sad"), ("fast", "slow"), ("up", "down"),
-    ("day", "night"), ("wet", "dry"), ("loud", "quiet"), ("open", "closed"), ("full", "empty"),
-    ("in", "out"), ("yes", "no"), ("first", "last"), ("early", "late"), ("clean", "dirty"),
-    ("strong", "weak"), ("near", "far"), ("push", "pull"), ("win", "lose"), ("left", "right"),
-    ("thick", "thin"), ("rich", "poor"), ("sweet", "sour"), ("top", "bottom"),
+    ("big", "small"),
+    ("hot", "cold"),
+    ("happy", "sad"),
+    ("fast", "slow"),
+    ("up", "down"),
+    ("day", "night"),
+    ("wet", "dry"),
+    ("loud", "quiet"),
+    ("open", "closed"),
+    ("full", "empty"),
+    ("in", "out"),
+    ("yes", "no"),
+    ("first", "last"),
+    ("early", "late"),
+    ("clean", "dirty"),
+    ("strong", "weak"),
+    ("near", "far"),
+    ("push", "pull"),
+    ("win", "lose"),
+    ("left", "right"),
+    ("thick", "thin"),
+    ("rich", "poor"),
+    ("sweet", "sour"),
+    ("top", "bottom"),
 )
 # (past tense, base form) of the one-sentence stories
 _VERBS = (("found", "find"), ("lost", "lose"), ("saw", "see"), ("hid", "hide"), ("left", "leave"))
@@ -65,8 +85,14 @@ def _sentence(rng: random.Random) -> tuple[str, dict]:
     adj = rng.choice(adjs)
     place, prep, _ = rng.choice(PLACES)
     past, base = rng.choice(_VERBS)
-    facts = {"name": name, "obj": obj, "what": _a(f"{adj} {obj}"), "where": f"{prep} {place}",
-             "past": past, "base": base}
+    facts = {
+        "name": name,
+        "obj": obj,
+        "what": _a(f"{adj} {obj}"),
+        "where": f"{prep} {place}",
+        "past": past,
+        "base": base,
+    }
     return f"{name} {past} {facts['what']} {facts['where']}.", facts
 
 
@@ -74,8 +100,11 @@ def _sentence(rng: random.Random) -> tuple[str, dict]:
 def _add(rng, with_input):
     a, b = rng.randint(0, 20), rng.randint(0, 20)
     if with_input:
-        return rng.choice(("Add these numbers.", "Add the two numbers.",
-                           "What is the sum of these numbers?")), f"{a} and {b}", str(a + b)
+        return (
+            rng.choice(("Add these numbers.", "Add the two numbers.", "What is the sum of these numbers?")),
+            f"{a} and {b}",
+            str(a + b),
+        )
     return f"What is {a} plus {b}?", "", str(a + b)
 
 
@@ -151,14 +180,25 @@ def _story(rng, with_input):
     return f"Read the story and answer the question. {sentence} {question}", "", answer
 
 
-TASKS = {"add": _add, "reverse": _reverse, "sort": _sort, "capitalize": _capitalize, "count": _count,
-         "opposite": _opposite, "sound": _sound, "story": _story}
+TASKS = {
+    "add": _add,
+    "reverse": _reverse,
+    "sort": _sort,
+    "capitalize": _capitalize,
+    "count": _count,
+    "opposite": _opposite,
+    "sound": _sound,
+    "story": _story,
+}
 _KINDS = tuple(TASKS)
 
 # Recognising the task from the instruction (tried in this order; "story" last).
 _PATTERNS = (
-    ("add", r"(Add these numbers\.|Add the two numbers\.|What is the sum of these numbers\?"
-            r"|What is \d+ plus \d+\?)"),
+    (
+        "add",
+        r"(Add these numbers\.|Add the two numbers\.|What is the sum of these numbers\?"
+        r"|What is \d+ plus \d+\?)",
+    ),
     ("reverse", r"Reverse the order of (these words\.|the words: .+)"),
     ("sort", r"Sort (these words|the words .+) in alphabetical order\."),
     ("capitalize", r"Rewrite (this sentence in capital letters\.|in capital letters: .+)"),

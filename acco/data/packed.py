@@ -12,6 +12,7 @@ with an integer derived (SHA-256) from ``(seed, epoch, rank)``; Python guarantee
 ``random.Random(int).shuffle`` is stable across versions and platforms, unlike e.g. the algorithm
 behind ``torch.randperm``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,6 +78,16 @@ class MicroBatchStream:
     def batch(self, k: int):
         raise NotImplementedError
 
+    @staticmethod
+    def check_rank(rank: int, world_size: int, micro_batch_size: int) -> None:
+        """ValueError unless `rank` is one of `world_size` ranks and micro-batches hold >= 1 item."""
+        if world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {world_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+        if micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+
     def __iter__(self) -> Iterator:
         k = 0
         while True:
@@ -102,12 +113,7 @@ class RankBatchStream(MicroBatchStream):
     def __init__(self, blocks: Blocks, rank: int, world_size: int, micro_batch_size: int, seed: int):
         if blocks.dim() != 2:
             raise ValueError(f"blocks must be a 2-D [n_blocks, seq_len] tensor, got shape {tuple(blocks.shape)}")
-        if world_size < 1:
-            raise ValueError(f"world_size must be >= 1, got {world_size}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-        if micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+        self.check_rank(rank, world_size, micro_batch_size)
         n_blocks = blocks.shape[0]
         per_rank = n_blocks // world_size
         if per_rank < micro_batch_size:
@@ -141,10 +147,12 @@ class RankBatchStream(MicroBatchStream):
         if k < 0:
             raise ValueError(f"batch index must be >= 0, got {k}")
         epoch, j = divmod(k, self.batches_per_epoch)
-        idx = self._order(epoch)[j * self.micro_batch_size:(j + 1) * self.micro_batch_size]
+        idx = self._order(epoch)[j * self.micro_batch_size : (j + 1) * self.micro_batch_size]
         return self._blocks.index_select(0, idx).to(torch.long)
 
     def __repr__(self) -> str:
-        return (f"RankBatchStream(rank={self.rank}, world_size={self.world_size}, "
-                f"micro_batch_size={self.micro_batch_size}, seed={self.seed}, "
-                f"blocks_per_rank={self.blocks_per_rank}, batches_per_epoch={self.batches_per_epoch})")
+        return (
+            f"RankBatchStream(rank={self.rank}, world_size={self.world_size}, "
+            f"micro_batch_size={self.micro_batch_size}, seed={self.seed}, "
+            f"blocks_per_rank={self.blocks_per_rank}, batches_per_epoch={self.batches_per_epoch})"
+        )

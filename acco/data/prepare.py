@@ -21,6 +21,7 @@ folder named ``stories-<hash>`` is therefore always complete. The ``datasets`` l
 lives in the temporary folder and is deleted with it, and only local files are read, so it works
 offline (``HF_DATASETS_OFFLINE=1`` / ``HF_HUB_OFFLINE=1``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,8 +58,9 @@ def _params(num_stories: int, seed: int, vocab_size: int, seq_len: int, val_frac
     }
 
 
-def story_cache_path(cache_dir, num_stories: int, seed: int, vocab_size: int, seq_len: int,
-                     val_fraction: float = 0.05) -> Path:
+def story_cache_path(
+    cache_dir, num_stories: int, seed: int, vocab_size: int, seq_len: int, val_fraction: float = 0.05
+) -> Path:
     """The folder ``prepare_story_data`` uses for these parameters (it may not exist yet)."""
     key = json.dumps(_params(num_stories, seed, vocab_size, seq_len, val_fraction), sort_keys=True)
     return Path(cache_dir) / f"stories-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
@@ -79,7 +81,7 @@ def _build(tmp: Path, params: dict, num_proc: int | None = None) -> None:
     for start in range(0, num_stories, _STORIES_PER_FILE):
         path = raw / f"stories-{start // _STORIES_PER_FILE:05d}.jsonl"
         with open(path, "w", encoding="utf-8") as fh:
-            for text in stories[start:start + _STORIES_PER_FILE]:
+            for text in stories[start : start + _STORIES_PER_FILE]:
                 fh.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     del stories
     lap("generate")
@@ -97,8 +99,9 @@ def _build(tmp: Path, params: dict, num_proc: int | None = None) -> None:
 
     # 4-5. tokenizer trained on the training documents only; tokenize and pack each split
     tok = resolve_tokenizer_spec({"kind": "bpe", "vocab_size": params["vocab_size"]})
-    built = build_packed(tmp, [(ds, roles)], "text", tok, params["seq_len"], lap,
-                         train_fn=train_bpe_tokenizer, num_proc=num_proc)
+    built = build_packed(
+        tmp, [(ds, roles)], "text", tok, params["seq_len"], lap, train_fn=train_bpe_tokenizer, num_proc=num_proc
+    )
     del ds
     shutil.rmtree(hf_cache, ignore_errors=True)
 
@@ -109,8 +112,15 @@ def _build(tmp: Path, params: dict, num_proc: int | None = None) -> None:
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def prepare_story_data(cache_dir, num_stories: int, seed: int, vocab_size: int, seq_len: int,
-                       val_fraction: float = 0.05, num_proc: int | None = None) -> PackedData:
+def prepare_story_data(
+    cache_dir,
+    num_stories: int,
+    seed: int,
+    vocab_size: int,
+    seq_len: int,
+    val_fraction: float = 0.05,
+    num_proc: int | None = None,
+) -> PackedData:
     """Generate, tokenize and pack the embedded story corpus, or load it from ``cache_dir``.
 
     ``num_proc``: tokenizer processes (None: ``build_blocks.default_num_proc``; the result does

@@ -33,6 +33,7 @@ tokenizer's identity (BPE: its vocabulary size; pretrained: its content fingerpr
 val_fraction (None with val_split), seed}; ``num_proc`` does not change the result and is not part
 of it. Locking and atomic publication: ``cache.build_once``.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,14 @@ from .sources import KNOWN_DATASETS, DataNotFoundError, available_splits, data_h
 from .split import TRAIN, VAL, split_indices, split_roles
 from .tokenizer_spec import ResolvedTokenizer, resolve_tokenizer_spec
 
-__all__ = ["PackedData", "normalize_source", "prepare_pretraining_data", "pretraining_cache_path",
-           "source_identity", "split_indices"]
+__all__ = [
+    "PackedData",
+    "normalize_source",
+    "prepare_pretraining_data",
+    "pretraining_cache_path",
+    "source_identity",
+    "split_indices",
+]
 
 # 2: token files (train.bin/val.bin, uint16/uint32) instead of blocks.pt
 PRETRAIN_FORMAT_VERSION = 2
@@ -65,8 +72,9 @@ def normalize_source(source: dict, *, text_field_default: str | None = "text") -
     source = dict(source or {})
     unknown = set(source) - set(SOURCE_KEYS)
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} in a data source; "
-                         f"allowed: {', '.join(SOURCE_KEYS)}")
+        raise ValueError(
+            f"unknown key(s) {', '.join(sorted(unknown))} in a data source; allowed: {', '.join(SOURCE_KEYS)}"
+        )
     hub_id, path = source.get("hub_id") or None, source.get("path") or None
     if hub_id is None and path is None:
         raise ValueError("a data source needs a hub_id or a path")
@@ -93,23 +101,27 @@ def source_identity(src: dict, config_key: str = "data.path") -> dict:
         p = Path(src["path"]).expanduser()
         if not p.exists():
             what = f"dataset {src['hub_id']}" if src["hub_id"] else "dataset"
-            raise DataNotFoundError(f"{what} not found at {src['path']} (no such file or folder): "
-                                    f"{data_hint(src['hub_id'], config_key)}")
+            raise DataNotFoundError(
+                f"{what} not found at {src['path']} (no such file or folder): {data_hint(src['hub_id'], config_key)}"
+            )
         ident["path"] = path_fingerprint(p)
     return ident
 
 
 def _load_split(src: dict, split: str | None, cache_dir: Path):
-    return load_raw_dataset(src["hub_id"], src["path"], split=split, config_name=src["config_name"],
-                            cache_dir=cache_dir)
+    return load_raw_dataset(
+        src["hub_id"], src["path"], split=split, config_name=src["config_name"], cache_dir=cache_dir
+    )
 
 
 def load_source_splits(src: dict, hf_cache: Path):
     """``(train_ds, val_ds or None)`` of a normalized source (``val_ds`` only with ``val_split``)."""
     if src["val_split"] is not None and src["path"] is not None:
         if available_splits(src["path"], src["config_name"]) is None:
-            raise ValueError(f"{src['path']} has no separate splits, so val_split="
-                             f"{src['val_split']!r} cannot be used: drop val_split (val_fraction is then used)")
+            raise ValueError(
+                f"{src['path']} has no separate splits, so val_split="
+                f"{src['val_split']!r} cannot be used: drop val_split (val_fraction is then used)"
+            )
     train = _load_split(src, src["split"], hf_cache)
     if src["max_documents"] is not None and src["max_documents"] < len(train):
         train = train.select(range(src["max_documents"]))
@@ -138,8 +150,9 @@ def _key(src: dict, tok: ResolvedTokenizer, seq_len: int, val_fraction: float, s
     }
 
 
-def pretraining_cache_path(source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int,
-                           cache_dir) -> Path:
+def pretraining_cache_path(
+    source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int, cache_dir
+) -> Path:
     """The folder ``prepare_pretraining_data`` uses for these arguments (it may not exist yet)."""
     src = normalize_source(source)
     key = _key(src, resolve_tokenizer_spec(tokenizer), seq_len, val_fraction, seed)
@@ -154,20 +167,32 @@ def source_segments(src: dict, hf_cache: Path, val_fraction: float, seed: int) -
     train_ds, val_ds = load_source_splits(src, hf_cache)
     for ds in (train_ds, val_ds):
         if ds is not None and field not in ds.column_names:
-            raise ValueError(f"the data has no field {field!r} (columns: {', '.join(ds.column_names)}): "
-                             f"set the source's text_field")
+            raise ValueError(
+                f"the data has no field {field!r} (columns: {', '.join(ds.column_names)}): set the source's text_field"
+            )
     if val_ds is None:
         segments = [(train_ds, split_roles(nonempty_mask(train_ds, field), val_fraction, seed))]
     else:
-        segments = [(train_ds, nonempty_mask(train_ds, field).astype(np.uint8) * np.uint8(TRAIN)),
-                    (val_ds, nonempty_mask(val_ds, field).astype(np.uint8) * np.uint8(VAL))]
+        segments = [
+            (train_ds, nonempty_mask(train_ds, field).astype(np.uint8) * np.uint8(TRAIN)),
+            (val_ds, nonempty_mask(val_ds, field).astype(np.uint8) * np.uint8(VAL)),
+        ]
     if not any((roles == TRAIN).any() for _, roles in segments):
         raise ValueError(f"no training documents in {src['path'] or src['hub_id']}")
     return segments
 
 
-def _build(tmp: Path, name: str, src: dict, tok: ResolvedTokenizer, key: dict, seq_len: int,
-           val_fraction: float, seed: int, num_proc: int | None) -> None:
+def _build(
+    tmp: Path,
+    name: str,
+    src: dict,
+    tok: ResolvedTokenizer,
+    key: dict,
+    seq_len: int,
+    val_fraction: float,
+    seed: int,
+    num_proc: int | None,
+) -> None:
     lap, timings, t0 = stage_timer()
     hf_cache = tmp / "hf_cache"
     segments = source_segments(src, hf_cache, val_fraction, seed)
@@ -180,8 +205,9 @@ def _build(tmp: Path, name: str, src: dict, tok: ResolvedTokenizer, key: dict, s
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def prepare_pretraining_data(source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int,
-                             cache_dir, num_proc: int | None = None) -> PackedData:
+def prepare_pretraining_data(
+    source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int, cache_dir, num_proc: int | None = None
+) -> PackedData:
     """Load, tokenize and pack a text dataset, or load the result from ``cache_dir``.
 
     ``num_proc``: tokenizer processes (None: ``build_blocks.default_num_proc``). Idempotent and
@@ -192,6 +218,9 @@ def prepare_pretraining_data(source: dict, tokenizer: dict, seq_len: int, val_fr
     tok = resolve_tokenizer_spec(tokenizer)
     key = _key(src, tok, seq_len, val_fraction, seed)
     name = f"pretrain-{cache_key(key)}"
-    return build_once(cache_dir, name,
-                      lambda tmp: _build(tmp, name, src, tok, key, seq_len, val_fraction, seed, num_proc),
-                      load_packed)
+    return build_once(
+        cache_dir,
+        name,
+        lambda tmp: _build(tmp, name, src, tok, key, seq_len, val_fraction, seed, num_proc),
+        load_packed,
+    )

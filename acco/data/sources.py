@@ -20,6 +20,7 @@
 
 ``cache_dir`` keeps datasets' own Arrow cache there (otherwise datasets' default cache is used).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,14 +61,28 @@ class DatasetInfo:
 
 
 KNOWN_DATASETS: dict[str, DatasetInfo] = {
-    info.hub_id: info for info in (
-        DatasetInfo("roneneldan/TinyStories", "text", "train", "data/tinystories",
-                    val_split="validation", include="data/*"),
+    info.hub_id: info
+    for info in (
+        DatasetInfo(
+            "roneneldan/TinyStories", "text", "train", "data/tinystories", val_split="validation", include="data/*"
+        ),
         DatasetInfo("Skylion007/openwebtext", "text", "train", "data/openwebtext", include="data/*"),
-        DatasetInfo("tatsu-lab/alpaca", None, "train", "data/alpaca", include="data/*",
-                    fields=("instruction", "input", "output")),
-        DatasetInfo("EleutherAI/lambada_openai", "text", "test", "data/lambada_openai",
-                    config_name="default", include="default/*"),
+        DatasetInfo(
+            "tatsu-lab/alpaca",
+            None,
+            "train",
+            "data/alpaca",
+            include="data/*",
+            fields=("instruction", "input", "output"),
+        ),
+        DatasetInfo(
+            "EleutherAI/lambada_openai",
+            "text",
+            "test",
+            "data/lambada_openai",
+            config_name="default",
+            include="default/*",
+        ),
     )
 }
 
@@ -85,14 +100,18 @@ def _one_line(text: object, limit: int = 300) -> str:
 def data_hint(hub_id: str | None, config_key: str = "data.path") -> str:
     """What to do to get ``hub_id`` locally (one line, no trailing period)."""
     if hub_id is None:
-        return (f"put the data there (a save_to_disk folder, or .jsonl/.json/.parquet/.txt files) "
-                f"or set {config_key} to where it is")
+        return (
+            f"put the data there (a save_to_disk folder, or .jsonl/.json/.parquet/.txt files) "
+            f"or set {config_key} to where it is"
+        )
     info = KNOWN_DATASETS.get(hub_id)
     local = info.local_dir if info else "data/" + hub_id.split("/")[-1].lower()
     include = f" --include '{info.include}'" if info and info.include else ""
-    return (f'on a machine with internet run "huggingface-cli download --repo-type dataset {hub_id}'
-            f'{include} --local-dir {local}" (or save it with datasets\' save_to_disk), copy it here '
-            f"and set {config_key}={local}")
+    return (
+        f'on a machine with internet run "huggingface-cli download --repo-type dataset {hub_id}'
+        f"{include} --local-dir {local}\" (or save it with datasets' save_to_disk), copy it here "
+        f"and set {config_key}={local}"
+    )
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -139,14 +158,19 @@ def _tokens(rel: Path) -> set[str]:
 
 
 def _data_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.rglob("*")
-                  if f.is_file() and f.suffix.lower() in _KINDS
-                  and not any(p.startswith(".") for p in f.relative_to(folder).parts))
+    return sorted(
+        f
+        for f in folder.rglob("*")
+        if f.is_file()
+        and f.suffix.lower() in _KINDS
+        and not any(p.startswith(".") for p in f.relative_to(folder).parts)
+    )
 
 
 def _is_saved_dataset(p: Path) -> bool:
-    return p.is_dir() and ((p / "dataset_dict.json").is_file()
-                           or ((p / "state.json").is_file() and (p / "dataset_info.json").is_file()))
+    return p.is_dir() and (
+        (p / "dataset_dict.json").is_file() or ((p / "state.json").is_file() and (p / "dataset_info.json").is_file())
+    )
 
 
 def _config_folder(folder: Path, config_name: str | None) -> Path:
@@ -174,21 +198,24 @@ def available_splits(path: str | os.PathLike, config_name: str | None = None) ->
     return sorted(found) or None
 
 
-def resolve_data_files(path: str | os.PathLike, split: str | None,
-                       config_name: str | None = None) -> tuple[str, list[str]]:
+def resolve_data_files(
+    path: str | os.PathLike, split: str | None, config_name: str | None = None
+) -> tuple[str, list[str]]:
     """``(builder, files)`` for a local file or folder of files (not a save_to_disk folder)."""
     p = Path(path)
     if p.is_file():
         kind = _KINDS.get(p.suffix.lower())
         if kind is None:
             raise DataNotFoundError(
-                f"unsupported data file {p}: use .jsonl, .json, .parquet or .txt (or a save_to_disk folder)")
+                f"unsupported data file {p}: use .jsonl, .json, .parquet or .txt (or a save_to_disk folder)"
+            )
         return kind, [str(p)]
     folder = _config_folder(p, config_name)
     files = _data_files(folder)
     if not files:
         raise DataNotFoundError(
-            f"no data files in {p}: expected a save_to_disk folder or .jsonl/.json/.parquet/.txt files")
+            f"no data files in {p}: expected a save_to_disk folder or .jsonl/.json/.parquet/.txt files"
+        )
     if split is not None:
         wanted = _split_names(split)
         matching = [f for f in files if _tokens(f.relative_to(folder)) & wanted]
@@ -197,7 +224,8 @@ def resolve_data_files(path: str | os.PathLike, split: str | None,
         elif any(_tokens(f.relative_to(folder)) & _SPLIT_TOKENS for f in files):
             raise DataNotFoundError(
                 f"no {split!r} split in {p}: its files name the splits "
-                f"{', '.join(available_splits(p, config_name) or [])}")
+                f"{', '.join(available_splits(p, config_name) or [])}"
+            )
     for suffix in _PREFERENCE:
         chosen = [str(f) for f in files if f.suffix.lower() == suffix]
         if chosen:
@@ -222,9 +250,15 @@ def _from_disk(p: Path, split: str | None):
     return loaded
 
 
-def load_raw_dataset(hub_id: str | None, path: str | None, split: str | None = "train",
-                     config_name: str | None = None, cache_dir: str | os.PathLike | None = None, *,
-                     config_key: str = "data.path"):
+def load_raw_dataset(
+    hub_id: str | None,
+    path: str | None,
+    split: str | None = "train",
+    config_name: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    config_key: str = "data.path",
+):
     """The raw ``datasets.Dataset`` of a source (see the module docstring).
 
     ``config_key`` is the configuration key named in the error messages.
@@ -236,8 +270,9 @@ def load_raw_dataset(hub_id: str | None, path: str | None, split: str | None = "
         p = Path(path).expanduser()
         if not p.exists():
             what = f"dataset {hub_id}" if hub_id else "dataset"
-            raise DataNotFoundError(f"{what} not found at {path} (no such file or folder): "
-                                    f"{data_hint(hub_id, config_key)}")
+            raise DataNotFoundError(
+                f"{what} not found at {path} (no such file or folder): {data_hint(hub_id, config_key)}"
+            )
         if _is_saved_dataset(p):
             return _from_disk(p, split)
         builder, files = resolve_data_files(p, split, config_name)
@@ -255,5 +290,6 @@ def load_raw_dataset(hub_id: str | None, path: str | None, split: str | None = "
         if online:
             raise DataNotFoundError(
                 f"dataset {hub_id} could not be loaded from the Hub ({type(exc).__name__}: "
-                f"{_one_line(exc, 160)}): {data_hint(hub_id, config_key)}") from exc
+                f"{_one_line(exc, 160)}): {data_hint(hub_id, config_key)}"
+            ) from exc
         raise DataNotFoundError(f"dataset {hub_id} is not available offline: {data_hint(hub_id, config_key)}") from exc

@@ -13,6 +13,7 @@ is 1 byte a document, and while it is computed the kept positions (8 bytes a kep
 the shuffled order (4 bytes a kept document below 2**32 documents: the same ``shuffle`` applied to
 an ``array`` instead of a list) are held too: about 110 MB for OpenWebText's 8 M documents.
 """
+
 from __future__ import annotations
 
 import random

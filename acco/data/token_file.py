@@ -10,6 +10,7 @@ bytes a token instead of 8 (OpenWebText's ~9 B GPT-2 tokens: 18 GB).
 ``numpy.memmap``, whose indexing returns fresh ``int64`` tensors; the workers of one machine that
 open the same file share its pages in the page cache.
 """
+
 from __future__ import annotations
 
 import os
@@ -98,14 +99,15 @@ class TokenBlocks:
         expected = self.n_blocks * self.seq_len * self.storage_dtype.itemsize
         size = self.path.stat().st_size
         if size != expected:
-            raise ValueError(f"{self.path} has {size} bytes, expected {expected} ({self.n_blocks} blocks of "
-                             f"{self.seq_len} {self.storage_dtype.name}): the data cache is damaged; delete "
-                             f"{self.path.parent} to rebuild it")
+            raise ValueError(
+                f"{self.path} has {size} bytes, expected {expected} ({self.n_blocks} blocks of "
+                f"{self.seq_len} {self.storage_dtype.name}): the data cache is damaged; delete "
+                f"{self.path.parent} to rebuild it"
+            )
         if self.n_blocks == 0:  # numpy cannot map an empty file
             self._array = np.empty((0, self.seq_len), dtype=self.storage_dtype)
         else:
-            self._array = np.memmap(self.path, dtype=self.storage_dtype, mode="r",
-                                    shape=(self.n_blocks, self.seq_len))
+            self._array = np.memmap(self.path, dtype=self.storage_dtype, mode="r", shape=(self.n_blocks, self.seq_len))
 
     @property
     def shape(self) -> torch.Size:
@@ -137,5 +139,7 @@ class TokenBlocks:
         return (TokenBlocks, (str(self.path), self.storage_dtype.str, self.n_blocks, self.seq_len))
 
     def __repr__(self) -> str:
-        return (f"TokenBlocks({str(self.path)!r}, {self.storage_dtype.name}, n_blocks={self.n_blocks}, "
-                f"seq_len={self.seq_len})")
+        return (
+            f"TokenBlocks({str(self.path)!r}, {self.storage_dtype.name}, n_blocks={self.n_blocks}, "
+            f"seq_len={self.seq_len})"
+        )

@@ -13,6 +13,7 @@ folder only (``load_pretrained_tokenizer``): without one, a one-line error says 
 and where to put it. ``tokenizer_fingerprint`` hashes what determines a tokenizer's output, for
 cache keys.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,14 @@ from .sources import DataNotFoundError
 
 EOS_TOKEN = "<|endoftext|>"
 
-__all__ = ["EOS_TOKEN", "load_pretrained_tokenizer", "load_tokenizer", "tokenizer_fingerprint",
-           "tokenizer_hint", "train_bpe_tokenizer"]
+__all__ = [
+    "EOS_TOKEN",
+    "load_pretrained_tokenizer",
+    "load_tokenizer",
+    "tokenizer_fingerprint",
+    "tokenizer_hint",
+    "train_bpe_tokenizer",
+]
 
 # Suggested local folders of the pretrained tokenizers the experiments use.
 KNOWN_TOKENIZERS = {
@@ -82,8 +89,10 @@ def tokenizer_hint(hub_id: str | None, config_key: str = "tokenizer.path") -> st
     if hub_id is None:
         return f"save a tokenizer there (save_pretrained, or a tokenizer.json) or set {config_key} to one"
     local = KNOWN_TOKENIZERS.get(hub_id, "data/tokenizers/" + hub_id.split("/")[-1])
-    return (f"on a machine with internet run \"huggingface-cli download {hub_id} --include '*.json' "
-            f"'*.txt' '*.model' --local-dir {local}\", copy it here and set {config_key}={local}")
+    return (
+        f"on a machine with internet run \"huggingface-cli download {hub_id} --include '*.json' "
+        f"'*.txt' '*.model' --local-dir {local}\", copy it here and set {config_key}={local}"
+    )
 
 
 def _short(exc: BaseException) -> str:
@@ -91,8 +100,9 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:157] + '...' if len(text) > 160 else text}"
 
 
-def load_pretrained_tokenizer(path: str | os.PathLike | None, hub_id: str | None, *,
-                              config_key: str = "tokenizer.path"):
+def load_pretrained_tokenizer(
+    path: str | os.PathLike | None, hub_id: str | None, *, config_key: str = "tokenizer.path"
+):
     """``AutoTokenizer.from_pretrained(path or hub_id, local_files_only=True)``.
 
     ``path``: a folder written by ``save_pretrained`` / ``huggingface-cli download`` (or one of our
@@ -106,24 +116,28 @@ def load_pretrained_tokenizer(path: str | os.PathLike | None, hub_id: str | None
         p = Path(path).expanduser()
         if not p.exists():
             what = f"tokenizer {hub_id}" if hub_id else "tokenizer"
-            raise DataNotFoundError(f"{what} not found at {path} (no such file or folder): "
-                                    f"{tokenizer_hint(hub_id, config_key)}")
+            raise DataNotFoundError(
+                f"{what} not found at {path} (no such file or folder): {tokenizer_hint(hub_id, config_key)}"
+            )
         if p.is_file():
             if p.suffix != ".json":
-                raise DataNotFoundError(f"{path} is not a tokenizer: give a folder saved with "
-                                        f"save_pretrained or a tokenizer.json")
+                raise DataNotFoundError(
+                    f"{path} is not a tokenizer: give a folder saved with save_pretrained or a tokenizer.json"
+                )
             return load_tokenizer(p)
         try:
             tok = AutoTokenizer.from_pretrained(str(p), local_files_only=True)
         except Exception as exc:  # noqa: BLE001
-            raise DataNotFoundError(f"could not load a tokenizer from {path} ({_short(exc)}): "
-                                    f"{tokenizer_hint(hub_id, config_key)}") from exc
+            raise DataNotFoundError(
+                f"could not load a tokenizer from {path} ({_short(exc)}): {tokenizer_hint(hub_id, config_key)}"
+            ) from exc
     elif hub_id:
         try:
             tok = AutoTokenizer.from_pretrained(hub_id, local_files_only=True)
         except Exception as exc:  # noqa: BLE001
-            raise DataNotFoundError(f"tokenizer {hub_id} is not available offline: "
-                                    f"{tokenizer_hint(hub_id, config_key)}") from exc
+            raise DataNotFoundError(
+                f"tokenizer {hub_id} is not available offline: {tokenizer_hint(hub_id, config_key)}"
+            ) from exc
     else:
         raise DataNotFoundError(f"no tokenizer given: set {config_key} to a local tokenizer folder")
     if tok.pad_token is None and tok.eos_token is not None:

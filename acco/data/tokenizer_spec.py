@@ -10,6 +10,7 @@
 a BPE (the training texts are covered by the data's own key), the content fingerprint of a
 pretrained tokenizer (so a copy elsewhere is the same key and a changed tokenizer another one).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,10 @@ def resolve_tokenizer_spec(spec: dict) -> ResolvedTokenizer:
         raise ValueError(f"tokenizer kind must be 'bpe' or 'pretrained', got {kind!r}")
     unknown = set(spec) - _KEYS[kind]
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} in a {kind} tokenizer spec; "
-                         f"allowed: {', '.join(sorted(_KEYS[kind]))}")
+        raise ValueError(
+            f"unknown key(s) {', '.join(sorted(unknown))} in a {kind} tokenizer spec; "
+            f"allowed: {', '.join(sorted(_KEYS[kind]))}"
+        )
     if kind == "bpe":
         vocab_size = spec.get("vocab_size")
         if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
@@ -55,8 +58,9 @@ def resolve_tokenizer_spec(spec: dict) -> ResolvedTokenizer:
     return ResolvedTokenizer(spec, {"kind": "pretrained", "fingerprint": tokenizer_fingerprint(tok)}, tok)
 
 
-def materialize_tokenizer(resolved: ResolvedTokenizer, train_texts: Callable[[], Iterable[str]],
-                          out_dir: Path, train_fn=train_bpe_tokenizer):
+def materialize_tokenizer(
+    resolved: ResolvedTokenizer, train_texts: Callable[[], Iterable[str]], out_dir: Path, train_fn=train_bpe_tokenizer
+):
     """The tokenizer of a build, saved in ``out_dir``: returns ``(tokenizer, file name)``.
 
     A BPE is trained by ``train_fn(train_texts(), vocab_size, out_dir / "tokenizer.json")``; a
