@@ -148,6 +148,11 @@ def baseline_of(runs: list[Run]) -> str:
     return "; DDP baseline: " + ", ".join(sorted(kinds)) if kinds else ""
 
 
+def peak_lr(run: Run) -> float:
+    """The run's peak learning rate (optim.lr); nan where its config has none."""
+    return float((run.config.get("optim") or {}).get("lr") or "nan")
+
+
 def setting(runs: list[Run]) -> str:
     r = runs[0]
     cfg = r.config
@@ -156,7 +161,7 @@ def setting(runs: list[Run]) -> str:
     world = sorted({x.info.get("world_size") for x in runs})
     seeds = sorted({x.info.get("seed") for x in runs})
     steps = sorted({x.info.get("steps") for x in runs})
-    lrs = sorted({float((x.config.get("optim") or {}).get("lr") or "nan") for x in runs})
+    lrs = sorted({peak_lr(x) for x in runs})
     return (
         f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, "
         f"peak lr {', '.join(f'{v:g}' for v in lrs)}, seeds {seeds}; "
@@ -554,10 +559,9 @@ def sec_lr_sweep(root, scale):
         fig_runs = discover_runs(root, exp, scale)
         if not fig_runs:
             continue
-        cfg = fig_runs[0].config
-        lr = float((cfg.get("optim") or {}).get("lr") or "nan")
+        lr = peak_lr(fig_runs[0])
         lines.append(
-            f"- {exp} runs at peak lr {lr:g} with {(cfg.get('model') or {}).get('name')}; the sweep's "
+            f"- {exp} runs at peak lr {lr:g} with {(fig_runs[0].config.get('model') or {}).get('name')}; the sweep's "
             f"verdict at that rate: {verdict.get(lr, 'not swept')}."
         )
     return lines
