@@ -5,6 +5,7 @@
     python experiments/reproduce.py fig5,fig8 --scale cpu          # several: one job, one summary
     python experiments/reproduce.py all --scale cpu                # every figure and table (make reproduce)
     python experiments/reproduce.py fig8 --scale paper --launcher slurm [launcher.partition=gpu ...]
+    python experiments/reproduce.py fig7,fig8 --scale paper --launcher slurm --no-wait   # submit, return
     python experiments/reproduce.py fig7 --scale rehearsal --launcher slurm   # the dress rehearsal
 
 Runs whose results are complete are not run again ("skipped: already complete"); a completed run
@@ -17,7 +18,12 @@ At the cpu scale (--add-seeds; --no-add-seeds turns it off) the claims each expe
 them: the runs of both groups again with seeds up to what the claim needs, two more per pass, up to
 the cap of analysis/stats.py. The end: one table per pass (each run's status, wall time, a failure's
 log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only
-plot: they are computed from other experiments' runs (table2, table3 from fig7/fig11/fig8)."""
+plot: they are computed from other experiments' runs (table2, table3 from fig7/fig11/fig8).
+
+With --launcher slurm every run of every experiment is submitted first, then waited for (--no-wait:
+return once submitted; experiments/status.py shows where they are). The same command again skips
+what is complete or still queued/running (and waits for it), and resumes what stopped from its
+checkpoint; only overwrite=true starts runs over (experiments/submit.py)."""
 
 import argparse
 import importlib.util
@@ -184,23 +190,39 @@ def run_local(title: str, runs: list[dict]) -> MultiRun:
     return job
 
 
-def run_slurm(title: str, todo: list[str], scale: str, base: list[str]) -> MultiRun:
-    """Every experiment's runs planned up front, then submitted and waited for one experiment at a
-    time (as experiments/submit.py --wait), under one "run k of N" and one table."""
+def load_submit():
+    """experiments/submit.py as a module (a script, not part of the package)."""
     spec = importlib.util.spec_from_file_location("acco_submit", os.path.join(ROOT, "experiments", "submit.py"))
     assert spec is not None and spec.loader is not None
     submit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(submit)
-    # the CPU scale and the rehearsal (paper configs, CPU sizes) run on the local test cluster
-    profile = (
-        []
-        if any(o.startswith("launcher=") for o in base)
-        else [f"launcher={'slurm_local' if scale in ('cpu', 'rehearsal') else 'slurm'}"]
-    )
+    return submit
+
+
+def slurm_profile(scale: str, base: list[str]) -> list[str]:
+    """The launcher profile, unless the overrides name one: the CPU scale and the rehearsal (paper
+    configs, CPU sizes) run on the local test cluster."""
+    if any(o.startswith("launcher=") for o in base):
+        return []
+    return [f"launcher={'slurm_local' if scale in ('cpu', 'rehearsal') else 'slurm'}"]
+
+
+def run_slurm(title: str, todo: list[str], scale: str, base: list[str], wait: bool = True) -> MultiRun | None:
+    """Every experiment's runs planned (and checked: bad input stops before anything is submitted),
+    then all submitted (as experiments/submit.py: complete runs and runs whose job is still queued
+    or running are skipped, unfinished ones resume), then waited for under one "run k of N" and one
+    table. wait=False: return once submitted (None); status.py shows where they are."""
+    submit = load_submit()
+    profile = slurm_profile(scale, base)
     plans = [submit.plan([f"experiment={exp}/{scale}", *base, *profile])[1] for exp in todo]
-    job = MultiRun(title, [name for planned in plans for name, _, _ in planned], stream=sys.stdout)
-    for planned in plans:
-        submit.wait_submitted(job, submit.submit_planned(planned, job))
+    job = MultiRun(title, [p.name for planned in plans for p in planned], stream=sys.stdout) if wait else None
+    submitted = [sjob for planned in plans for sjob in submit.submit_planned(planned, job)]
+    if job is None:
+        for exp in todo:
+            args = " ".join([f"experiment={exp}/{scale}", *base, *profile])
+            print(f"not waiting: python experiments/status.py {args}", flush=True)
+        return None
+    submit.wait_submitted(job, submitted)
     return job
 
 
@@ -235,6 +257,12 @@ def main(argv=None) -> int:
         help="after the configured runs, add seeds (up to the cap) to the groups of every claim that needs more "
         "(default: on at the cpu scale; local launcher only)",
     )
+    parser.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="--launcher slurm: submit every run and return (no figures); experiments/status.py shows where they are",
+    )
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every run")
     args = parser.parse_intermixed_args(argv)
     wanted = chosen(args.experiment, args.scale)
@@ -248,20 +276,24 @@ def main(argv=None) -> int:
     missing = [e for e in todo if args.scale not in scales_of(e)]
     if missing:
         return error(f"{', '.join(missing)} has no {args.scale} scale (conf/experiment/<id>/{args.scale}.yaml)")
+    if not args.wait and args.launcher != "slurm":
+        return error("--no-wait is for --launcher slurm (local runs are this process's own)")
     base = [f"results_root={args.results}", *args.overrides]
     if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
         from acco.analytic.run_plan import dry_run
 
-        profile = (
-            [f"launcher={'slurm_local' if args.scale in ('cpu', 'rehearsal') else 'slurm'}"]
-            if args.launcher == "slurm" and not any(o.startswith("launcher=") for o in base)
-            else []
-        )
+        profile = slurm_profile(args.scale, base) if args.launcher == "slurm" else []
         return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)
     title = f"reproduce {args.experiment} ({args.scale})"
     jobs: list[MultiRun] = []
     if todo and args.launcher == "slurm":
-        jobs = [run_slurm(title, todo, args.scale, base)]
+        slurm_job = run_slurm(title, todo, args.scale, base, wait=args.wait)
+        if slurm_job is None:  # submitted, not waited for: the figures come once the runs are done
+            again = " ".join([args.experiment, "--scale", args.scale, "--launcher slurm", *args.overrides])
+            # run again: it waits for the jobs still running (submitting nothing twice), then plots
+            print(f"figures: python experiments/reproduce.py {again} (or make figures SCALE={args.scale})", flush=True)
+            return 0
+        jobs = [slurm_job]
     elif todo:
         try:
             check_overrides(args.overrides, CONF_DIR)

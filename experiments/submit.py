@@ -1,8 +1,11 @@
 #!/usr/bin/env python
 """Submit all runs of an experiment to Slurm through submitit: runs of the same shape go out as
-one job array; runs that already have a completed result are skipped. With --wait: "run k of N"
-and an ETA while the jobs run, one table at the end (status, wall time, a failure's log and last
-error line), exit code 1 if a job failed.
+one job array. Running the same command again is safe: a run whose results are complete is
+skipped, a run whose job is still queued or running is skipped ("skip (Slurm job 123 RUNNING):
+<folder>"), and any other run continues from its newest checkpoint (resume=auto); only
+overwrite=true starts runs over. With --wait: "run k of N" and an ETA while the jobs run (those
+still running from an earlier submission included), one table at the end (status, wall time, a
+failure's log and last error line), exit code 1 if a job failed.
 
     python experiments/submit.py experiment=fig5/cpu launcher=slurm_local
     python experiments/submit.py experiment=fig8/paper launcher=slurm launcher.partition=gpu --wait
@@ -10,19 +13,25 @@ error line), exit code 1 if a job failed.
 
 import os
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.validate import ConfigError, check_overrides
 from acco.run.multirun import MultiRun, last_error_line, log_error_line
-from acco.run.start import check_run, fail_config, prepare_out_dir
+from acco.run.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def plan(overrides: list[str]) -> tuple[str, list[tuple[str, dict, int | None]]]:
-    """The experiment's id and its runs: (name, config, world size), the world None for a run that
-    is complete already. Bad input: one `error:` line, exit 2, before anything is submitted."""
+class Planned(NamedTuple):
+    name: str  # <experiment>/<run folder>
+    plan: Resubmission  # what submitting it does: skip it, or submit plan.cfg
+    world: int | None  # its world size; None for a run skipped
+
+
+def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
+    """The experiment's id and its runs, each checked (bad input: one `error:` line, exit 2, before
+    anything is submitted) unless it is skipped (acco/run/start.py resubmission)."""
     try:
         check_overrides(overrides, CONF_DIR)
         base = compose(overrides)
@@ -36,41 +45,65 @@ def plan(overrides: list[str]) -> tuple[str, list[tuple[str, dict, int | None]]]
     runs = expand_runs(exp)
     if not runs:
         fail_config(f"experiment {exp['id']} has no training runs of its own")
-    planned: list[tuple[str, dict, int | None]] = []
+    planned: list[Planned] = []
     for run in runs:
         cfg = compose([*overrides, *run])  # the run's own settings define it (and its folder)
         name = f"{exp['id']}/{os.path.basename(os.path.normpath(cfg['out_dir']))}"
-        if (cfg.get("overwrite") is not True) and _completed(cfg["out_dir"]):
-            planned.append((name, cfg, None))
+        todo = resubmission(cfg)
+        if todo.skip is not None:
+            planned.append(Planned(name, todo, None))
             continue
-        cfg, world = check_run(dict(cfg, overwrite=True), external=False)
-        planned.append((name, cfg, world))
+        # overwrite=true for the check alone: a completed run gets here only when it is asked for
+        cfg, world = check_run(dict(todo.cfg, overwrite=True), external=False)
+        planned.append(Planned(name, todo._replace(cfg=dict(cfg, overwrite=todo.cfg.get("overwrite"))), world))
     return str(exp["id"]), planned
 
 
-def submit_planned(planned, job: MultiRun | None) -> list[tuple[str, Any]]:
-    """Submit the runs still to do (the complete ones are skipped, through `job` if any); (name, submitit job)."""
+def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[str, Any]]:
+    """Submit the runs still to do, say what is skipped (through `job` if any); (name, submitit job)
+    for each run submitted, and for each run whose job was already queued or running (to wait for)."""
     from acco.slurm.submit import submit
 
-    for name, cfg, world in planned:
-        if world is None:
-            if job is not None:
-                job.skip(name)
-            else:
-                print(f"skip (completed): {cfg['out_dir']}")
-    todo = [(name, cfg, world) for name, cfg, world in planned if world is not None]
+    def say(line: str) -> None:
+        job.note(line) if job is not None else print(line, flush=True)
+
+    waiting: list[tuple[str, Any]] = []
+    for p in planned:
+        if p.plan.skip == "completed":
+            job.skip(p.name) if job is not None else print(p.plan.line(), flush=True)
+        elif p.plan.skip == "running":
+            say(p.plan.line())
+            waiting.append((p.name, attach(p.plan.job or {})))
+    todo = [p for p in planned if p.plan.skip is None]
     if not todo:
-        return []
+        return waiting
+    cfgs, resumes = zip(*(for_slurm_job(p.plan.cfg) for p in todo))
+    resume_of = {c["out_dir"]: r for c, r in zip(cfgs, resumes)}
     try:
         jobs = submit(
-            [c for _, c, _ in todo], [w for _, _, w in todo], prepare=lambda c: prepare_out_dir(c["out_dir"], c)
+            list(cfgs),
+            [p.world for p in todo],
+            prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume_of[c["out_dir"]])),
         )
     except ConfigError as exc:
         fail_config(str(exc))
-    for (_, cfg, _), sjob in zip(todo, jobs):
-        line = f"submitted {sjob.job_id}: {cfg['out_dir']}"
-        job.note(line) if job is not None else print(line, flush=True)
-    return [(name, sjob) for (name, _, _), sjob in zip(todo, jobs)]
+    for cfg, sjob in zip(cfgs, jobs):
+        resume = resume_of[cfg["out_dir"]]
+        whence = f" (resuming from step {resume['step']})" if resume else ""
+        say(f"submitted {sjob.job_id}: {cfg['out_dir']}{whence}")
+    return waiting + [(p.name, sjob) for p, sjob in zip(todo, jobs)]
+
+
+def attach(record: dict):
+    """The submitit job of a run's still active job, from its slurm.json record, to wait for."""
+    import submitit
+
+    job_id = str(record["job_id"])
+    # submitit's folder pattern is <log_dir>/%j; the record has the job's own log path,
+    # <log_dir>/<job id>/<job id>_<task>_log.out
+    folder = os.path.join(os.path.dirname(os.path.dirname(str(record.get("stdout") or ""))), "%j")
+    tasks = int(record.get("nodes") or 1) * int(record.get("tasks_per_node") or 1)
+    return submitit.SlurmJob(folder=folder, job_id=job_id, tasks=tuple(range(tasks)))
 
 
 def wait_submitted(job: MultiRun, submitted: list[tuple[str, Any]]) -> None:
@@ -92,22 +125,16 @@ def main(argv: list[str]) -> int:
     wait = "--wait" in argv
     overrides = [a for a in argv if a != "--wait"]
     exp_id, planned = plan(overrides)
-    if all(world is None for _, _, world in planned):
-        scale = planned[0][1].get("scale") if planned else "?"
+    if all(p.plan.skip == "completed" for p in planned):
+        scale = planned[0].plan.cfg.get("scale") if planned else "?"
         print(f"all {len(planned)} runs of {exp_id} ({scale}) are complete")
         return 0
-    job = MultiRun(f"submit {exp_id}", [name for name, _, _ in planned], stream=sys.stdout) if wait else None
+    job = MultiRun(f"submit {exp_id}", [p.name for p in planned], stream=sys.stdout) if wait else None
     submitted = submit_planned(planned, job)
     if job is None:
         return 0
     wait_submitted(job, submitted)
     return job.close()
-
-
-def _completed(out_dir: str) -> bool:
-    from acco.slurm.submit import completed
-
-    return completed(out_dir)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def test_logger_choices_are_checked_before_anything_starts():
 def test_wandb_offline_run_records_every_metrics_row(tmp_path):
     pytest.importorskip("wandb")
     out = str(tmp_path / "run")
-    run_train(
+    proc = run_train(
         [
             "method=acco",
             "world_size=2",
@@ -95,3 +95,45 @@ def test_wandb_offline_run_records_every_metrics_row(tmp_path):
     for row in rows:
         assert json.dumps(float(row["train_loss"])).encode() in raw, row
     assert json.load(open(os.path.join(out, "summary.json")))["status"] == "completed"
+    # the launcher's closing line is the last thing the run says (issue 29, point 10)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("acco: completed: 6/6 steps, train loss ") and last.endswith(f"-> {out}"), last
+
+
+def test_every_run_ends_with_one_closing_line():
+    from acco.run.progress import closing_line
+
+    done = {
+        "status": "completed",
+        "steps_completed": 300,
+        "steps": 300,
+        "final_train_loss": 3.21,
+        "final_eval_loss": 3.456789,
+        "total_wall_time_s": 62.4,
+    }
+    assert closing_line(done, "results/x") == (
+        "acco: completed: 300/300 steps, train loss 3.2100, eval loss 3.4568, wall 1m02s -> results/x"
+    )
+    stopped = dict(done, status="preempted", steps_completed=40, final_eval_loss=None, last_checkpoint="ck/step_40")
+    line = closing_line(stopped, "results/x")
+    assert line.startswith("acco: preempted: 40/300 steps, train loss 3.2100, wall 1m02s, checkpoint ck/step_40")
+    assert "resume=auto" in line
+    failed = {"status": "failed", "error": "rank 1 was killed by SIGKILL", "steps_completed": 3, "steps": None}
+    line = closing_line(failed, "results/x", wall_s=5.2)  # no wall time from rank 0: the launcher's
+    assert line == "error: training failed (rank 1 was killed by SIGKILL); 3 steps, wall 5s; see results/x/summary.json"
+
+
+def test_a_resumed_run_keeps_its_wandb_run_id_a_run_started_over_gets_a_new_one(tmp_path):
+    from acco.run.progress import wandb_run_id
+
+    ids = iter(["first", "second", "third"])
+    out = str(tmp_path)
+    metrics = tmp_path / "metrics.csv"
+    metrics.write_text("step,train_loss\n")  # a fresh start: MetricsWriter has written the header alone
+    assert wandb_run_id(out, lambda: next(ids)) == ("first", False)
+    metrics.write_text("step,train_loss\n1,5.0\n2,4.9\n")  # resumed: the rows up to its checkpoint
+    assert wandb_run_id(out, lambda: next(ids)) == ("first", True)  # a requeue, a resubmission
+    metrics.write_text("step,train_loss\n")  # overwrite=true, or a requeue before any checkpoint
+    assert wandb_run_id(out, lambda: next(ids)) == ("second", False)
+    metrics.write_text("step,train_loss\n1,5.0\n")
+    assert wandb_run_id(out, lambda: next(ids)) == ("second", True)

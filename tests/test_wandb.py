@@ -48,8 +48,10 @@ def records(path: str) -> list:
     return out
 
 
-def offline_run(folder: str, wait_s: float = 60.0) -> tuple:
-    (path,) = glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))
+def offline_run(folder: str, wait_s: float = 60.0, run_dir: str | None = None) -> tuple:
+    """The run record, summary and history of the one offline run under <folder>/wandb (or of the
+    offline-run folder `run_dir`)."""
+    (path,) = glob.glob(os.path.join(run_dir or os.path.join(folder, "wandb", "offline-run-*"), "run-*.wandb"))
     # wandb's own service process writes the file; on a loaded machine (CI: two test workers beside
     # training runs) it was seen still short of the run record just after finish() returned
     deadline = time.monotonic() + wait_s
@@ -120,3 +122,19 @@ def test_make_figures_logs_the_figures_as_images(tmp_path):
     assert run.run_group == "cpu" and run.job_type == "figures" and run.display_name == "figures-cpu"
     (logged,) = history
     assert json.loads(logged["fig5/_type"]) == "image-file" and json.loads(logged["fig5/format"]) == "png", logged
+
+
+def test_a_resumed_run_logs_into_the_same_wandb_run(tmp_path):
+    """A run stopped by a signal (a requeue's checkpoint) and continued with resume=auto keeps its
+    W&B run id; started over (overwrite=true) it gets a new one."""
+    out = tmp_path / "run"
+    args = ["method=acco", "logger=wandb", *SMALL_LM, "world_size=1", "train.steps=6", f"out_dir={out}"]
+    run_train([*args, "fault.signal_rank=0", "fault.at_step=2"], expect=3)  # preempted: checkpoint, exit 3
+    run_train([*args, "resume=auto"])
+    run_train([*args, "overwrite=true"])
+    folders = sorted(glob.glob(os.path.join(out, "wandb", "offline-run-*")))
+    assert len(folders) == 3, folders
+    first, resumed, again = [offline_run(str(out), run_dir=f) for f in folders]
+    assert resumed[0].run_id == first[0].run_id and again[0].run_id != first[0].run_id
+    with open(out / "summary.json") as f:
+        assert json.load(f)["status"] == "completed"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 
 from ..config.plain import plain
 
@@ -120,9 +121,35 @@ class Progress:
             self.bar = None
 
 
+# the W&B run id of the training run in <out_dir>, for the attempts that continue it (wandb_run_id)
+WANDB_RUN_ID = os.path.join("wandb", "acco-run-id")
+
+
+def wandb_run_id(out_dir: str, new_id) -> tuple[str, bool]:
+    """(the W&B run id, whether it continues an earlier one). A run that continues from a checkpoint
+    (metrics.csv already holds its steps up to the checkpoint: acco/run/files.py MetricsWriter,
+    created before the logger) keeps the id of its first attempt, so a requeued or resubmitted job
+    logs into the same W&B run; any other start gets a new id (`new_id()`)."""
+    from .files import read_metrics
+
+    path = os.path.join(out_dir, WANDB_RUN_ID)
+    if os.path.exists(path) and read_metrics(os.path.join(out_dir, "metrics.csv")):
+        with open(path) as f:
+            run_id = f.read().strip()
+        if run_id:
+            return run_id, True
+    from ..atomic import atomic_write
+
+    run_id = new_id()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, run_id + "\n")
+    return run_id, False
+
+
 class WandbLogger:
     """Every metrics row as a W&B step; the run's config and final summary alongside. Offline mode
-    writes under <out_dir>/wandb (upload later with `wandb sync <out_dir>/wandb/offline-run-*`)."""
+    writes under <out_dir>/wandb (upload later with `wandb sync <out_dir>/wandb/offline-run-*`).
+    A run resumed from a checkpoint (a requeue, a resubmission) continues its W&B run (same id)."""
 
     def __init__(self, cfg: dict, out_dir: str):
         import wandb
@@ -130,7 +157,11 @@ class WandbLogger:
         opts = cfg.get("logger") or {}
         experiment = (cfg.get("experiment") or {}).get("id")
         self.wandb = wandb
+        # a new id as W&B makes them: 8 characters of [a-z0-9]
+        self.run_id, self.resumed = wandb_run_id(out_dir, lambda: uuid.uuid4().hex[:8])
         self.run = wandb.init(
+            id=self.run_id,
+            resume="allow",  # online: continue the run of that id (offline: its files carry the id)
             project=opts.get("project") or "acco",
             entity=opts.get("entity"),
             name=os.path.basename(os.path.normpath(out_dir)),
@@ -186,3 +217,29 @@ def check_logger(cfg: dict) -> str | None:
         if opts.get("mode", "offline") not in ("offline", "online", "disabled"):
             return f"logger.mode={opts.get('mode')} is not known; use offline, online or disabled"
     return None
+
+
+def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> str:
+    """The one line a run ends with: status, steps, final train/eval loss, wall time, results folder
+    (summary.json's numbers; `wall_s`: the launcher's own count, where rank 0 could not say)."""
+    from .multirun import duration
+
+    status = summary.get("status") or "unknown"
+    done, planned = summary.get("steps_completed"), summary.get("steps")
+    parts = [f"{done if done is not None else '?'}{f'/{planned}' if planned else ''} steps"]
+    for key, name in (("final_train_loss", "train loss"), ("final_eval_loss", "eval loss")):
+        if summary.get(key) is not None:
+            parts.append(f"{name} {summary[key]:.4f}")
+    wall = summary.get("total_wall_time_s")
+    parts.append(f"wall {duration(wall if wall is not None else wall_s)}")
+    facts = ", ".join(parts)
+    if status == "completed":
+        return f"acco: completed: {facts} -> {out_dir}"
+    if status == "preempted":
+        return (
+            f"acco: preempted: {facts}, checkpoint {summary.get('last_checkpoint')}; "
+            f"continue with resume=auto -> {out_dir}"
+        )
+    if status == "failed":
+        return f"error: training failed ({summary.get('error') or '?'}); {facts}; see {out_dir}/summary.json"
+    return f"acco: {status}: {facts} -> {out_dir}"

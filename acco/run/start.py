@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from typing import NamedTuple
 
 import torch
 import yaml
@@ -78,7 +80,9 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
             *spec.overrides,
             f"results_root='{view.results_root}'",
             f"out_dir='{dep_dir}'",
-            "overwrite=true",
+            # an unfinished pretraining run continues from its checkpoint; a completed one without
+            # its model is made again
+            "overwrite=true" if (read_summary(dep_dir) or {}).get("status") == "completed" else "resume=auto",
         ]  # quoted: run folder names contain '='
 
         if external:
@@ -98,20 +102,68 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
 
 
+class Resubmission(NamedTuple):
+    """What submitting a run to Slurm (again) does (resubmission)."""
+
+    cfg: dict  # the config to submit
+    skip: str | None = None  # "running": its job is still queued or running; "completed"
+    job: dict | None = None  # the active job's slurm.json record
+    state: str = ""  # its Slurm state
+
+    def line(self) -> str:
+        why = f"Slurm job {self.job['job_id']} {self.state}" if self.job is not None else "completed"
+        return f"skip ({why}): {self.cfg['out_dir']}"
+
+
+def resubmission(cfg: dict) -> Resubmission:
+    """A run whose job is still queued or running is skipped, whatever `overwrite` says: a second
+    job would write into the same folder. A completed run is skipped unless overwrite=true. Any
+    other run continues from its newest checkpoint (resume=auto; none there: from scratch) unless
+    overwrite=true: resubmitting after a cancel, a failure or a requeue cap never throws the
+    training away, only overwrite=true starts over."""
+    from ..slurm.status import active_job
+    from ..slurm.submit import completed
+
+    out_dir = cfg["out_dir"]
+    active = active_job(out_dir)
+    if active is not None:
+        return Resubmission(cfg, "running", *active)
+    if cfg.get("overwrite") is True:
+        return Resubmission(cfg)
+    if completed(out_dir):
+        return Resubmission(cfg, "completed")
+    if cfg.get("resume") in (None, "", "none", "null"):
+        cfg = dict(cfg, resume="auto")
+    return Resubmission(cfg)
+
+
+def for_slurm_job(cfg: dict) -> tuple[dict, dict | None]:
+    """(the config a Slurm job is sent, where the folder is prepared to resume from): the job finds
+    its checkpoint again when it starts, and when it is requeued (a checkpoint resolved now would
+    be stale by then)."""
+    cfg = dict(cfg)
+    return cfg, cfg.pop("_resume", None)
+
+
 def submit_to_slurm(cfg: dict, world: int) -> int:
     from ..slurm.submit import submit, wait_for
 
-    resume = cfg.pop("_resume", None)  # found again when the job starts (and when it is requeued)
+    cfg, resume = for_slurm_job(cfg)
     try:
         jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume)))
     except ConfigError as exc:
         fail_config(str(exc))
+    whence = f" (resuming from step {resume['step']})" if resume else ""
     print(
-        f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id} -> {cfg['out_dir']}",
+        f"acco: submitted {cfg['method']['name']} as Slurm job {jobs[0].job_id}{whence} -> {cfg['out_dir']}",
         file=sys.stderr,
         flush=True,
     )
-    return wait_for(jobs) if cfg["launcher"].get("wait") else 0
+    if not cfg["launcher"].get("wait"):
+        return 0
+    code = wait_for(jobs)
+    say_how_it_ended(cfg["out_dir"])
+    return code
 
 
 def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
@@ -185,10 +237,16 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     if multirun and not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed":
         print(f"acco: skip (completed): {cfg['out_dir']}", file=sys.stderr, flush=True)
         return 0  # a sweep goes on with its other runs
+    if cfg["launcher"].get("name") == "slurm" and env is None:
+        plan = resubmission(cfg)
+        if plan.skip == "running":  # no second job into the same folder
+            print(f"acco: {plan.line()}", file=sys.stderr, flush=True)
+            return 0
+        # a completed run: check_run says what to do (overwrite=true)
+        cfg, world = check_run(plan.cfg, external=False)
+        return submit_to_slurm(cfg, world)
     cfg, world = check_run(cfg, external=env is not None)
     out_dir = cfg["out_dir"]
-    if cfg["launcher"].get("name") == "slurm" and env is None:
-        return submit_to_slurm(cfg, world)
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
@@ -202,9 +260,13 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         try:
             status = run_rank(cfg, env)
         except BaseException:  # reported by run_rank; leave without interpreter teardown
+            if env.rank == 0:
+                say_how_it_ended(out_dir)  # what rank 0's summary.json says of it
             if in_submitit:
                 raise
             exit_now(1)
+        if env.rank == 0:
+            say_how_it_ended(out_dir)
         # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
         code = PREEMPTED_EXIT if status == "preempted" else 0
         if in_submitit:
@@ -235,6 +297,7 @@ def next_free_name(out_dir: str) -> str:
 
 def run_local(cfg: dict, world: int, out_dir: str) -> int:
     """Spawn the workers on this machine, watch them, and report how the run ended."""
+    started = time.monotonic()
     prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
@@ -262,19 +325,23 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
 
     sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
-        why = record_failure(out_dir, cfg, world, outcome)
-        print(f"error: training failed ({why}); see {out_dir}/summary.json", file=sys.stderr, flush=True)
-        return 1
+        record_failure(out_dir, cfg, world, outcome)
     summary = read_summary(out_dir) or {}
-    if summary.get("status") == "preempted":
-        print(
-            f"acco: stopped at step {summary.get('steps_completed')} with checkpoint "
-            f"{summary.get('last_checkpoint')}; continue with resume=auto",
-            file=sys.stderr,
-            flush=True,
-        )
-        return PREEMPTED_EXIT
-    return 0
+    say_how_it_ended(out_dir, time.monotonic() - started, summary)
+    if not outcome.ok:
+        return 1
+    return PREEMPTED_EXIT if summary.get("status") == "preempted" else 0
+
+
+def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: dict | None = None) -> None:
+    """The run's closing line (acco/run/progress.py closing_line), from its summary.json."""
+    from .progress import closing_line
+
+    summary = summary if summary is not None else read_summary(out_dir) or {}
+    if not summary:  # rank 0 ended before it could write one: nothing more to say than the error above
+        print(f"acco: the run left no summary.json in {out_dir}", file=sys.stderr, flush=True)
+        return
+    print(closing_line(summary, out_dir, wall_s), file=sys.stderr, flush=True)
 
 
 def preload_worker_modules(cfg: dict) -> None:

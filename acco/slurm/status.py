@@ -1,4 +1,5 @@
-"""The state of an experiment's runs: Slurm's view (sacct) beside the results folder's."""
+"""The state of an experiment's runs: Slurm's view (squeue, sacct) beside the results folder's, and
+whether a run's job is still queued or running (then nothing may be submitted into its folder)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,63 @@ def sacct_state(job_id: str) -> tuple[str, str]:
     return "UNKNOWN", ""
 
 
+# a job in one of these states still holds (or will hold) its run folder: submitting the run again
+# would start a second job writing into it
+ACTIVE_STATES = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "SUSPENDED",
+    "STOPPED",
+}
+
+
+def squeue_state(job_id: str) -> str | None:
+    """The controller's own state of a job (up to date; sacct's record can lag behind it), or None
+    when the controller no longer knows the job or cannot be asked."""
+    try:
+        proc = subprocess.run(
+            ["squeue", "-h", "-j", str(job_id), "-t", "all", "-o", "%T"], capture_output=True, text=True, timeout=20
+        )
+    except (subprocess.SubprocessError, OSError):
+        return None
+    states = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    return states[0] if proc.returncode == 0 and states else None
+
+
+def job_state(job_id: str) -> tuple[str, str]:
+    """(State, ExitCode): squeue's state when the controller knows the job, else sacct's."""
+    live = squeue_state(job_id)
+    state, code = sacct_state(job_id)
+    return (live, code if state == live else "") if live else (state, code)
+
+
+def recorded_job(out_dir: str) -> dict | None:
+    """What slurm.json says of the run's last submitted job (job_id, log paths, shape), or None."""
+    try:
+        with open(os.path.join(out_dir, "slurm.json")) as f:
+            job = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return job if isinstance(job, dict) and job.get("job_id") else None
+
+
+def active_job(out_dir: str) -> tuple[dict, str] | None:
+    """(slurm.json's record, state) when the run's job is still queued or running, else None."""
+    job = recorded_job(out_dir)
+    if job is None:
+        return None
+    state = squeue_state(str(job["job_id"])) or sacct_state(str(job["job_id"]))[0]
+    return (job, state) if state in ACTIVE_STATES else None
+
+
 def log_tail(path: str | None, lines: int = 8) -> list[str]:
     if not path or not os.path.exists(path):
         return []
@@ -45,13 +103,11 @@ def run_status(out_dir: str) -> dict:
         "steps": None,
         "log_tail": [],
     }
-    slurm_file = os.path.join(out_dir, "slurm.json")
-    if os.path.exists(slurm_file):
-        with open(slurm_file) as f:
-            job = json.load(f)
+    job = recorded_job(out_dir)
+    if job is not None:
         info["job_id"] = job["job_id"]
-        info["slurm_state"], info["exit_code"] = sacct_state(job["job_id"])
-        if info["slurm_state"] not in ("COMPLETED", "RUNNING", "PENDING", "REQUEUED"):
+        info["slurm_state"], info["exit_code"] = job_state(str(job["job_id"]))
+        if info["slurm_state"] != "COMPLETED" and info["slurm_state"] not in ACTIVE_STATES:
             info["log_tail"] = log_tail(job.get("stderr"))
     summary = read_summary(out_dir)
     if summary:
