@@ -75,10 +75,12 @@ CPU_ONLY_IDS := lr_sweep
 # one reproduce.py job for all of them (one "run k of N", one closing table): a comma list
 comma := ,
 space := $(subst ,, )
-reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|paper|rehearsal)
+# ARGS: more arguments for reproduce.py, e.g. ARGS='launcher.partition=gpu launcher.account=abc --no-wait'
+ARGS ?=
+reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|paper|rehearsal, ARGS=overrides)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
 	$(if $(filter rehearsal,$(SCALE)),$(PYTHON) experiments/make_rehearsal_data.py --out $(REHEARSAL_DATA))
-	$(PYTHON) experiments/reproduce.py $* --scale $(SCALE) --launcher $(LAUNCHER)
+	$(PYTHON) experiments/reproduce.py $* --scale $(SCALE) --launcher $(LAUNCHER) $(ARGS)
 
 # Every figure and table (at the CPU scale by default).
 reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default)
