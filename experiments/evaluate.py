@@ -9,6 +9,10 @@ Writes <run>/eval.json and prints one line per run.
 
 With --harness (the [eval] extra) eval.json also holds `lambada_harness`: lm_eval's accuracy and
 perplexity of the same model folder on the same examples (acco/evaluation/harness.py).
+
+A run whose final evaluation failed after its training (summary.json: status `completed`,
+`final_eval_error`) is finished here: its summary.json gets the results as `final_eval` and its
+`final_eval_error` is cleared (`final_eval_by` names this script).
 """
 
 import argparse
@@ -17,6 +21,17 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def record_in_summary(run: str, results: dict, write_json_atomic) -> None:
+    """summary.json (when the run has one) with these results as its final evaluation."""
+    path = os.path.join(run, "summary.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        summary = json.load(f)
+    summary.update(final_eval=results, final_eval_error=None, final_eval_by="experiments/evaluate.py")
+    write_json_atomic(path, summary)
 
 
 def main(argv=None) -> int:
@@ -72,6 +87,7 @@ def main(argv=None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         write_json_atomic(os.path.join(run, "eval.json"), results)
+        record_in_summary(run, results, write_json_atomic)
         print(
             f"{run}: LAMBADA ppl {results['lambada']['perplexity']:.2f} "
             f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "

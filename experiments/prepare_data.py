@@ -10,8 +10,14 @@ of the job, waiting. Run this on a CPU node (or the login node, for small corpor
 overrides as the runs and with `ACCO_CACHE` (data.cache_dir) on a filesystem the compute nodes
 share: the runs then find the cache built and start training at once. Every distinct data
 configuration of the experiment's runs is prepared once; a configuration already in the cache is
-only reported. Missing data, tokenizers or models: one line naming what to download and where,
-exit 2, nothing built."""
+only reported.
+
+Compute nodes without internet: where the hub is reachable (the login node) this first fetches
+everything the runs name by hub id — datasets, LAMBADA, tokenizers, pretrained models — into the
+Hugging Face cache the jobs read (HF_HUB_CACHE, else HF_HOME/hub: keep it on the shared filesystem
+too) or into the local folder the config names (acco/tasks/hub_fetch.py). The jobs then run with
+HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 and find it all there. Missing data, tokenizers or models
+that cannot be fetched: one line naming what to download and where, exit 2, nothing built."""
 
 import json
 import os
@@ -45,6 +51,7 @@ def data_key(cfg: dict) -> str:
 def main(argv: list[str]) -> int:
     from acco.data.sources import DataNotFoundError
     from acco.tasks import prepare_task_data
+    from acco.tasks.hub_fetch import fetch_needs, hub_needs
     from acco.tasks.preflight import preflight
 
     try:
@@ -58,6 +65,10 @@ def main(argv: list[str]) -> int:
     distinct: dict[str, dict] = {}
     for cfg in cfgs:
         distinct.setdefault(data_key(cfg), cfg)
+    try:  # what the runs name by hub id, fetched where they will look for it (the hub reachable)
+        fetch_needs([need for cfg in cfgs for need in hub_needs(typed(cfg))], log=lambda m: print(m, flush=True))
+    except DataNotFoundError as exc:
+        fail_config(str(exc))
     for cfg in distinct.values():  # everything there before anything is built
         ensure_pretrained(cfg, external=True)  # fine-tuning from a run of ours: it must exist
         try:

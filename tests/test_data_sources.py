@@ -36,9 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def no_hub(monkeypatch):
-    # never reach the network from the tests, even on a machine with internet
+def no_hub(monkeypatch, tmp_path):
+    # never reach the network from the tests, even on a machine with internet; an empty hub cache
     monkeypatch.setattr(sources_mod, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_hub_cache"))
 
 
 def _rows(n, tag):
@@ -153,18 +154,16 @@ def _one_line(exc_info) -> str:
 
 
 def test_missing_hub_dataset_error(tmp_path):
-    import datasets.config
-    from huggingface_hub import constants
-
-    before = (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE)
     with pytest.raises(DataNotFoundError) as ei:
         load_raw_dataset("roneneldan/TinyStories", None, split="train", cache_dir=tmp_path)
     msg = _one_line(ei)
-    assert msg.startswith("dataset roneneldan/TinyStories is not available offline")
-    assert '"huggingface-cli download --repo-type dataset roneneldan/TinyStories' in msg
+    assert msg.startswith(
+        f"dataset roneneldan/TinyStories is not in the Hugging Face cache {tmp_path / 'hf_hub_cache'} "
+        "and the hub is not reachable: run experiments/prepare_data.py"
+    )
+    assert "\"hf download --repo-type dataset roneneldan/TinyStories --include 'data/*'" in msg
     assert "--local-dir data/tinystories" in msg and msg.endswith("set data.path=data/tinystories")
     assert isinstance(ei.value, ValueError)
-    assert (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE) == before  # offline switch restored
 
     with pytest.raises(DataNotFoundError) as ei:
         load_raw_dataset(
@@ -188,7 +187,7 @@ def test_missing_path_error(tmp_path):
         load_raw_dataset("Skylion007/openwebtext", str(missing))
     msg = _one_line(ei)
     assert str(missing) in msg and "Skylion007/openwebtext" in msg
-    assert "huggingface-cli download --repo-type dataset Skylion007/openwebtext" in msg
+    assert "hf download --repo-type dataset Skylion007/openwebtext --include 'data/*'" in msg
     assert "data.path=data/openwebtext" in msg
     with pytest.raises(DataNotFoundError) as ei:
         load_raw_dataset(None, str(missing))
@@ -205,12 +204,18 @@ def test_pretrained_tokenizer_errors_and_loading(tmp_path):
     with pytest.raises(DataNotFoundError) as ei:
         load_pretrained_tokenizer(str(tmp_path / "tok"), "EleutherAI/gpt-neo-125M")
     msg = _one_line(ei)
-    assert str(tmp_path / "tok") in msg and "huggingface-cli download EleutherAI/gpt-neo-125M" in msg
-    assert msg.endswith("set tokenizer.path=data/tokenizers/gpt-neo-125M")
+    assert str(tmp_path / "tok") in msg
+    hf_command = (
+        "\"hf download EleutherAI/gpt-neo-125M --include '*.json' --include '*.txt' --include '*.model' "
+        '--local-dir data/tokenizers/gpt-neo-125M"'
+    )
+    assert hf_command in msg and msg.endswith("set tokenizer.path=data/tokenizers/gpt-neo-125M")
     with pytest.raises(DataNotFoundError) as ei:
         load_pretrained_tokenizer(None, "someone/not-cached-anywhere-xyz")
     msg = _one_line(ei)
-    assert msg.startswith("tokenizer someone/not-cached-anywhere-xyz is not available offline")
+    assert msg.startswith(
+        f"tokenizer someone/not-cached-anywhere-xyz is not in the Hugging Face cache {tmp_path / 'hf_hub_cache'}"
+    )
     (tmp_path / "junk").mkdir()
     with pytest.raises(DataNotFoundError, match="could not load a tokenizer"):
         load_pretrained_tokenizer(str(tmp_path / "junk"), None)
@@ -402,9 +407,9 @@ def test_missing_model_folder_message_names_the_right_fix(tmp_path):
         check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": None}))
     msg = _one_line(ei)
     assert msg.startswith(f"no model at {missing}") and "train.save_model=true" in msg
-    assert "huggingface-cli" not in msg
+    assert "hf download" not in msg
     with pytest.raises(DataNotFoundError) as ei:
         check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": "EleutherAI/gpt-neo-2.7B"}))
-    assert f'"huggingface-cli download EleutherAI/gpt-neo-2.7B --local-dir {missing}"' in _one_line(ei)
+    assert f'"hf download EleutherAI/gpt-neo-2.7B --local-dir {missing}"' in _one_line(ei)
     missing.mkdir(parents=True)
     check_model(OmegaConf.create({"pretrained_path": str(missing), "hub_id": None}))  # present: no error

@@ -207,7 +207,7 @@ def test_sharded_evaluations_add_up_to_the_single_process_scores(tok):
     suite = evaluation_suite(
         {
             "heldout": heldout_evaluation(blocks, "cpu", batch_size=3),
-            "lambada": lambada_evaluation(tok, lambda: examples, "cpu", batch_size=4),
+            "lambada": lambada_evaluation(tok, examples, "cpu", batch_size=4),
         }
     )
     single = {"heldout": block_perplexity(model, blocks, "cpu"), "lambada": lambada_scores(model, tok, examples, "cpu")}
@@ -218,8 +218,27 @@ def test_sharded_evaluations_add_up_to_the_single_process_scores(tok):
         assert got["lambada"]["accuracy"] == single["lambada"]["accuracy"]
         for name, key in (("heldout", "loss"), ("heldout", "perplexity"), ("lambada", "perplexity")):
             assert got[name][key] == pytest.approx(single[name][key], rel=1e-6), (n, name, key)
-    with pytest.raises(ValueError, match="no LAMBADA examples"):
-        lambada_evaluation(tok, lambda: [], "cpu")(model)
+    with pytest.raises(ValueError, match="no LAMBADA examples"):  # when it is built, not when it runs
+        lambada_evaluation(tok, [], "cpu")
+
+
+def test_the_final_evaluation_reads_lambada_when_it_is_built(tok, tmp_path):
+    """Issue 29 (2): LAMBADA is read when the task is built, before step 1 — not at the end of a
+    long run, where a compute node without the hub used to fail the run after all its training."""
+    from acco.config.experiments import compose
+    from acco.config.schema import typed
+    from acco.tasks.lm import lambada_final_eval
+
+    path = tmp_path / "lambada_test.jsonl"
+    write_lambada_jsonl(path, 6, 3)
+    cfg = typed(
+        compose(["final_eval.lambada=true", "final_eval.heldout=false", f"final_eval.lambada_source.path={path}"])
+    )
+    evaluation = lambada_final_eval(cfg, tok, [], "cpu")
+    path.unlink()  # gone by the end of the run: the evaluation needs nothing more from disk
+    assert evaluation(tiny_gptneo(len(tok)))["lambada"]["examples"] == 6
+    with pytest.raises(Exception, match="not found at"):  # missing when built: fails then
+        lambada_final_eval(cfg, tok, [], "cpu")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def one_line_error(args, tmp_path):
 
 def test_offline_missing_data_tokenizer_and_model(tmp_path):
     line = one_line_error(["experiment=fig5/cpu", "data=tinystories", "data.seq_len=128"], tmp_path)
-    assert "roneneldan/TinyStories" in line and "huggingface-cli download" in line
+    assert "roneneldan/TinyStories" in line and "hf download" in line
     assert "data.source.path=data/" in line
     line = one_line_error(["data=openwebtext", "data.seq_len=128", "data.source.path=/nonexistent/owt"], tmp_path)
     assert "/nonexistent/owt" in line and "Skylion007/openwebtext" in line

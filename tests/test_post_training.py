@@ -89,6 +89,50 @@ def test_ranks_share_the_final_evaluation_and_agree_with_one_process(tmp_path):
         assert shared[name][key] == pytest.approx(single[name][key], rel=1e-6), (name, key)
 
 
+@pytest.mark.integration
+def test_a_failed_final_evaluation_leaves_the_run_completed_and_saved(tmp_path):
+    """Issue 29 (2): the model is saved before the final evaluation; an evaluation that fails (here
+    on rank 1 only: rank 0 must not wait for it) leaves the training result `completed` with the
+    evaluation's error, and experiments/evaluate.py redoes it from the saved model."""
+    out = tmp_path / "run"
+    proc = run_train(
+        [
+            "method=acco",
+            *BASE,
+            "world_size=2",
+            "train.steps=3",
+            "train.save_model=true",
+            "final_eval.heldout=true",
+            "final_eval.lambada=true",
+            *LAMBADA_LIKE,
+            "task=tests.final_eval_faults:lm_task_failing_final_eval",
+            "+fail_final_eval_rank=1",
+            f"out_dir={out}",
+        ]
+    )
+    summary = load_run(str(out))["summary"]
+    assert summary["status"] == "completed" and summary["error"] is None and summary["failed_rank"] is None
+    assert summary["steps_completed"] == 3 and summary["final_eval"] is None
+    assert summary["final_eval_error"].startswith(
+        "FinalEvaluationError: rank 1: OSError: the evaluation data went away"
+    )
+    assert "redo it with experiments/evaluate.py" in proc.stderr
+    assert (out / "model" / "config.json").exists() and not (out / "eval.json").exists()
+    redo = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+    assert redo.returncode == 0, redo.stderr[-3000:]
+    redone = json.loads((out / "summary.json").read_text())
+    assert redone["final_eval"] == json.loads((out / "eval.json").read_text())
+    assert redone["final_eval"]["lambada"]["examples"] == 40 and redone["final_eval_error"] is None
+    assert redone["status"] == "completed" and redone["final_eval_by"] == "experiments/evaluate.py"
+
+
 # ----------------------------------------------------------------------------------------------
 # the trace window
 # ----------------------------------------------------------------------------------------------

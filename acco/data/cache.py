@@ -55,7 +55,7 @@ def path_fingerprint(path: str | os.PathLike) -> dict:
     """``{"path": <absolute real path>, "files": [[relative name, size, mtime_ns], ...]}``.
 
     A file gives one entry (its name relative to itself is ``"."``); a folder gives every
-    non-hidden file below it, sorted (hidden entries such as ``.cache/`` of ``huggingface-cli
+    non-hidden file below it, sorted (hidden entries such as ``.cache/`` of ``hf
     download`` are skipped, as the loaders skip them).
     """
     p = Path(path).resolve()

@@ -43,7 +43,7 @@ import torch
 
 from .cache import build_once, cache_key
 from .packed import MicroBatchStream, epoch_order
-from .pretrain import load_source_splits, normalize_source, source_identity, split_indices
+from .pretrain import load_source_splits, locate_source, normalize_source, source_identity, split_indices
 from .tokenizer import load_tokenizer, tokenizer_fingerprint
 from .tokenizer_spec import eos_id_of, resolve_tokenizer_spec
 
@@ -280,9 +280,9 @@ def prepare_instruction_data(
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
     if max_len < 2:
         raise ValueError(f"max_len must be >= 2, got {max_len}")
-    src = normalize_source(source, text_field_default=None)
+    src = locate_source(normalize_source(source, text_field_default=None))
     tok = _as_tokenizer(tokenizer)
-    key = instruction_cache_key(source, tok, max_len, val_fraction, seed, response_only_loss)
+    key = instruction_cache_key(src, tok, max_len, val_fraction, seed, response_only_loss)
     name = f"instruct-{cache_key(key)}"
     return build_once(
         cache_dir,

@@ -27,11 +27,23 @@ building, and datasets' Arrow copy of the text when the source is not a saved da
 grow with the corpus is O(documents): ~14 bytes a document while splitting, 1 byte a document
 after (``split.py``).
 
-Cache key: SHA-256 of the canonical JSON of {format version, the normalized source — with a local
-``path`` replaced by its absolute path and every file's relative name, size and mtime —, the
-tokenizer's identity (BPE: its vocabulary size; pretrained: its content fingerprint), seq_len,
-val_fraction (None with val_split), seed}; ``num_proc`` does not change the result and is not part
-of it. Locking and atomic publication: ``cache.build_once``.
+A hub id without a ``path`` is read from its snapshot folder in the hub cache (``locate_source``;
+``sources.locate_hub_dataset``), like a local copy.
+
+Cache key: SHA-256 of the canonical JSON of {format version, the normalized source, the tokenizer's
+identity (BPE: its vocabulary size; pretrained: its content fingerprint), seq_len, val_fraction
+(None with val_split), seed}; ``num_proc`` does not change the result and is not part of it. In
+the source, what is read stands for where it is read from (``source_identity``):
+
+* a source with a hub id: the hub id and the relative name and size of each file read
+  (``sources.source_files``), not where they lie — the hub cache's snapshot, a ``hf download
+  --local-dir`` copy of it or the same files elsewhere give one key, so switching a config from the
+  hub id to ``data.source.path`` keeps the tokenized cache, while another copy under the same hub id
+  (the rehearsal's small stand-ins) has other sizes and its own key;
+* a local ``path`` alone: its absolute path and every file's relative name, size and mtime, so
+  editing or replacing a file of one's own gives another key.
+
+Locking and atomic publication: ``cache.build_once``.
 """
 
 from __future__ import annotations
@@ -46,12 +58,21 @@ import numpy as np
 from .build_blocks import build_packed, load_packed, nonempty_mask, stage_timer
 from .cache import build_once, cache_key, path_fingerprint
 from .packed import PackedData
-from .sources import KNOWN_DATASETS, DataNotFoundError, available_splits, data_hint, load_raw_dataset
+from .sources import (
+    KNOWN_DATASETS,
+    DataNotFoundError,
+    available_splits,
+    data_hint,
+    load_raw_dataset,
+    locate_hub_dataset,
+    source_files,
+)
 from .split import TRAIN, VAL, split_indices, split_roles
 from .tokenizer_spec import ResolvedTokenizer, resolve_tokenizer_spec
 
 __all__ = [
     "PackedData",
+    "locate_source",
     "normalize_source",
     "prepare_pretraining_data",
     "pretraining_cache_path",
@@ -94,16 +115,27 @@ def normalize_source(source: dict, *, text_field_default: str | None = "text") -
     }
 
 
+def locate_source(src: dict, config_key: str = "data.source.path") -> dict:
+    """A normalized source whose data is on disk: a hub id without a path gets its snapshot folder in
+    the hub cache as its path (downloaded there when missing and the hub is reachable)."""
+    if src["path"] is None and src["hub_id"]:
+        return dict(src, path=str(locate_hub_dataset(src["hub_id"], config_key)))
+    return src
+
+
 def source_identity(src: dict, config_key: str = "data.path") -> dict:
-    """The JSON-able identity of a normalized source: a local path becomes its fingerprint."""
+    """The JSON-able identity of a normalized source (see the module docstring, *Cache key*)."""
+    src = locate_source(src, config_key)
     ident = dict(src)
-    if src["path"] is not None:
-        p = Path(src["path"]).expanduser()
-        if not p.exists():
-            what = f"dataset {src['hub_id']}" if src["hub_id"] else "dataset"
-            raise DataNotFoundError(
-                f"{what} not found at {src['path']} (no such file or folder): {data_hint(src['hub_id'], config_key)}"
-            )
+    p = Path(src["path"]).expanduser()
+    if not p.exists():
+        what = f"dataset {src['hub_id']}" if src["hub_id"] else "dataset"
+        raise DataNotFoundError(
+            f"{what} not found at {src['path']} (no such file or folder): {data_hint(src['hub_id'], config_key)}"
+        )
+    if src["hub_id"]:  # what is read, not where the copy lies
+        ident["path"] = {"files": source_files(p, [src["split"], src["val_split"]], src["config_name"])}
+    else:
         ident["path"] = path_fingerprint(p)
     return ident
 
@@ -154,7 +186,7 @@ def pretraining_cache_path(
     source: dict, tokenizer: dict, seq_len: int, val_fraction: float, seed: int, cache_dir
 ) -> Path:
     """The folder ``prepare_pretraining_data`` uses for these arguments (it may not exist yet)."""
-    src = normalize_source(source)
+    src = locate_source(normalize_source(source))
     key = _key(src, resolve_tokenizer_spec(tokenizer), seq_len, val_fraction, seed)
     return Path(cache_dir) / f"pretrain-{cache_key(key)}"
 
@@ -214,7 +246,7 @@ def prepare_pretraining_data(
     safe to call from several processes at once (see the module docstring).
     """
     _check(seq_len, val_fraction)
-    src = normalize_source(source)
+    src = locate_source(normalize_source(source))
     tok = resolve_tokenizer_spec(tokenizer)
     key = _key(src, tok, seq_len, val_fraction, seed)
     name = f"pretrain-{cache_key(key)}"

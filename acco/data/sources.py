@@ -1,4 +1,5 @@
-"""Raw datasets through Hugging Face ``datasets``, from local files first (there is no hub offline).
+"""Raw datasets through Hugging Face ``datasets``, always from local files: a copy on disk, or the
+hub cache (``acco/data/hub.py``) that ``experiments/prepare_data.py`` fills before any job starts.
 
 ``load_raw_dataset(hub_id, path, split, config_name, cache_dir)`` returns a ``datasets.Dataset``:
 
@@ -7,16 +8,18 @@
   for ``validation``); a lone ``Dataset`` is returned whatever ``split`` asks;
 * ``path`` a ``.jsonl`` / ``.json`` (lines or one JSON list) / ``.parquet`` / ``.txt`` (one document
   a line, datasets' ``text`` builder) file: the whole file, whatever ``split`` asks;
-* ``path`` a folder of such files (e.g. what ``huggingface-cli download`` leaves): a subfolder
+* ``path`` a folder of such files (e.g. what ``hf download --local-dir`` leaves): a subfolder
   named ``config_name`` is entered when there is one; the files whose relative path names the split
   (``train.jsonl``, ``data/train-00000-of-00004.parquet``, ``test/0000.parquet``,
   ``TinyStories-valid.txt`` ...) are read; when no file names any split, all files are read. When
   several kinds remain, one kind is used, by preference parquet > jsonl > json > txt. Hidden
   entries (``.cache/``) are ignored;
-* no ``path``: ``load_dataset(hub_id, config_name, split=split)``. Without internet (no connection
-  to the Hub, or ``HF_HUB_OFFLINE=1``) this is attempted in offline mode only, i.e. from the
-  Hugging Face cache, so it fails fast; it then raises ``DataNotFoundError`` with one line that says
-  what to download and where to put it.
+* no ``path``: the hub id's snapshot folder in the hub cache (``locate_hub_dataset``), read as the
+  folder above, so a hub id and a local copy of the same files give the same dataset. Not in the
+  cache: downloaded there when the hub is reachable (only the files ``KNOWN_DATASETS`` names, for
+  a known id), else ``DataNotFoundError`` with one line that says how to fetch it. ``datasets``'
+  own hub loading is not used: offline it reads only its own prepared Arrow cache, never the hub
+  cache (datasets 5.2).
 
 ``cache_dir`` keeps datasets' own Arrow cache there (otherwise datasets' default cache is used).
 """
@@ -28,7 +31,6 @@ import json
 import os
 import re
 import socket
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -38,9 +40,12 @@ __all__ = [
     "DatasetInfo",
     "available_splits",
     "data_hint",
+    "hub_dataset_available",
     "hub_reachable",
     "load_raw_dataset",
+    "locate_hub_dataset",
     "resolve_data_files",
+    "source_files",
 ]
 
 
@@ -56,7 +61,7 @@ class DatasetInfo:
     local_dir: str  # suggested folder (relative to the repository) for a local copy
     config_name: str | None = None
     val_split: str | None = None  # the dataset's own held-out split, when it has one
-    include: str | None = None  # what of the repository to download (huggingface-cli --include)
+    include: str | None = None  # what of the repository to download (hf download --include)
     fields: tuple[str, ...] = ()
 
 
@@ -108,17 +113,53 @@ def data_hint(hub_id: str | None, config_key: str = "data.path") -> str:
     local = info.local_dir if info else "data/" + hub_id.split("/")[-1].lower()
     include = f" --include '{info.include}'" if info and info.include else ""
     return (
-        f'on a machine with internet run "huggingface-cli download --repo-type dataset {hub_id}'
-        f"{include} --local-dir {local}\" (or save it with datasets' save_to_disk), copy it here "
-        f"and set {config_key}={local}"
+        f"run experiments/prepare_data.py with the same overrides where the hub is reachable (it fetches it "
+        f'into the Hugging Face cache the jobs read), or run "hf download --repo-type dataset {hub_id}'
+        f'{include} --local-dir {local}" on a machine with internet, copy it here and set {config_key}={local}'
     )
+
+
+def hub_include(hub_id: str) -> list[str] | None:
+    """The files of a known dataset's repository that are read (None: all of an unknown one's)."""
+    info = KNOWN_DATASETS.get(hub_id)
+    return [info.include] if info and info.include else None
+
+
+def locate_hub_dataset(hub_id: str, config_key: str = "data.path") -> Path:
+    """``hub_id``'s snapshot folder in the hub cache; downloaded there first when it is missing and
+    the hub is reachable. Raises ``DataNotFoundError`` (one line) when it cannot be had."""
+    from .hub import cached_snapshot, fetch_snapshot, hub_cache_dir
+
+    folder = cached_snapshot(hub_id, "dataset")
+    if folder is not None:
+        return folder
+    if not hub_reachable():
+        raise DataNotFoundError(
+            f"dataset {hub_id} is not in the Hugging Face cache {hub_cache_dir()} and the hub is not "
+            f"reachable: {data_hint(hub_id, config_key)}"
+        )
+    try:
+        return fetch_snapshot(hub_id, "dataset", hub_include(hub_id))
+    except Exception as exc:  # noqa: BLE001 - any failure means: not available here
+        raise DataNotFoundError(
+            f"dataset {hub_id} could not be downloaded from the hub ({type(exc).__name__}: "
+            f"{_one_line(exc, 160)}): {data_hint(hub_id, config_key)}"
+        ) from exc
+
+
+def hub_dataset_available(hub_id: str) -> bool:
+    """Whether ``locate_hub_dataset`` can give ``hub_id``: in the hub cache, or the hub reachable."""
+    from .hub import cached_snapshot
+
+    return cached_snapshot(hub_id, "dataset") is not None or hub_reachable()
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """False when offline mode is on or a TCP connection to the Hub endpoint fails quickly."""
     from huggingface_hub import constants
 
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_DATASETS_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
+    switches = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")  # read now, not at import
+    if constants.HF_HUB_OFFLINE or any(os.environ.get(v, "").upper() in {"1", "ON", "YES", "TRUE"} for v in switches):
         return False
     if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
         return True  # cannot tell through a proxy: let datasets try
@@ -129,20 +170,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return True
     except OSError:
         return False
-
-
-@contextmanager
-def _offline_mode():
-    """datasets and huggingface_hub read their offline switch at import: flip it for one call."""
-    import datasets.config
-    from huggingface_hub import constants
-
-    saved = (datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE)
-    datasets.config.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        datasets.config.HF_HUB_OFFLINE, constants.HF_HUB_OFFLINE = saved
 
 
 def _split_names(split: str) -> set[str]:
@@ -233,6 +260,20 @@ def resolve_data_files(
     raise AssertionError("unreachable")
 
 
+def source_files(path: str | os.PathLike, splits: list[str | None], config_name: str | None = None) -> list[list]:
+    """``[[relative name, size], ...]`` of the files a source at ``path`` reads for ``splits`` (every
+    visible file of a save_to_disk folder): what the data is, wherever the copy lies. Sizes follow
+    symbolic links (the hub cache's snapshot files point at its blobs)."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return [[p.name, p.stat().st_size]]
+    if _is_saved_dataset(p):
+        files = [f for f in p.rglob("*") if f.is_file() and not any(s.startswith(".") for s in f.relative_to(p).parts)]
+    else:
+        files = sorted({Path(f) for split in splits for f in resolve_data_files(p, split, config_name)[1]})
+    return sorted([f.relative_to(p).as_posix(), f.stat().st_size] for f in files)
+
+
 def _from_disk(p: Path, split: str | None):
     import datasets
 
@@ -280,16 +321,4 @@ def load_raw_dataset(
 
     if not hub_id:
         raise DataNotFoundError(f"no dataset given: set {config_key} to a local copy (or a hub id)")
-    online = hub_reachable()
-    try:
-        if online:
-            return datasets.load_dataset(hub_id, config_name, split=split, cache_dir=cache)
-        with _offline_mode():
-            return datasets.load_dataset(hub_id, config_name, split=split, cache_dir=cache)
-    except Exception as exc:  # noqa: BLE001 - any failure means: not available here
-        if online:
-            raise DataNotFoundError(
-                f"dataset {hub_id} could not be loaded from the Hub ({type(exc).__name__}: "
-                f"{_one_line(exc, 160)}): {data_hint(hub_id, config_key)}"
-            ) from exc
-        raise DataNotFoundError(f"dataset {hub_id} is not available offline: {data_hint(hub_id, config_key)}") from exc
+    return load_raw_dataset(hub_id, str(locate_hub_dataset(hub_id, config_key)), split, config_name, cache_dir)

@@ -23,12 +23,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..atomic import atomic_write
+from .hub import hub_cache_dir
 from .sources import DataNotFoundError
 
 EOS_TOKEN = "<|endoftext|>"
 
 __all__ = [
     "EOS_TOKEN",
+    "TOKENIZER_FILES",
     "load_pretrained_tokenizer",
     "load_tokenizer",
     "tokenizer_fingerprint",
@@ -41,6 +43,9 @@ KNOWN_TOKENIZERS = {
     "EleutherAI/gpt-neo-125M": "data/tokenizers/gpt-neo-125M",
     "EleutherAI/gpt-neo-2.7B": "data/tokenizers/gpt-neo-2.7B",
 }
+
+# What of a model repository a tokenizer is (hf download --include; experiments/prepare_data.py).
+TOKENIZER_FILES = ("*.json", "*.txt", "*.model")
 
 # 256 byte symbols plus the special token.
 _MIN_VOCAB = 257
@@ -89,9 +94,11 @@ def tokenizer_hint(hub_id: str | None, config_key: str = "tokenizer.path") -> st
     if hub_id is None:
         return f"save a tokenizer there (save_pretrained, or a tokenizer.json) or set {config_key} to one"
     local = KNOWN_TOKENIZERS.get(hub_id, "data/tokenizers/" + hub_id.split("/")[-1])
+    include = " ".join(f"--include '{pattern}'" for pattern in TOKENIZER_FILES)
     return (
-        f"on a machine with internet run \"huggingface-cli download {hub_id} --include '*.json' "
-        f"'*.txt' '*.model' --local-dir {local}\", copy it here and set {config_key}={local}"
+        f"run experiments/prepare_data.py with the same overrides where the hub is reachable (it fetches it), "
+        f'or run "hf download {hub_id} {include} --local-dir {local}" on a machine with internet, '
+        f"copy it here and set {config_key}={local}"
     )
 
 
@@ -105,8 +112,9 @@ def load_pretrained_tokenizer(
 ):
     """``AutoTokenizer.from_pretrained(path or hub_id, local_files_only=True)``.
 
-    ``path``: a folder written by ``save_pretrained`` / ``huggingface-cli download`` (or one of our
-    ``tokenizer.json`` files); without it, ``hub_id`` is looked up in the Hugging Face cache only.
+    ``path``: a folder written by ``save_pretrained`` / ``hf download --local-dir`` (or one of our
+    ``tokenizer.json`` files); without it, ``hub_id`` is looked up in the hub cache only
+    (``acco/data/hub.py``: where ``experiments/prepare_data.py`` fetches it).
     ``pad_token`` is set to ``eos_token`` when the tokenizer has none. Raises ``DataNotFoundError``
     (one line: what to download, where to put it) when nothing is found.
     """
@@ -133,10 +141,11 @@ def load_pretrained_tokenizer(
             ) from exc
     elif hub_id:
         try:
-            tok = AutoTokenizer.from_pretrained(hub_id, local_files_only=True)
+            tok = AutoTokenizer.from_pretrained(hub_id, local_files_only=True, cache_dir=hub_cache_dir())
         except Exception as exc:  # noqa: BLE001
             raise DataNotFoundError(
-                f"tokenizer {hub_id} is not available offline: {tokenizer_hint(hub_id, config_key)}"
+                f"tokenizer {hub_id} is not in the Hugging Face cache {hub_cache_dir()}: "
+                f"{tokenizer_hint(hub_id, config_key)}"
             ) from exc
     else:
         raise DataNotFoundError(f"no tokenizer given: set {config_key} to a local tokenizer folder")

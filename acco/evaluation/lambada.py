@@ -15,7 +15,6 @@ tokens of ``context_ids + target_ids`` minus the final one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 
@@ -123,16 +122,14 @@ def lambada_scores(model, tokenizer, examples: list[tuple[str, str]], device, ba
     return lambada_from_sums(lambada_sums(model, tokenizer, examples, device, batch_size))
 
 
-def lambada_evaluation(
-    tokenizer, load_examples: Callable[[], list[tuple[str, str]]], device, batch_size: int = 8
-) -> ShardedEvaluation:
-    """``lambada_scores``, shareable: shard r of N scores examples r, r + N, ... of
-    ``load_examples()`` (called at evaluation time, on every rank)."""
+def lambada_evaluation(tokenizer, examples: list[tuple[str, str]], device, batch_size: int = 8) -> ShardedEvaluation:
+    """``lambada_scores``, shareable: shard r of N scores examples r, r + N, ... of ``examples``.
+    The examples are loaded by the caller when the evaluation is built (before training: a run
+    must not reach its end to find its evaluation data missing)."""
+    if not examples:
+        raise ValueError("no LAMBADA examples to score")
 
     def partial(model, shard: int, num_shards: int) -> Sums:
-        examples = load_examples()
-        if not examples:
-            raise ValueError("no LAMBADA examples to score")
         return lambada_sums(model, tokenizer, examples[shard::num_shards], device, batch_size)
 
     return ShardedEvaluation(partial, lambada_from_sums)

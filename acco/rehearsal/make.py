@@ -9,6 +9,8 @@
       tokenizers/gpt-neo/     GPT-Neo-format tokenizer (EleutherAI/gpt-neo-125M's stand-in)
       tokenizers/llama-2/     Llama-2-format tokenizer (meta-llama/Llama-2-7b-hf's stand-in)
       models/gpt-neo-small/   a pretrained-model folder with its tokenizer (EleutherAI/gpt-neo-2.7B's stand-in)
+      hub/                    all of the above under the paper's hub ids, as the hub client caches them
+                              (acco/rehearsal/hub_cache.py): HF_HUB_CACHE=data/rehearsal/hub
       rehearsal.json          what was written and with which sizes (written last)
 
 Deterministic and idempotent: a folder whose ``rehearsal.json`` matches the requested format,
@@ -24,12 +26,13 @@ import shutil
 from pathlib import Path
 
 from . import corpora
+from .hub_cache import write_hub_cache
 from .model_folder import GPT_NEO_SHAPE, save_gpt_neo_model
 from .tokenizer_folders import save_gpt_neo_tokenizer, save_llama_tokenizer
 
 __all__ = ["DEFAULT_SIZES", "FOLDERS", "FORMAT", "MANIFEST", "make_rehearsal_data", "read_manifest"]
 
-FORMAT = 1
+FORMAT = 2  # 2: the hub cache (hub/)
 MANIFEST = "rehearsal.json"
 DEFAULT_SIZES = {
     "openwebtext_documents": 400,  # ~1 MB of text, ~0.4M tokens with the 1024-id tokenizer
@@ -48,6 +51,7 @@ FOLDERS = {
     "gpt_neo_tokenizer": "tokenizers/gpt-neo",
     "llama_tokenizer": "tokenizers/llama-2",
     "gpt_neo_model": "models/gpt-neo-small",
+    "hub_cache": "hub",
 }
 
 
@@ -75,6 +79,7 @@ def _build(tmp: Path, seed: int, sizes: dict) -> dict:
     neo = save_gpt_neo_tokenizer(docs, sizes["gpt_neo_vocab"], tmp / FOLDERS["gpt_neo_tokenizer"])
     llama = save_llama_tokenizer(docs, sizes["llama_vocab"], tmp / FOLDERS["llama_tokenizer"])
     save_gpt_neo_model(tmp / FOLDERS["gpt_neo_tokenizer"], tmp / FOLDERS["gpt_neo_model"], seed)
+    write_hub_cache(tmp / FOLDERS["hub_cache"], tmp, FOLDERS, {"gpt_neo": len(neo), "llama": len(llama)})
     files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     return {
         "format": FORMAT,

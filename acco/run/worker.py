@@ -1,14 +1,19 @@
-"""The per-rank main: join the process group, build the task and the method, train, evaluate (every
-rank its share) and leave the run's files (rank 0 writes metrics.csv, eval.json and summary.json;
-every rank contributes its trace lane pair and its memory figures).
+"""The per-rank main: join the process group, build the task and the method, train, save, evaluate
+(every rank its share) and leave the run's files (rank 0 writes metrics.csv, the model, eval.json
+and summary.json; every rank contributes its trace lane pair and its memory figures).
+
+The end of a run depends on nothing but the run: whatever the final evaluation reads is loaded
+when the task is built (before step 1), the model is saved before the evaluation starts, and an
+evaluation that fails leaves the run `completed` with summary.json's `final_eval_error` (redo it
+with experiments/evaluate.py from <out_dir>/model).
 
 Waits after the last committed step, and what bounds them (nothing after training waits on the
 default group, whose dist.timeout_s is sized for start-up):
   * gathering θ_T: the communication group, dist.step_timeout_s; every rank arrives straight from
     the last step's boundary, where they were all together;
-  * the final evaluation's all-reduce (waits for the slowest share), the gather of every rank's
-    figures (peers wait there while rank 0 saves the parameters, the model and eval.json):
-    the post-training group, dist.final_timeout_s (hours);
+  * the final evaluation's collectives (peers wait there while rank 0 saves the parameters and
+    the model; then for the slowest share), the gather of every rank's figures (peers wait there
+    while rank 0 writes eval.json): the post-training group, dist.final_timeout_s (hours);
   * nothing waits on rank 0 merging the trace and writing summary.json: the peers leave after
     the figures' gather (their trace parts are written before it)."""
 
@@ -33,7 +38,7 @@ from ..config.schema import typed
 from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
-from ..train.post_training import final_evaluation, post_training_group
+from ..train.post_training import FinalEvaluationError, final_evaluation, post_training_group
 from ..train.signals import Preempted, SignalLatch
 from ..train.trainer import Trainer
 from .disk import NoSpaceError, release, reserve, writing
@@ -94,6 +99,7 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     tracer = TraceRecorder(rank, enabled=cfg.train.trace, steps=tuple(window) if window is not None else None)
     trainer = None
     status, error = "running", None
+    final_eval_error = None
     metrics = None
     t0 = time.time()
     preempted = None
@@ -110,12 +116,12 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         # for a 7B model) would not fit beside the training state
         final = trainer.committed_vector() if cfg.train.save_final_params else None
         trainer.load_committed_into_model(final)  # every rank's model holds θ_T
-        results = None
-        if task.final_eval is not None:
-            with trainer.evaluation_precision():  # every method alike (train.precision)
-                results = final_evaluation(cfg, task.final_eval, task.model, rank, world, post_group)
-        if rank == 0:  # the peers wait for this at the figures' gather, on the post-training group
-            save_outputs(cfg, task, final, out_dir, results)
+        if rank == 0:  # the peers wait for this in the final evaluation, on the post-training group
+            save_outputs(cfg, task, final, out_dir)
+        del final
+        # the training is done and saved: a failed evaluation is recorded (summary.json's
+        # final_eval_error), the run stays completed, experiments/evaluate.py redoes it from model/
+        final_eval_error = run_final_evaluation(cfg, task, trainer, rank, world, post_group)
         if task.on_finish is not None:
             task.on_finish(out_dir)
         status = "completed"
@@ -134,7 +140,7 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         write_failure(out_dir, rank, error)
         raise
     finally:
-        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group)
+        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error)
     SignalLatch.uninstall()
     if preempted is not None:
         handler = SignalLatch.previous_handler(preempted.signum)
@@ -153,8 +159,33 @@ def resume_point(cfg: DictConfig, world: int) -> dict | None:
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 
 
-def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str, results: dict | None) -> None:
-    """Rank 0, after training: final parameters, the model (+ tokenizer), final evaluations."""
+def run_final_evaluation(cfg: DictConfig, task, trainer: Trainer, rank: int, world: int, post_group) -> str | None:
+    """The task's final evaluation at θ_T (every rank its share); rank 0 writes eval.json. Returns
+    the evaluation's error (one line; the same on every rank of a sharded evaluation), or None."""
+    if task.final_eval is None:
+        return None
+    try:
+        with trainer.evaluation_precision():  # every method alike (train.precision)
+            results = final_evaluation(cfg, task.final_eval, task.model, rank, world, post_group)
+    except Exception as exc:  # noqa: BLE001 - any failure of the evaluation alone (a full disk is not one)
+        if not isinstance(exc, FinalEvaluationError):
+            traceback.print_exc()
+        error = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        print(
+            f"acco: rank {rank}: the final evaluation failed ({error}); the training result stands: "
+            f"redo it with experiments/evaluate.py {cfg.out_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return error
+    if rank == 0 and results is not None:
+        with writing(cfg.out_dir, "eval.json", cfg.train.steps, cfg):
+            write_json_atomic(os.path.join(cfg.out_dir, "eval.json"), results)
+    return None
+
+
+def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str) -> None:
+    """Rank 0, after training and before any final evaluation: final parameters, the model (+ tokenizer)."""
     step = cfg.train.steps
     if cfg.train.save_final_params:
         path = os.path.join(out_dir, "final_params.pt")
@@ -177,12 +208,11 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
             os.rename(partial, model_dir)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-    if results is not None:
-        with writing(out_dir, "eval.json", step, cfg):
-            write_json_atomic(os.path.join(out_dir, "eval.json"), results)
 
 
-def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group) -> None:
+def _finish(
+    cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error=None
+) -> None:
     out_dir, rank = cfg.out_dir, env.rank
     if metrics is not None:
         metrics.close()
@@ -244,6 +274,8 @@ def _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, 
             "hetero": plain(cfg.hetero),
             "link": link_summary(cfg),
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
+            # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
+            "final_eval_error": final_eval_error,
             "per_rank": per_rank,
             "resumed_from_step": (plain(cfg.get("_resume")) or {}).get("step")
             if trainer is None

@@ -72,21 +72,19 @@ def lambada_test_examples(cfg: DictConfig) -> list[tuple[str, str]]:
 
 def lambada_final_eval(cfg: DictConfig, tokenizer, val_blocks, device):
     """Table 2's evaluations: LAMBADA (whole test set) and the held-out validation blocks, as one
-    ShardedEvaluation (the ranks share it; called with a model, one process does all of it)."""
+    ShardedEvaluation (the ranks share it; called with a model, one process does all of it).
+    Everything they read is loaded here, when the task is built: a LAMBADA that cannot be read
+    stops the run before its first step, not after its last."""
     from ..evaluation import evaluation_suite, heldout_evaluation, lambada_evaluation
 
     spec = cfg.final_eval
     if not (spec.lambada or spec.heldout):
         return None
-
-    def load_lambada() -> list[tuple[str, str]]:
-        return lambada_test_examples(cfg)
-
     parts = {}
     if spec.heldout and len(val_blocks):
         parts["heldout"] = heldout_evaluation(val_blocks, device)
     if spec.lambada:
-        parts["lambada"] = lambada_evaluation(tokenizer, load_lambada, device)
+        parts["lambada"] = lambada_evaluation(tokenizer, lambada_test_examples(cfg), device)
     return evaluation_suite(parts)
 
 

@@ -1,6 +1,8 @@
 """Before any worker starts: is every dataset, tokenizer and checkpoint the run needs here (or
 reachable)? Each missing one is a one-line error naming the hub id, the command to fetch it, and the
-config key to point at the local copy."""
+config key to point at the local copy. A hub id is here when its snapshot is in the hub cache
+(acco/data/hub.py), where experiments/prepare_data.py fetches it: a compute node without internet
+passes with the prepared cache."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 from omegaconf import DictConfig
 
 from ..config.plain import plain
-from ..data.sources import DataNotFoundError, data_hint, hub_reachable
+from ..data.sources import DataNotFoundError, data_hint, hub_dataset_available
 
 
 def check_source(source: dict | None, config_key: str) -> None:
@@ -26,8 +28,13 @@ def check_source(source: dict | None, config_key: str) -> None:
         return
     if not hub_id:
         raise DataNotFoundError(f"no dataset given: set {config_key} to a local copy")
-    if not hub_reachable():
-        raise DataNotFoundError(f"dataset {hub_id} is not available offline: {data_hint(hub_id, config_key)}")
+    if not hub_dataset_available(hub_id):
+        from ..data.hub import hub_cache_dir
+
+        raise DataNotFoundError(
+            f"dataset {hub_id} is not in the Hugging Face cache {hub_cache_dir()} and the hub is not reachable: "
+            f"{data_hint(hub_id, config_key)}"
+        )
 
 
 def check_tokenizer(spec: dict | None, config_key: str) -> None:
@@ -48,9 +55,9 @@ def check_model(model_cfg: DictConfig) -> None:
             f"<out_dir>/model saved with train.save_model=true (slim_results.py removes them once used)"
         )
     raise DataNotFoundError(
-        f"pretrained model {hub_id} not found at {path}: on a machine with internet run "
-        f'"huggingface-cli download {hub_id} --local-dir {path}", copy it here and set '
-        f"model.pretrained_path={path}"
+        f"pretrained model {hub_id} not found at {path}: run experiments/prepare_data.py with the same "
+        f'overrides where the hub is reachable (it fetches it there), or run "hf download {hub_id} '
+        f'--local-dir {path}" on a machine with internet, copy it here and set model.pretrained_path={path}'
     )
 
 

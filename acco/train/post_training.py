@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+import traceback
 from datetime import timedelta
 
 import torch
@@ -15,6 +16,10 @@ import torch.distributed as dist
 from omegaconf import DictConfig
 
 DEFAULT_FINAL_TIMEOUT_S = 6 * 3600.0
+
+
+class FinalEvaluationError(RuntimeError):
+    """A share of the final evaluation failed on some rank; str(): every failed rank's one line."""
 
 
 def post_training_group(cfg: DictConfig, world_size: int):
@@ -35,7 +40,8 @@ def all_reduce_sums(sums: dict[str, float], group) -> dict[str, float]:
 def final_evaluation(cfg: DictConfig, final_eval, model, rank: int, world_size: int, group) -> dict | None:
     """The task's final evaluation at the committed parameters (in `model` on every rank).
     A ShardedEvaluation (has `partial`): rank r scores its share, the sums are all-reduced, every
-    rank returns the results. A plain callable: rank 0 runs it alone (its peers wait for it at the
+    rank returns the results, or every rank raises FinalEvaluationError when any rank's share
+    failed. A plain callable: rank 0 runs it alone (its peers wait for it at the
     next post-training collective, under the same long timeout) and only rank 0 gets results."""
     sleep_s = cfg.fault.final_eval_sleep_s or 0.0
     if sleep_s and rank == cfg.fault.final_eval_sleep_rank:
@@ -48,5 +54,16 @@ def final_evaluation(cfg: DictConfig, final_eval, model, rank: int, world_size: 
         time.sleep(sleep_s)
     if not hasattr(final_eval, "partial"):
         return final_eval(model) if rank == 0 else None
-    sums = final_eval.partial(model, rank, world_size)
+    try:
+        sums, problem = final_eval.partial(model, rank, world_size), None
+    except Exception as exc:  # noqa: BLE001 - reported to every rank below, then raised on each
+        traceback.print_exc()
+        sums, problem = None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    # every rank learns whether every share was scored before any waits for the sums: a rank whose
+    # share failed would otherwise leave its peers waiting in the all-reduce for hours
+    problems: list = [None] * world_size
+    dist.all_gather_object(problems, problem, group=group)
+    failed = [f"rank {r}: {p}" for r, p in enumerate(problems) if p is not None]
+    if failed:
+        raise FinalEvaluationError("; ".join(failed))
     return final_eval.finish(all_reduce_sums(sums, group))
