@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""List the runs of an experiment with their Slurm state and whether their results exist; failed
-jobs come with the tail of their log.
+"""List the runs of an experiment with their Slurm state (the controller's, squeue, while it knows
+the job; else accounting, sacct) and whether their results exist; failed jobs come with the tail
+of their log; a last line counts them (how far a submission without waiting has got).
 
     python experiments/status.py experiment=fig5/cpu
 """
@@ -34,7 +35,20 @@ def main(argv: list[str]) -> int:
         )
         for line in r["log_tail"]:
             print(f"    | {line}")
+    print(tally(rows))
     return 0
+
+
+def tally(rows: list[dict]) -> str:
+    """One line: how many runs are in each Slurm state and have each result (after --no-wait: how far along)."""
+
+    def counts(key: str) -> str:
+        seen: dict[str, int] = {}
+        for r in rows:
+            seen[r[key]] = seen.get(r[key], 0) + 1
+        return ", ".join(f"{n} {name}" for name, n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    return f"{len(rows)} runs; Slurm: {counts('slurm_state')}; results: {counts('result')}"
 
 
 if __name__ == "__main__":

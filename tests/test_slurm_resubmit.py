@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -71,6 +72,33 @@ def test_the_controller_state_wins_over_a_lagging_accounting_record(monkeypatch)
     assert status.job_state("5") == ("CANCELLED", "")
     monkeypatch.setattr(status, "squeue_state", lambda job: None)  # the controller forgot the job
     assert status.job_state("5") == ("RUNNING", "0:0")
+
+
+def test_the_job_finds_its_checkpoint_itself_when_it_starts_and_when_it_is_requeued(tmp_path, monkeypatch):
+    """The folder is prepared to resume (its checkpoints kept), and the job is sent resume=auto without
+    the checkpoint resolved at submission: a requeued job would otherwise start from that one (or,
+    with none then, from scratch) instead of from the newest."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("acco_submit", os.path.join(ROOT, "experiments", "submit.py"))
+    submit_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(submit_py)
+    sent, prepared = [], []
+
+    def fake_submit(cfgs, worlds, prepare):
+        for cfg in cfgs:
+            prepare(cfg)
+            sent.append(cfg)
+        return [SimpleNamespace(job_id=f"9_{i}") for i in range(len(cfgs))]
+
+    monkeypatch.setattr("acco.slurm.submit.submit", fake_submit)
+    monkeypatch.setattr(submit_py, "prepare_out_dir", lambda out_dir, cfg: prepared.append(cfg.get("_resume")))
+    out = str(tmp_path / "run")
+    cfg = _cfg(out, resume="auto", _resume={"dir": f"{out}/checkpoints/step_00000004", "step": 4})
+    planned = [submit_py.Planned("fig6/run", resubmission(cfg)._replace(cfg=cfg), 1)]
+    submit_py.submit_planned(planned, None)
+    assert prepared == [{"dir": f"{out}/checkpoints/step_00000004", "step": 4}]  # nothing deleted
+    assert sent[0]["resume"] == "auto" and "_resume" not in sent[0]
 
 
 # -- on the local Slurm cluster -------------------------------------------------------------------
@@ -142,7 +170,8 @@ def test_resubmit_after_scancel_resumes_and_a_submit_while_running_starts_no_sec
         with open(out / "slurm.json") as f:
             assert json.load(f)["job_id"] == job_id
         shown = script("status.py", args)
-        assert f"{job_id}" in shown.stdout and "RUNNING" in shown.stdout, shown.stdout
+        assert f"{job_id}" in shown.stdout, shown.stdout
+        assert shown.stdout.strip().splitlines()[-1] == "1 runs; Slurm: 1 RUNNING; results: 1 missing", shown.stdout
     finally:
         subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
     wait_until("the cancelled job to end", lambda: status.active_job(str(out)) is None)
