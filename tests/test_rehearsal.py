@@ -6,7 +6,10 @@
 * fig7 (pretraining, LAMBADA + held-out evaluations, saved model) and fig8 (fine-tuning a saved
   pretrained folder) run through the real local Slurm cluster and end completed, and
   make_figures.py draws fig7, fig8, Table 2 and Table 3 from them;
-* a tokenizer with more ids than the model's embedding stops the run before it starts (defect 7).
+* a tokenizer with more ids than the model's embedding stops the run before it starts (defect 7);
+* fig7 configured with the paper's hub ids (no local paths) runs with the hub switched off from a
+  hub cache laid out as the hub client lays it out, prepared by experiments/prepare_data.py, through
+  train.py and through the local Slurm cluster (issue 29, point 3).
 """
 
 from __future__ import annotations
@@ -271,6 +274,86 @@ def test_prepare_data_builds_each_runs_cache_once_and_refuses_missing_data(rehea
     missing = prepare("experiment=fig7/rehearsal", f"data.source.path={tmp_path / 'nowhere'}")
     lines = [line for line in missing.stderr.splitlines() if line.strip()]
     assert missing.returncode == 2 and len(lines) == 1 and "not found at" in lines[0], missing.stderr
+
+
+# -- offline compute nodes: the paper's hub ids, served from the hub cache ---------------------------------
+# fig7's data, tokenizer and LAMBADA by hub id, as in the paper config (the rehearsal's local paths dropped)
+HUB_IDS = ["data.source.path=null", "data.tokenizer.path=null", "final_eval.lambada_source.path=null"]
+
+
+def offline_env(hub_cache, acco_cache) -> dict:
+    """A compute node without internet: the hub switched off, the hub client's cache at `hub_cache`."""
+    return dict(
+        os.environ, HF_HUB_CACHE=str(hub_cache), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", ACCO_CACHE=str(acco_cache)
+    )
+
+
+def _experiment(script: str, args: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def _check_hub_id_run(path, out) -> None:
+    run = load_run(str(path))
+    s, cfg = run["summary"], run["cfg"]
+    assert s["status"] == "completed" and s["final_eval_error"] is None
+    assert cfg["data"]["source"] == {
+        "hub_id": "Skylion007/openwebtext",
+        "path": None,
+        "split": "train",
+        "text_field": "text",
+    }
+    assert cfg["data"]["tokenizer"]["path"] is None and cfg["final_eval"]["lambada_source"]["path"] is None
+    # LAMBADA's whole stand-in test split, read from the hub cache by hub id
+    assert s["final_eval"]["lambada"]["examples"] == 200 and s["final_eval"]["heldout"]["tokens"] > 0
+
+
+@pytest.mark.integration
+def test_fig7_by_hub_ids_runs_offline_from_the_prepared_hub_cache(rehearsal_data, tmp_path):
+    out, _ = rehearsal_data
+    env = offline_env(out / FOLDERS["hub_cache"], tmp_path / "cache")
+    prepared = _experiment("prepare_data.py", ["experiment=fig7/rehearsal", *HUB_IDS], env)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    assert "1 data configuration(s)" in prepared.stdout
+    run = [
+        "experiment=fig7/rehearsal",
+        *HUB_IDS,
+        "method=acco",
+        "layout=1x2",
+        "world_size=2",
+        "train.tokens=8192",
+        "train.log_every=0",
+        f"results_root={tmp_path / 'results'}",
+    ]
+    trained = _experiment("train.py", [*run, "out_dir=" + str(tmp_path / "run")], env)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    _check_hub_id_run(tmp_path / "run", out)
+    # the same run on a node whose hub cache is empty: one line naming the fix, before any worker
+    empty = _experiment("train.py", [*run, "out_dir=" + str(tmp_path / "run2")], dict(env, HF_HUB_CACHE=str(tmp_path)))
+    lines = [line for line in empty.stderr.splitlines() if line.strip()]
+    assert empty.returncode == 2 and len(lines) == 1 and "experiments/prepare_data.py" in lines[0], empty.stderr
+    assert not (tmp_path / "run2").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_fig7_by_hub_ids_completes_through_slurm_with_the_hub_off(cluster, rehearsal_data, tmp_path):  # noqa: F811
+    out, _ = rehearsal_data
+    env = offline_env(out / FOLDERS["hub_cache"], tmp_path / "cache")
+    prepared = _experiment("prepare_data.py", ["experiment=fig7/rehearsal", *HUB_IDS], env)
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
+    args = ["experiment=fig7/rehearsal", *HUB_IDS, "method=acco", "launcher=slurm_local", "launcher.wait=true"]
+    trained = _experiment("train.py", [*args, "train.log_every=0", f"out_dir={tmp_path / 'run'}"], env, timeout=420)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    _check_hub_id_run(tmp_path / "run", out)
+    s = load_run(str(tmp_path / "run"))["summary"]
+    assert s["launcher"] == "slurm" and s["world_size"] == 4 and len({r["node"] for r in s["per_rank"]}) == 2
 
 
 # -- fig7 and fig8 through the local Slurm cluster ------------------------------------------------------
