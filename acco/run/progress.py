@@ -149,7 +149,9 @@ def wandb_run_id(out_dir: str, new_id) -> tuple[str, bool]:
 class WandbLogger:
     """Every metrics row as a W&B step; the run's config and final summary alongside. Offline mode
     writes under <out_dir>/wandb (upload later with `wandb sync <out_dir>/wandb/offline-run-*`).
-    A run resumed from a checkpoint (a requeue, a resubmission) continues its W&B run (same id)."""
+    A run resumed from a checkpoint (a requeue, a resubmission) continues its W&B run (same id; each
+    attempt's offline files carry it: `wandb sync --id $(cat <out_dir>/wandb/acco-run-id)
+    <out_dir>/wandb/offline-run-*` uploads them into one run, in order of start time)."""
 
     def __init__(self, cfg: dict, out_dir: str):
         import wandb
