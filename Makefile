@@ -109,8 +109,9 @@ clean: ## Remove results/cpu-demo and pytest's cache
 
 # One sbatch script per run of a paper experiment, plus submit_all.sh, in
 # slurm/generated/<id>/<scale>/ (e.g. make sbatch-fig8 SCALE=paper; then sbatch one, or run submit_all.sh).
-sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=paper
-	$(PYTHON) experiments/make_sbatch.py $* --scale $(SCALE)
+# ARGS: the profile and overrides, e.g. ARGS='launcher=mycluster launcher.partition=gpu --out /scratch/jobs'
+sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=paper (ARGS=launcher=... overrides)
+	$(PYTHON) experiments/make_sbatch.py $* --scale $(SCALE) $(ARGS)
 
 # The performance testbed: every method on an emulated slow link (network namespaces + tc), side by
 # side, medians over rounds -> results/bench/ (README: "A slow interconnect and make bench").

@@ -12,10 +12,12 @@ The runs are the experiment's list (`experiment.runs` in conf/experiment/<id>/<s
 overrides apply to every run, except that an override of a key the run list itself varies picks the
 runs with that value (`method=acco` keeps the ACCO runs, `layout=2x4` the 2x4 ones).
 
-The cluster profile (partition, account, time, CPUs, ...) is conf/launcher/<profile>.yaml: `launcher=NAME`
-picks it (default: slurm_local at --scale cpu when it exists — the local test cluster of
-slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes one setting. Bad input: one line
-`error: ...` and exit code 2.
+The cluster profile (partition, account, time, CPUs, setup lines, extra #SBATCH options, environment,
+...) is conf/launcher/<profile>.yaml: `launcher=NAME` picks it (default: slurm_local at --scale cpu when
+it exists — the local test cluster of slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes
+one setting. Each run passes submit.py's checks first (memory fit against the profile's gpu_mem_gb,
+data present, disk: acco/slurm/checks.py). Bad input (an unknown key, a run that would not fit):
+one line `error: ...` and exit code 2, and no script is written.
 """
 
 import argparse
@@ -25,7 +27,8 @@ import sys
 import yaml
 
 from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of
-from acco.slurm.sbatch import load_profile, log_dir, sbatch_script, shell_quote
+from acco.slurm.checks import script_problem
+from acco.slurm.sbatch import log_dir, sbatch_script, shell_quote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,7 +86,7 @@ def main(argv: list[str]) -> int:
     experiments = experiment_ids()
     if args.experiment not in experiments:
         fail(f"unknown experiment {args.experiment!r}; choose one of: {', '.join(experiments)}")
-    scale, profile_name, profile_set, extra = args.scale, None, {}, []
+    scale, profile_args, extra = args.scale, [], []
     for ov in args.overrides:
         if "=" not in ov:
             fail(f"{ov!r} is not an override (key=value)")
@@ -92,21 +95,22 @@ def main(argv: list[str]) -> int:
             fail(f"the scale is an option now: --scale {ov.split('=', 1)[1]}")
         elif key == "experiment":
             fail(f"the experiment is the first argument ({args.experiment}); drop {ov}")
-        elif key == "launcher":
-            profile_name = ov.split("=", 1)[1]
-        elif key.startswith("launcher."):
-            profile_set[key.split(".", 1)[1]] = _value(ov)
+        elif key == "launcher" or key.startswith("launcher."):
+            profile_args.append(ov)
         else:
             extra.append(ov)
     if scale not in SCALES:
         fail(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    if profile_name is None:
+    if not any(_key(o) == "launcher" for o in profile_args):
         local = os.path.join(CONF_DIR, "launcher", "slurm_local.yaml")
-        profile_name = "slurm_local" if scale in ("cpu", "rehearsal") and os.path.exists(local) else "slurm"
-    try:
-        profile = load_profile(profile_name, overrides=profile_set)
-    except ValueError as exc:
-        fail(str(exc))
+        default = "slurm_local" if scale in ("cpu", "rehearsal") and os.path.exists(local) else "slurm"
+        profile_args.insert(0, f"launcher={default}")
+    from acco.config.validate import ConfigError, check_overrides, validate
+
+    try:  # an unknown key (launcher.foo=1, train.stepz=5) or profile: one line, before anything is composed
+        check_overrides(profile_args + extra, CONF_DIR)
+    except ConfigError as exc:
+        fail(str(exc).strip().splitlines()[0])
 
     if scale not in scales_of(args.experiment):
         fail(
@@ -140,23 +144,27 @@ def main(argv: list[str]) -> int:
     if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
         fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
 
-    from acco.config.validate import ConfigError, validate
-
     regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
     folder = os.path.join(args.out, str(exp["id"]), scale)
     rendered = []
     for run in selected:
-        overrides = base + run
+        overrides = base + run + profile_args
         try:
             cfg = compose(overrides)
-            validate(cfg, cuda_available=True)
+            if (cfg.get("launcher") or {}).get("name") != "slurm":
+                fail(f"launcher={cfg['launcher'].get('profile')} is not a Slurm profile; use launcher=slurm or yours")
+            world = validate(cfg, cuda_available=True)
+            # what submit.py checks before it submits: memory fit, data present, disk
+            problem = script_problem(cfg, world)
+            if problem:
+                fail(problem)
             name = run_name(cfg, overrides)
-            text = sbatch_script(overrides, cfg, profile, ROOT, args.python, regenerate=regenerate)
+            text = sbatch_script(overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate)
         except (ConfigError, ValueError) as exc:
             fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")
         except Exception as exc:
             fail(f"{' '.join(run)}: {(str(exc).strip().splitlines() or [repr(exc)])[0]}")
-        rendered.append((name, text, log_dir(cfg, profile, ROOT)))
+        rendered.append((name, text, log_dir(cfg, cfg["launcher"], ROOT)))
 
     os.makedirs(folder, exist_ok=True)
     paths, logs = [], []

@@ -175,3 +175,59 @@ def test_unusable_checkpoints_are_bad_input(references, tmp_path):
     assert "belongs to a different run (optim.lr" in proc.stderr
     assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
     assert not (tmp_path / "other").exists()
+
+
+# --- a save's cross-rank waits: dist.checkpoint_timeout_s, not the start-up timeout ------------------
+def _save_with_a_slow_rank(rank: int, init_file: str, cfg: dict, out_dir: str, slow_s: float, queue) -> None:
+    """One rank of a 2-rank save whose rank 1 writes its file `slow_s` late; the default group's
+    timeout (dist.timeout_s) is 1 s, the checkpoint group's dist.checkpoint_timeout_s."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from acco.config.schema import typed
+    from acco.train import checkpoint
+
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=1)
+        )
+        group = checkpoint.checkpoint_group(typed(cfg), 2)
+        write = checkpoint._write_file
+
+        def slow_write(folder, name, obj):
+            time.sleep(slow_s)  # a large rank file on a slow filesystem
+            return write(folder, name, obj)
+
+        if rank == 1:
+            checkpoint._write_file = slow_write
+        own = {"x": torch.full((4,), float(rank))}
+        path = checkpoint.save(
+            out_dir, 5, rank, 2, {"w": torch.ones(3)} if rank == 0 else None, own, typed(cfg), group=group
+        )
+        queue.put((rank, "ok", path))
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        queue.put((rank, "error", f"{type(exc).__name__}: {exc}"))
+
+
+def test_checkpoint_save_waits_by_its_own_timeout(tmp_path):
+    """A save in which one rank's write takes longer than dist.timeout_s (the start-up timeout, here
+    1 s) completes: its waits are bounded by dist.checkpoint_timeout_s (here 60 s)."""
+    import multiprocessing
+
+    from acco.config.experiments import compose
+    from acco.train.checkpoint import verify
+
+    cfg = compose([*SMALL_LM, "method=acco", "world_size=2", "dist.checkpoint_timeout_s=60", f"out_dir={tmp_path}"])
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    args = (str(tmp_path / "init"), cfg, str(tmp_path), 4.0, queue)
+    procs = [ctx.Process(target=_save_with_a_slow_rank, args=(rank, *args)) for rank in range(2)]
+    for p in procs:
+        p.start()
+    results = sorted(queue.get(timeout=240) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert [r[1] for r in results] == ["ok", "ok"], results
+    manifest = verify(results[0][2], world_size=2)
+    assert manifest["step"] == 5 and set(manifest["files"]) == {"model.pt", "rank0.pt", "rank1.pt"}

@@ -17,8 +17,9 @@ import sys
 import pytest
 
 from acco.config.experiments import compose
-from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, load_profile, sbatch_script, shell_quote
+from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, sbatch_script, shell_quote
 
+from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
 from .slurm_cluster import cluster, output, run, sacct_fields  # noqa: F401 - cluster is a fixture
 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
@@ -97,9 +98,10 @@ def test_fig8_paper_two_nodes_of_four_gpus():
     assert d["--nodes"] == "2" and d["--ntasks-per-node"] == "4" and d["--gpus-per-node"] == "4"
     assert d["--job-name"] == "acco-fig8-acco_layout=2x4"
     assert d["--cpus-per-task"] == "1"
-    assert d["--signal"] == "USR1@90" and "--requeue" in d
-    # USR1 makes the ranks checkpoint and exit 3; the script then requeues itself (resume=auto)
-    assert 'if [ "$code" -eq 3 ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi' in text
+    assert d["--signal"] == "USR1@90" and "--requeue" in d and d["--open-mode"] == "append"
+    # USR1 makes the ranks checkpoint and exit 3; the script then requeues itself (resume=auto), at
+    # most max_requeues (3) times
+    assert 'if [ "${SLURM_RESTART_COUNT:-0}" -lt 3 ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi' in text
     logs = os.path.join(ROOT, "results", ".slurm")
     assert d["--output"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.out"
     assert d["--error"] == f"{logs}/acco-fig8-acco_layout=2x4-%j.err"
@@ -200,20 +202,6 @@ def test_scripts_are_valid_bash(tmp_path):
         assert proc.returncode == 0, proc.stderr
 
 
-def test_load_profile(tmp_path):
-    (tmp_path / "launcher").mkdir()
-    (tmp_path / "launcher" / "mine.yaml").write_text(
-        "name: slurm\npartition: debug\ntimeout_min: 30\nlog_dir: ${results_root}/.slurm\nunknown: 1\n"
-    )
-    profile = load_profile("mine", conf_dir=str(tmp_path), overrides={"qos": "low"})
-    assert profile["partition"] == "debug" and profile["time_min"] == 30 and profile["qos"] == "low"
-    assert "unknown" not in profile and profile["log_dir"] == "${results_root}/.slurm"
-    with pytest.raises(ValueError, match="unknown launcher profile"):
-        load_profile("nope", conf_dir=str(tmp_path))
-    # without conf/launcher/slurm.yaml: the built-in defaults
-    assert load_profile("slurm", conf_dir=str(tmp_path))["cpus_per_task"] == DEFAULT_PROFILE["cpus_per_task"]
-
-
 # --- the generator ------------------------------------------------------------------------------------
 
 
@@ -239,10 +227,14 @@ def test_make_sbatch_writes_one_script_per_run(tmp_path):
     assert (tmp_path / "res" / ".slurm").is_dir()  # Slurm does not create --output's folder
 
 
-def test_make_sbatch_overrides_pick_runs(tmp_path, capsys):
+def test_make_sbatch_overrides_pick_runs(tmp_path, capsys, monkeypatch, fig8_paper_data):  # noqa: F811
+    monkeypatch.setenv("ACCO_DISK_CHECK", "0")  # a paper run's ~240 GB of checkpoints: more than is free here
+    for key, value in fig8_paper_data["env"].items():
+        monkeypatch.setenv(key, value)
     code, out, err = make_sbatch_here(
         capsys,
         "fig8",
+        *fig8_paper_data["overrides"],
         "--scale",
         "paper",
         "method=acco",
@@ -255,7 +247,9 @@ def test_make_sbatch_overrides_pick_runs(tmp_path, capsys):
     )
     assert code == 0, err
     (script,) = (tmp_path / "gen" / "fig8" / "paper").glob("*.sbatch")
-    assert script.name == "acco_layout=2x4_train.steps=10.sbatch"
+    assert script.name.startswith("acco_data.source.path=") and script.name.endswith(
+        "_layout=2x4_train.steps=10.sbatch"
+    )
     text = script.read_text()
     d = directives(text)
     assert (d["--nodes"], d["--ntasks-per-node"], d["--gpus-per-node"], d["--partition"]) == ("2", "4", "4", "gpu")
@@ -270,9 +264,13 @@ def test_make_sbatch_overrides_pick_runs(tmp_path, capsys):
         (["table3", "--scale", "paper"], "no training runs"),
         (["fig5", "--scale", "huge"], "scale must be one of cpu, paper, rehearsal, got 'huge'"),
         (["fig5", "scale=cpu"], "the scale is an option now: --scale cpu"),
-        (["fig5", "method=foo"], "no run of fig5"),
+        (["fig5", "method=foo"], "unknown method 'foo'"),
+        (["fig5", "seed=7"], "no run of fig5"),
         (["fig5", "method=acco", "layout=3x1"], "layout=3x1"),
-        (["fig5", "launcher=nope"], "unknown launcher profile"),
+        (["fig5", "launcher=nope"], "unknown launcher 'nope'"),
+        (["fig5", "launcher.partiton=gpu"], "unknown key 'launcher.partiton'"),  # not dropped silently
+        (["fig8", "--scale", "paper", "launcher=local"], "not a Slurm profile"),
+        (["fig5", "launcher.sbatch_options=['--nodes=3']"], "--nodes is set by acco"),
     ],
 )
 def test_make_sbatch_bad_input_one_line_exit_2(tmp_path, capsys, args, message):

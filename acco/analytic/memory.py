@@ -441,3 +441,25 @@ def breakdown(est: MemoryEstimate) -> str:
         f"{est.total_gb:.1f} GB per GPU: training {est.training_bytes / GB:.1f} ({parts}; {how}), "
         f"set-up {est.setup_bytes / GB:.1f}"
     )
+
+
+# -- checkpoints ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CheckpointSize:
+    total_bytes: int  # every rank's files of one checkpoint together (acco/run/disk.py checkpoint_bytes)
+    largest_rank_bytes: int  # rank 0's: the shared parameters file (model.pt) and its own state
+
+
+def checkpoint_size(cfg: dict, world: int) -> CheckpointSize | None:
+    """One checkpoint of the run (acco/train/checkpoint.py): all of it, and what rank 0 writes alone,
+    which the other ranks wait for. None when the model's size is not known."""
+    from ..run.disk import checkpoint_bytes
+
+    total = checkpoint_bytes(cfg, world)
+    if total is None:
+        return None
+    layout = state_layout(cfg)
+    params = model_shape(cfg).params
+    # model.pt: the parameters in their storage dtype (fp32 for PyTorch DDP and the local methods' φ)
+    shared = params * (4 if not layout.flat or layout.local_fragments else layout.param_bytes)
+    return CheckpointSize(total, shared + max(0, total - shared) // world)

@@ -13,10 +13,126 @@ sample (micro-batches are padded to their longest example): an upper bound."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+import os
+from dataclasses import dataclass, replace
 
 from . import costmodel as cm
-from .memory import GB, estimate, gpu_memory_gb, hardware_name, model_shape, model_state_total, sequence_length
+from .memory import (
+    GB,
+    CheckpointSize,
+    checkpoint_size,
+    estimate,
+    gpu_memory_gb,
+    hardware_name,
+    model_shape,
+    model_state_total,
+    sequence_length,
+)
+
+# -- checkpoint saves against the job's signal and time limit -----------------------------------------
+DEFAULT_SIGNAL_DELAY_S = 90  # below the paper scale, and where no estimate can be made
+# rank 0 turns its state into bytes before writing (GPU -> host, torch.save into memory, SHA-256 on
+# one core): an assumed rate, conservative
+SERIALIZE_GB_S = 0.5
+DEFAULT_CHECKPOINT_WRITE_GB_S = 1.0  # launcher.checkpoint_write_gb_s when a profile has none
+# the signal comes any time in a step: the ranks finish it, save, exit and the job is requeued before
+# the time limit; the estimate's margin, and the time to exit and requeue
+SIGNAL_MARGIN = 1.5
+SIGNAL_EXIT_S = 30
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    size: CheckpointSize
+    write_gb_s: float  # the job's filesystem bandwidth assumed (launcher.checkpoint_write_gb_s)
+    step_s: float  # one committed step, estimated: how long a signal may wait for a step boundary
+    save_s: float  # one save, estimated: rank 0's serialisation + every rank's bytes written
+    timeout_s: float  # dist.checkpoint_timeout_s: what the save's cross-rank waits are bounded by
+    signal_delay_s: int  # the delay that leaves room for a step and the save (sized_signal_delay)
+
+
+def sized_signal_delay(step_s: float, save_s: float) -> int:
+    """Seconds before the time limit at which the job should be signalled: finish the current step,
+    save, exit, with a margin; whole tens of seconds, at least DEFAULT_SIGNAL_DELAY_S."""
+    need = SIGNAL_MARGIN * (step_s + save_s) + SIGNAL_EXIT_S
+    return max(DEFAULT_SIGNAL_DELAY_S, int(math.ceil(need / 10.0)) * 10)
+
+
+def _with_profile(cfg: dict, profile: dict | None) -> dict:
+    return cfg if profile is None else dict(cfg, launcher={**(cfg.get("launcher") or {}), **profile})
+
+
+def checkpoint_plan(cfg: dict, profile: dict | None = None, row: dict | None = None) -> CheckpointPlan | None:
+    """The run's checkpoint save, estimated (None: the model's size is not known). `row`: its
+    plan(cfg) when already made."""
+    cfg = _with_profile(cfg, profile)
+    world = shape_of(cfg)[0]
+    size = checkpoint_size(cfg, world)
+    if size is None:
+        return None
+    row = plan(cfg) if row is None else row
+    speed = float((cfg.get("launcher") or {}).get("checkpoint_write_gb_s") or DEFAULT_CHECKPOINT_WRITE_GB_S)
+    save_s = size.largest_rank_bytes / (SERIALIZE_GB_S * GB) + size.total_bytes / (speed * GB)
+    step_s = row["wall_clock_h"] * 3600 / max(1, row["steps"])
+    timeout = float(((cfg.get("dist") or {}).get("checkpoint_timeout_s")) or 0)
+    return CheckpointPlan(size, speed, step_s, save_s, timeout, sized_signal_delay(step_s, save_s))
+
+
+def signal_delay(cfg: dict, profile: dict | None = None) -> int:
+    """The job's signal delay (sbatch --signal, submitit's signal_delay_s): launcher.signal_delay_s
+    when set; null: sized from the estimated checkpoint save at the paper scale, else 90."""
+    prof = (cfg.get("launcher") or {}) if profile is None else profile
+    if prof.get("signal_delay_s"):
+        return int(prof["signal_delay_s"])
+    if cfg.get("scale") != "paper":
+        return DEFAULT_SIGNAL_DELAY_S
+    try:
+        ckpt = checkpoint_plan(cfg, profile)
+    except (KeyError, ValueError, TypeError):  # no estimate for this config: the default
+        return DEFAULT_SIGNAL_DELAY_S
+    return DEFAULT_SIGNAL_DELAY_S if ckpt is None else ckpt.signal_delay_s
+
+
+def time_limit_warnings(cfg: dict, row: dict | None = None) -> list[str]:
+    """`warning: ...` lines for a run submitted to Slurm at the paper scale (none otherwise): its
+    estimated hours exceed launcher.time_min x (launcher.max_requeues + 1); a set signal delay too
+    short for the estimated step and checkpoint save; a save longer than dist.checkpoint_timeout_s.
+    For experiments/submit.py and the dry run, before anything is queued. `row`: plan(cfg) if made."""
+    launcher = cfg.get("launcher") or {}
+    if launcher.get("name") != "slurm" or cfg.get("scale") != "paper" or not launcher.get("time_min"):
+        return []
+    row = plan(cfg) if row is None else row
+    name = os.path.basename(os.path.normpath(str(cfg.get("out_dir") or ""))) or cfg["method"]["name"]
+    exp = (cfg.get("experiment") or {}).get("id")
+    who = f"{exp} run {name}" if exp else f"run {name}"
+    out = []
+    minutes, requeues = int(launcher["time_min"]), int(launcher.get("max_requeues") or 0)
+    hours, limit_h = float(row["wall_clock_h"]), minutes * (requeues + 1) / 60
+    if hours > limit_h:
+        need_requeues = math.ceil(hours * 60 / minutes) - 1
+        need_minutes = math.ceil(hours * 60 / (requeues + 1))
+        out.append(
+            f"warning: {who}: estimated {hours:.1f} h exceeds launcher.time_min={minutes} x "
+            f"(launcher.max_requeues={requeues} + 1) = {limit_h:.1f} h; it would stop unfinished: set "
+            f"launcher.max_requeues={need_requeues} or launcher.time_min={need_minutes}"
+        )
+    ckpt = checkpoint_plan(cfg, row=row)
+    if ckpt is None:
+        return out
+    delay = launcher.get("signal_delay_s")
+    if delay and int(delay) < ckpt.signal_delay_s:
+        out.append(
+            f"warning: {who}: launcher.signal_delay_s={delay} leaves too little time for a step "
+            f"(~{ckpt.step_s:.0f} s) and the checkpoint save (~{ckpt.save_s:.0f} s for "
+            f"{ckpt.size.total_bytes / GB:.0f} GB) before the time limit: set launcher.signal_delay_s="
+            f"{ckpt.signal_delay_s} (or null: sized)"
+        )
+    if ckpt.timeout_s and ckpt.save_s > ckpt.timeout_s:
+        out.append(
+            f"warning: {who}: the checkpoint save (~{ckpt.save_s:.0f} s) exceeds dist.checkpoint_timeout_s="
+            f"{ckpt.timeout_s:g}: set dist.checkpoint_timeout_s={math.ceil(2 * ckpt.save_s)}"
+        )
+    return out
 
 
 def shape_of(cfg: dict) -> tuple[int, int, int]:
@@ -161,7 +277,10 @@ def assumptions(rows: list[dict]) -> str:
         "assumptions: " + "; ".join(parts) + "; compute 6·Ψ·tokens/(peak·MFU), sync on the ring's "
         "slowest link (flat: bf16 reduce-scatter + all-gather; torch DDP: fp32 all-reduce + broadcast); "
         "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL; "
-        "disk: out_dir at its fullest (checkpoints x min(planned, keep_checkpoints + 1), model, trace, metrics)"
+        "disk: out_dir at its fullest (checkpoints x min(planned, keep_checkpoints + 1), model, trace, metrics); "
+        f"checkpoint save: rank 0's files at {SERIALIZE_GB_S:g} GB/s (to bytes + SHA-256) + every rank's at "
+        f"launcher.checkpoint_write_gb_s; signal: {SIGNAL_MARGIN:g} x (a step + the save) + {SIGNAL_EXIT_S} s, "
+        f"at least {DEFAULT_SIGNAL_DELAY_S} s, unless launcher.signal_delay_s is set"
     )
 
 
@@ -183,6 +302,9 @@ COLUMNS = [
     ("hours", "wall_clock_h", "{:.2f}"),
     ("GPU-hours", "gpu_hours", "{:.1f}"),
     ("disk-GB", "disk_gb", "{:.1f}"),
+    ("ckpt-GB", "checkpoint_gb", "{:.1f}"),
+    ("save-s", "checkpoint_save_s", "{:.0f}"),
+    ("signal-s", "signal_delay_s", "{}"),
 ]
 
 
@@ -208,12 +330,17 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
     import os
     import sys
 
-    from ..config.experiments import compose, expand_runs
-    from ..config.validate import ConfigError
+    from ..config.experiments import CONF_DIR, compose, expand_runs
+    from ..config.validate import ConfigError, check_overrides
     from .memory import fit_problem
 
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
         print(f"error: --dry-run estimates paper-scale GPU jobs; use --scale paper (got {scale})", file=sys.stderr)
+        return 2
+    try:  # an unknown key (launcher.foo=1) or option: one line, before Hydra's many
+        check_overrides(overrides, CONF_DIR)
+    except ConfigError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     if not experiments:
         write("no runs of its own: computed from other experiments' results")
@@ -222,14 +349,21 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
         common = [f"experiment={exp}/{scale}", *overrides]
         try:
             runs = expand_runs(compose(common)["experiment"])
-            rows, problems = [], []
+            rows, problems, warnings = [], [], []
             for run in runs:
                 cfg = compose([*common, *run])
                 row = plan(cfg)
                 row["run"] = os.path.basename(os.path.normpath(cfg["out_dir"]))
+                ckpt = checkpoint_plan(cfg, row=row)
+                if ckpt is not None:
+                    row["checkpoint_gb"] = ckpt.size.total_bytes / GB
+                    row["checkpoint_save_s"] = ckpt.save_s
+                    row["signal_delay_s"] = (cfg.get("launcher") or {}).get("signal_delay_s") or ckpt.signal_delay_s
+                    row["checkpoint_timeout_s"] = ckpt.timeout_s
                 rows.append(row)
                 if row["fits"] is False:
                     problems.append(fit_problem(cfg, row["gpus"]))
+                warnings += time_limit_warnings(cfg, row)
         except (ConfigError, ValueError) as exc:
             print(f"error: {exp}: {str(exc).splitlines()[0]}", file=sys.stderr)
             return 2
@@ -238,6 +372,15 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
         if rows:
             write(assumptions(rows))
             write(render(rows))
+            timeouts = sorted({r["checkpoint_timeout_s"] for r in rows if r.get("checkpoint_timeout_s")})
+            if timeouts:
+                write(
+                    "checkpoint saves: their cross-rank waits are bounded by dist.checkpoint_timeout_s="
+                    + "/".join(f"{t:g}" for t in timeouts)
+                    + " s; the job is signalled signal-s before its time limit to finish a step and save"
+                )
         for p in problems:
             write(f"does not fit: {p}")
+        for w in warnings:
+            write(w)
     return 0

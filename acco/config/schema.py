@@ -142,10 +142,21 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     nodes: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
-    signal_delay_s: int = MISSING
+    # null: sized from the run's estimated checkpoint save at the paper scale (acco/analytic/run_plan.py
+    # signal_delay), else 90
+    signal_delay_s: int | None = MISSING
     max_requeues: int = MISSING
     wait: bool = MISSING
     log_dir: str = MISSING
+    # what a real cluster needs besides the shape (acco/slurm/profile.py): shell lines before the run
+    # (`module load ...`), extra `#SBATCH` options in long form (`--exclusive`, `--gres=gpu:4`), and
+    # environment variables for the job (`NAME`: the submitting shell's value; `NAME=value`: that value)
+    setup: list[str] = MISSING
+    sbatch_options: list[str] = MISSING
+    env: list[str] = MISSING
+    # write bandwidth of out_dir's filesystem for the whole job (all ranks together), GB/s: sizes the
+    # checkpoint save in the dry run and the signal delay
+    checkpoint_write_gb_s: float = MISSING
 
 
 @dataclass
@@ -236,6 +247,7 @@ class DistConfig:
     timeout_s: float = MISSING
     step_timeout_s: float = MISSING
     final_timeout_s: float | None = MISSING
+    checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
     start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/run/start.py worker_start_method)
 
 

@@ -215,6 +215,8 @@ def check_run_settings(cfg: dict, world: int) -> None:
         )
     if dist_cfg.get("final_timeout_s") is not None:
         _number(dist_cfg["final_timeout_s"], "dist.final_timeout_s", 0.0, strict_min=True)
+    if dist_cfg.get("checkpoint_timeout_s") is not None:
+        _number(dist_cfg["checkpoint_timeout_s"], "dist.checkpoint_timeout_s", 0.0, strict_min=True)
     check_trace_steps(train.get("trace_steps"))
     resume = cfg.get("resume")
     if resume is not None and not isinstance(resume, str):
@@ -518,6 +520,10 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
         cfg, external_launcher=launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") == "slurm"
     )
     check_run_settings(cfg, world)
+    if (cfg.get("launcher") or {}).get("name") == "slurm":  # a Slurm profile's setup, options, env, signal
+        from ..slurm.profile import check_profile
+
+        check_profile(cfg["launcher"])
     check_model_shape(cfg)
     check_vocabulary(cfg)
     out_dir = cfg.get("out_dir")

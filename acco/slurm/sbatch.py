@@ -18,11 +18,12 @@ import re
 import shlex
 
 from ..run.files import PREEMPTED_EXIT
+from .profile import job_env, sbatch_options, setup_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
 
-# used when conf/launcher/<profile>.yaml is missing, and for keys it leaves out
+# a profile's keys the scripts read, with the values used when a profile leaves one out
 DEFAULT_PROFILE = {
     "partition": None,
     "account": None,
@@ -34,44 +35,17 @@ DEFAULT_PROFILE = {
     "nodes": None,
     "tasks_per_node": None,
     "gpus_per_node": None,
-    "signal_delay_s": 90,
+    "signal_delay_s": None,  # null: acco.analytic.run_plan.signal_delay
+    "max_requeues": 3,
     "log_dir": None,
+    "setup": [],
+    "sbatch_options": [],
+    "env": [],
+    "checkpoint_write_gb_s": 1.0,
 }
-# other spellings of the same settings (submitit's parameter names)
-ALIASES = {
-    "slurm_partition": "partition",
-    "slurm_account": "account",
-    "slurm_qos": "qos",
-    "slurm_constraint": "constraint",
-    "timeout_min": "time_min",
-    "slurm_signal_delay_s": "signal_delay_s",
-}
-# environment variables a generated script exports when they are set at generation time
-PASSTHROUGH_ENV = ("ACCO_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 # overrides that say how a run is launched, not what it computes: not passed on to train.py
 NOT_PASSED = ("out_dir", "launcher")
 JOB_NAME_MAX = 120
-
-
-def load_profile(name: str = "slurm", conf_dir: str = CONF_DIR, overrides: dict | None = None) -> dict:
-    """The cluster profile: DEFAULT_PROFILE, updated from conf/launcher/<name>.yaml when that file
-    exists, then from `overrides`."""
-    profile = dict(DEFAULT_PROFILE)
-    path = os.path.join(conf_dir, "launcher", f"{name}.yaml")
-    if os.path.exists(path):
-        from omegaconf import OmegaConf
-
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {}
-        for key, value in data.items():
-            key = ALIASES.get(key, key)
-            if key in profile and not (isinstance(value, str) and "${" in value and key != "log_dir"):
-                profile[key] = value
-    elif name != "slurm":
-        options = sorted(f[:-5] for f in os.listdir(os.path.join(conf_dir, "launcher")) if f.endswith(".yaml"))
-        raise ValueError(f"unknown launcher profile {name!r}; choose one of: {', '.join(options)}")
-    for key, value in (overrides or {}).items():
-        profile[ALIASES.get(key, key)] = value
-    return profile
 
 
 def job_shape(cfg: dict, profile: dict) -> dict:
@@ -172,8 +146,9 @@ def sbatch_script(
     regenerate: str | None = None,
 ) -> str:
     """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
-    profile (see load_profile); `environ` (default os.environ) the environment whose ACCO_CACHE /
-    HF_*_OFFLINE are exported; `regenerate` the command that writes this script again."""
+    profile (a composed config's `launcher`; DEFAULT_PROFILE fills what it leaves out); `environ` (default
+    os.environ) the environment whose variables are passed on (acco/slurm/profile.py job_env);
+    `regenerate` the command that writes this script again."""
     environ = os.environ if environ is None else environ
     profile = {**DEFAULT_PROFILE, **(profile or {})}
     repo_root = os.path.abspath(repo_root)
@@ -228,11 +203,16 @@ def sbatch_script(
     for key in ("partition", "account", "qos", "constraint"):
         if profile.get(key):
             directives.append((key, profile[key]))
+    from ..analytic.run_plan import signal_delay
+
+    requeues = int(profile.get("max_requeues") if profile.get("max_requeues") is not None else 3)
     directives += [
         ("output", f"{logs}/{name}-%j.out"),
         ("error", f"{logs}/{name}-%j.err"),
-        ("signal", f"USR1@{int(profile.get('signal_delay_s') or 90)}"),
-        ("requeue", None),
+        ("open-mode", "append"),  # a requeued job (same id) adds to its log instead of replacing it
+        ("signal", f"USR1@{signal_delay(cfg, profile)}"),
+        ("requeue", None) if requeues else ("no-requeue", None),
+        *sbatch_options(profile),  # the profile's own (launcher.sbatch_options)
     ]
     lines += [
         f"#SBATCH --{key}" if value is None else f"#SBATCH --{key}={_directive_value(value)}"
@@ -240,18 +220,22 @@ def sbatch_script(
     ]
 
     lines += ["", "set -euo pipefail", f"cd {shell_quote(repo_root)}"]
-    for var in PASSTHROUGH_ENV:
-        if environ.get(var):
-            value = _abs(environ[var], repo_root) if var == "ACCO_CACHE" else environ[var]
-            lines.append(f"export {var}={shell_quote(value)}")
+    lines += [f"export {var}={shell_quote(value)}" for var, value in job_env(profile, environ, repo_root)]
+    setup = setup_lines(profile)
+    if setup:  # launcher.setup; activation scripts often read unset variables
+        lines += ["# launcher.setup", "set +u", *setup, "set -u"]
     args = [f"{shell_quote(python)} experiments/train.py", *map(shell_quote, train_args(overrides, cfg, repo_root))]
     lines += [
         "",
         "code=0",
         "srun " + " \\\n    ".join(_wrap(args)) + " || code=$?",
         f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
-        "# the restarted job continues from the checkpoint (resume=auto)",
-        f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
+        "# the restarted job continues from the checkpoint (resume=auto), at most launcher.max_requeues times",
+        f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then',
+        f'  if [ "${{SLURM_RESTART_COUNT:-0}}" -lt {requeues} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
+        f'  echo "acco: not requeued: {requeues} requeue(s) done (launcher.max_requeues={requeues}); the run '
+        f'continues from its checkpoint with resume=auto" >&2',
+        "fi",
         'exit "$code"',
     ]
     return "\n".join(lines) + "\n"

@@ -3,12 +3,16 @@ same shape. Inside the job every task is one rank: submitit's TorchDistributedEn
 RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT from the Slurm variables.
 
 On submitit's checkpoint signal (SIGUSR2, `signal_delay_s` before the time limit, or a preemption)
-the job is requeued with `resume=auto`, so a run that saved a checkpoint continues from it."""
+the job is requeued with `resume=auto`, so a run that saved a checkpoint continues from it: at most
+launcher.max_requeues times, counted by SlurmRun.checkpoint for every requeue and by submitit
+(max_num_timeout) for those after a time limit. The profile's setup lines, environment and extra
+#SBATCH options go into submitit's batch file (slurm_setup, slurm_additional_parameters)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -72,17 +76,21 @@ def shape_parameters(shape: dict) -> dict:
     return params
 
 
-def make_executor(cfg: dict, shape: dict, name: str):
-    import submitit
+def executor_parameters(
+    cfg: dict, shape: dict, name: str, signal_delay_s: int | None = None, environ: dict | None = None
+) -> dict:
+    """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
+    max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
+    environment and extra #SBATCH options (acco/slurm/profile.py). Pure: no Slurm needed."""
+    from ..analytic.run_plan import signal_delay
+    from .profile import job_env, sbatch_options, setup_lines
 
     prof = cfg["launcher"]
-    folder = os.path.abspath(os.path.join(prof.get("log_dir") or "results/.slurm", "%j"))
-    executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     params = {
         "name": name,
         "cpus_per_task": int(prof.get("cpus_per_task") or 1),
         "timeout_min": int(prof.get("time_min") or 60),
-        "slurm_signal_delay_s": int(prof.get("signal_delay_s") or 90),
+        "slurm_signal_delay_s": signal_delay(cfg) if signal_delay_s is None else int(signal_delay_s),
         **shape_parameters(shape),
     }
     if prof.get("mem_gb"):
@@ -90,7 +98,30 @@ def make_executor(cfg: dict, shape: dict, name: str):
     for key in ("partition", "account", "qos", "constraint"):
         if prof.get(key):
             params[f"slurm_{key}"] = prof[key]
-    executor.update_parameters(**params)
+    exports = [f"export {k}={shlex.quote(v)}" for k, v in job_env(prof, environ)]
+    setup = [*exports, *setup_lines(prof)]
+    if setup:
+        params["slurm_setup"] = setup
+    extra = {key: True if value is None else value for key, value in sbatch_options(prof)}
+    if extra:
+        params["slurm_additional_parameters"] = extra
+    return params
+
+
+def max_timeouts(cfg: dict) -> int:
+    """submitit's max_num_timeout: how often a job stopped by its time limit is requeued (submitit's
+    own default, 3, would override launcher.max_requeues)."""
+    return int(cfg["launcher"].get("max_requeues", 3))
+
+
+def make_executor(cfg: dict, shape: dict, name: str, signal_delay_s: int | None = None):
+    """The submitit executor for runs like `cfg`; `signal_delay_s`: the group's (its largest run's)."""
+    import submitit
+
+    prof = cfg["launcher"]
+    folder = os.path.abspath(os.path.join(prof.get("log_dir") or "results/.slurm", "%j"))
+    executor = submitit.AutoExecutor(folder=folder, cluster="slurm", slurm_max_num_timeout=max_timeouts(cfg))
+    executor.update_parameters(**executor_parameters(cfg, shape, name, signal_delay_s))
     return executor
 
 
@@ -152,7 +183,10 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     for members in groups.values():
         first_cfg, shape = members[0]
         exp = (first_cfg.get("experiment") or {}).get("id", "run")
-        executor = make_executor(first_cfg, shape, f"acco-{exp}")
+        from ..analytic.run_plan import signal_delay
+
+        delay = max(signal_delay(cfg) for cfg, _ in members)  # the run with the largest checkpoint
+        executor = make_executor(first_cfg, shape, f"acco-{exp}", delay)
         for cfg, _ in members:
             prepare(cfg)
         if len(members) == 1:

@@ -23,6 +23,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -64,8 +65,25 @@ NOT_IDENTITY_TRAIN = {
 }
 
 
+# dist.checkpoint_timeout_s when a config has none: a paper-scale save writes tens of GB (fig8's ~80 GB)
+DEFAULT_CHECKPOINT_TIMEOUT_S = 1800.0
+
+
 class CheckpointError(ValueError):
     pass
+
+
+def checkpoint_group(cfg: DictConfig, world_size: int):
+    """A gloo group over every rank for the saves' cross-rank waits (rank 0's folder made, every
+    rank's files written, the folder published): its timeout is dist.checkpoint_timeout_s, sized
+    for writing the checkpoint, not the start-up's dist.timeout_s nor a training step's. Host
+    objects only, so gloo on GPU as well. Call on every rank, at start-up (new_group is a collective)."""
+    try:
+        timeout_s = cfg.dist.checkpoint_timeout_s
+    except Exception:  # noqa: BLE001 - a config written before the key existed (MISSING or absent)
+        timeout_s = None
+    timeout = timedelta(seconds=float(timeout_s or DEFAULT_CHECKPOINT_TIMEOUT_S))
+    return dist.new_group(list(range(world_size)), timeout=timeout, backend="gloo")
 
 
 def step_name(step: int) -> str:
@@ -147,10 +165,19 @@ def _fsync_dir(path: str) -> None:
 
 
 def save(
-    out_dir: str, step: int, rank: int, world_size: int, shared: dict | None, own: dict, cfg: DictConfig, keep: int = 2
+    out_dir: str,
+    step: int,
+    rank: int,
+    world_size: int,
+    shared: dict | None,
+    own: dict,
+    cfg: DictConfig,
+    keep: int = 2,
+    group=None,
 ) -> str:
     """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
-    rank's file is in place, the manifest, then publishes the folder. Returns its path.
+    rank's file is in place, the manifest, then publishes the folder. Returns its path. `group`:
+    where the ranks wait for each other (checkpoint_group; None: the default group).
 
     A disk found full by any rank stops every rank alike (NoSpaceError, the same message): whether
     each one's writes went through rides on the collectives the save makes anyway, and rank 0
@@ -164,7 +191,7 @@ def save(
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)  # left by a run that died while writing
         problem = _no_space(lambda: os.makedirs(partial), partial, what, step, cfg)
-    _agree(problem, rank, partial)  # instead of a barrier: rank 0's folder is there
+    _agree(problem, rank, partial, group=group)  # instead of a barrier: rank 0's folder is there
     files: dict = {}
 
     def write_mine():
@@ -174,7 +201,7 @@ def save(
 
     problem = _no_space(write_mine, partial, what, step, cfg)
     gathered: list = [None] * world_size
-    dist.all_gather_object(gathered, (files, problem))
+    dist.all_gather_object(gathered, (files, problem), group=group)  # waits for the slowest writer
     _agree(next((p for _, p in gathered if p), None), rank, partial, collective=False)
     problem = None
     if rank == 0:
@@ -201,7 +228,7 @@ def save(
             os.rename(partial, final)
             _fsync_dir(root)
             prune(root, keep)
-    _agree(problem, rank, partial)  # instead of a barrier: published, or every rank stops
+    _agree(problem, rank, partial, group=group)  # instead of a barrier: published, or every rank stops
     return final
 
 
@@ -217,12 +244,12 @@ def _no_space(write, path: str, what: str, step: int, cfg) -> str | None:
     return None
 
 
-def _agree(problem: str | None, rank: int, partial: str, collective: bool = True) -> None:
+def _agree(problem: str | None, rank: int, partial: str, collective: bool = True, group=None) -> None:
     """Every rank learns rank 0's `problem` (`collective`; else `problem` is already every rank's)
     and, if there is one, stops with it; rank 0 first removes the unfinished folder."""
     if collective:
         box = [problem]
-        dist.broadcast_object_list(box, src=0)
+        dist.broadcast_object_list(box, src=0, group=group)
         problem = box[0]
     if problem is None:
         return

@@ -99,6 +99,9 @@ class Trainer:
         # this thread's own collectives (evaluation; the check of carried gradients when a
         # checkpoint is due): a few host scalars, so gloo on GPU as well
         self.control_group = dist.new_group(list(range(world_size)), timeout=step_timeout, backend="gloo")
+        # a save's waits for the other ranks' writes: dist.checkpoint_timeout_s (a paper-scale
+        # checkpoint is tens of GB), on a group of its own
+        self.checkpoint_group = checkpoint.checkpoint_group(cfg, world_size)
         self.checkpoint_every = train.checkpoint_every or 0  # null: like 0, only on a signal
         self.keep_checkpoints = train.keep_checkpoints or 2
         self.eval_every = train.eval_every
@@ -272,6 +275,7 @@ class Trainer:
                 own,
                 self.cfg,
                 keep=self.keep_checkpoints,
+                group=self.checkpoint_group,
             )
         self.eval_s += time.perf_counter() - start  # like evaluation: not training time
         return self.last_checkpoint
