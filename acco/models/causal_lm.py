@@ -41,7 +41,7 @@ def build_causal_lm(
         if not os.path.isdir(path):
             hub_id = model_cfg.hub_id or "the model"
             raise FileNotFoundError(
-                f"pretrained model not found at {path}: download {hub_id} (e.g. `huggingface-cli "
+                f"pretrained model not found at {path}: download {hub_id} (e.g. `hf "
                 f"download {hub_id} --local-dir {path}`) on a machine with internet and copy it there"
             )
         return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)

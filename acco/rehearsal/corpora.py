@@ -1,6 +1,6 @@
 """Small local copies of the paper's datasets, in each hub repository's own layout and schema.
 
-What ``huggingface-cli download --repo-type dataset <id> --include ... --local-dir <dir>`` leaves,
+What ``hf download --repo-type dataset <id> --include ... --local-dir <dir>`` leaves,
 with generated content (the story world of ``acco/data/stories.py``):
 
 =====================  ==================================================  ========================

@@ -1,6 +1,6 @@
 """A small GPT-Neo saved as a pretrained model folder, standing in for ``models/gpt-neo-2.7B``.
 
-The folder is what ``huggingface-cli download EleutherAI/gpt-neo-2.7B`` leaves, at a tiny size:
+The folder is what ``hf download EleutherAI/gpt-neo-2.7B --local-dir ...`` leaves, at a tiny size:
 ``config.json`` (GPTNeoConfig), the weights (``model.safetensors``), ``generation_config.json`` and
 the GPT-Neo-format tokenizer; fig8's fine-tuning loads it through ``model.pretrained_path`` and
 ``data.tokenizer.path`` exactly as it would load the real one. Its weights are a seeded
