@@ -67,6 +67,9 @@ def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[s
     def say(line: str) -> None:
         job.note(line) if job is not None else print(line, flush=True)
 
+    # planned long ago, maybe: a later experiment's planning may have trained a run this one lists
+    # (fig8's pretraining is one of fig7's runs), or someone submitted it meanwhile
+    planned = [p if p.plan.skip is not None else recheck(p) for p in planned]
     waiting: list[tuple[str, Any]] = []
     for p in planned:
         if p.plan.skip == "completed":
@@ -92,6 +95,12 @@ def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[s
         whence = f" (resuming from step {resume['step']})" if resume else ""
         say(f"submitted {sjob.job_id}: {cfg['out_dir']}{whence}")
     return waiting + [(p.name, sjob) for p, sjob in zip(todo, jobs)]
+
+
+def recheck(p: Planned) -> Planned:
+    """`p` as submitting it would do now: skipped if it has completed or its job is queued or running."""
+    now = resubmission(p.plan.cfg)
+    return p._replace(plan=now, world=None) if now.skip is not None else p
 
 
 def attach(record: dict):

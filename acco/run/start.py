@@ -72,6 +72,15 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
+        from ..slurm.status import active_job
+
+        running = active_job(dep_dir)
+        if running is not None:  # submitted before (e.g. by its own experiment): not a second time
+            job, state = running
+            fail_config(
+                f"this run starts from the model of {dep_dir}, whose Slurm job {job['job_id']} is {state}; "
+                f"submit this run again once it has completed"
+            )
         launcher = view.launcher
         on_slurm = [f"launcher={launcher.profile}", "launcher.wait=true"] if launcher.name == "slurm" else []
         args = [
