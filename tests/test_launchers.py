@@ -89,9 +89,14 @@ def test_srun_environment(tmp_path):
                 text=True,
             )
         )
+    errs = []
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-4000:]
+        errs.append(err)
     summary = load_run(str(out))["summary"]
     assert summary["status"] == "completed" and summary["launcher"] == "slurm"
     assert summary["world_size"] == 2 and summary["steps_completed"] == 4
+    # rank 0 ends the run's log with its closing line; the other ranks say nothing of it
+    assert errs[0].strip().splitlines()[-1].startswith("acco: completed: 4/4 steps, train loss "), errs[0][-2000:]
+    assert "acco: completed" not in errs[1]
