@@ -1,0 +1,83 @@
+"""launcher.max_requeues on the submitit path, on the local Slurm cluster of slurm/local-cluster/: a job
+from acco's executor (acco/slurm/submit.py make_executor) is requeued after each checkpoint signal
+exactly max_requeues times, even above submitit's own default of 3; the profile's setup lines,
+environment and extra #SBATCH options reach the job. (The generated sbatch scripts' own limit,
+SLURM_RESTART_COUNT, is tested without a cluster in tests/test_slurm_profile.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from .requeue_probe import RequeueProbe
+from .slurm_cluster import cluster, output, run  # noqa: F401 - cluster is a fixture
+
+pytestmark = pytest.mark.xdist_group("slurm")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_REQUEUES = 4  # above submitit's default max_num_timeout (3), which the executor used to keep
+
+
+def job_state(job_id: str) -> tuple[str, str]:
+    """(state, reason) from squeue; ("", "") once the job has left the queue."""
+    proc = run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"], timeout=30)
+    line = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
+    state, _, reason = line.partition("|")
+    return state, reason
+
+
+def starts(notes) -> list[dict]:
+    return [json.loads(line) for line in notes.read_text().splitlines()] if notes.exists() else []
+
+
+@pytest.mark.integration
+def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):  # noqa: F811
+    from acco.config.experiments import compose
+    from acco.slurm.submit import make_executor
+
+    cfg = compose(
+        [
+            "method=acco",
+            "launcher=slurm_local",
+            f"launcher.max_requeues={MAX_REQUEUES}",
+            f"launcher.log_dir={tmp_path / 'logs'}",
+            "launcher.setup=['echo acco-setup-ran']",
+            # the job imports the probe from this checkout; ACCO_PROBE shows the profile's env arriving
+            f"launcher.env=['PYTHONPATH={ROOT}','ACCO_PROBE=set']",
+            "launcher.sbatch_options=['--comment=acco-requeue-probe']",
+            f"out_dir={tmp_path / 'run'}",
+        ]
+    )
+    shape = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 0}
+    notes = tmp_path / "starts.jsonl"
+    job = make_executor(cfg, shape, "acco-requeue-probe").submit(RequeueProbe(str(notes)))
+    text = job.paths.submission_file.read_text()
+    assert "--comment=acco-requeue-probe" in text and "--open-mode=append" in text and "echo acco-setup-ran" in text
+
+    signals = 0
+    deadline = time.monotonic() + 400
+    try:
+        while time.monotonic() < deadline:
+            state, reason = job_state(job.job_id)
+            if not state:
+                break  # ended: not requeued any more
+            if state == "PENDING" and reason == "BeginTime":  # Slurm holds a requeued job ~2 min
+                run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=30)
+            elif state == "RUNNING" and len(starts(notes)) > signals:  # the probe is up: signal it
+                proc = run(["scancel", "--signal=USR2", job.job_id], timeout=30)
+                assert proc.returncode == 0, output(proc)
+                signals += 1
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"job {job.job_id} still {state} after {signals} signals: {starts(notes)}")
+    finally:
+        run(["scancel", job.job_id], timeout=30)
+
+    seen = starts(notes)
+    assert [s["restart"] for s in seen] == list(range(MAX_REQUEUES + 1)), seen
+    assert signals == MAX_REQUEUES + 1 and {s["probe_env"] for s in seen} == {"set"}
+    log = job.paths.stdout.read_text()  # appended to across the requeues (--open-mode=append)
+    assert log.count("acco-setup-ran") == MAX_REQUEUES + 1, log[-3000:]
