@@ -69,7 +69,9 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
     again = script("submit.py", args, timeout=120)
     assert again.returncode == 0 and "are complete" in again.stdout
     status = script("status.py", args, timeout=120)
-    assert status.stdout.count("COMPLETED") == 3 and status.stdout.count("completed") == 3, status.stdout
+    *table, tally = status.stdout.strip().splitlines()
+    assert sum("COMPLETED" in row for row in table) == 3 and sum("completed" in row for row in table) == 3, table
+    assert tally == "3 runs; Slurm: 3 COMPLETED; results: 3 completed", tally
 
 
 @pytest.mark.integration
