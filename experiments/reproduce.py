@@ -289,9 +289,11 @@ def main(argv=None) -> int:
     if todo and args.launcher == "slurm":
         slurm_job = run_slurm(title, todo, args.scale, base, wait=args.wait)
         if slurm_job is None:  # submitted, not waited for: the figures come once the runs are done
-            again = " ".join([args.experiment, "--scale", args.scale, "--launcher slurm", *args.overrides])
+            again = " ".join(
+                [args.experiment, "--scale", args.scale, "--launcher slurm", "--results", args.results, *args.overrides]
+            )
             # run again: it waits for the jobs still running (submitting nothing twice), then plots
-            print(f"figures: python experiments/reproduce.py {again} (or make figures SCALE={args.scale})", flush=True)
+            print(f"figures: python experiments/reproduce.py {again}", flush=True)
             return 0
         jobs = [slurm_job]
     elif todo:
