@@ -83,9 +83,9 @@ reproduce-%: $(STAMP) ## One figure or table, e.g. reproduce-fig5 (SCALE=cpu|pap
 	$(PYTHON) experiments/reproduce.py $* --scale $(SCALE) --launcher $(LAUNCHER) $(ARGS)
 
 # Every figure and table (at the CPU scale by default).
-reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default)
+reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default, ARGS=overrides)
 	@echo "SCALE=$(SCALE) LAUNCHER=$(LAUNCHER)"
-	$(PYTHON) experiments/reproduce.py $(subst $(space),$(comma),$(strip $(EXPERIMENT_IDS) $(if $(filter cpu,$(SCALE)),$(CPU_ONLY_IDS)))) --scale $(SCALE) --launcher $(LAUNCHER)
+	$(PYTHON) experiments/reproduce.py $(subst $(space),$(comma),$(strip $(EXPERIMENT_IDS) $(if $(filter cpu,$(SCALE)),$(CPU_ONLY_IDS)))) --scale $(SCALE) --launcher $(LAUNCHER) $(ARGS)
 
 # Figures and tables from the results that exist (no training).
 figures: $(STAMP) ## Figures and tables from the results that exist (no training)

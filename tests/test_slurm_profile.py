@@ -75,6 +75,38 @@ def test_profile_reaches_submitit(monkeypatch):
     assert "#SBATCH --exclusive" in text and "#SBATCH --gres=gpu:4" in text and "module load cuda/12.1" in text
 
 
+def test_jobs_run_with_the_hub_off_unless_the_profile_says_otherwise():
+    from acco.slurm.profile import job_env
+
+    env = dict(job_env({"env": []}, environ={"HF_HUB_CACHE": "hub", "HF_HUB_OFFLINE": "0"}, repo_root="/r"))
+    assert env == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_CACHE": "/r/hub"}
+    online = dict(job_env({"env": ["HF_HUB_OFFLINE=0", "HF_DATASETS_OFFLINE=0"]}, environ={}))
+    assert online == {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"}  # compute nodes that reach the hub
+
+
+def test_checks_before_submission_see_the_hub_as_the_job_does(tmp_path, monkeypatch):
+    """A hub dataset the login node could download but nobody prepared passes a check made with the
+    hub on, and is refused where the job will look for it: with the hub off, in the hub cache."""
+    import socket
+
+    from acco.data.sources import DataNotFoundError, hub_reachable
+    from acco.slurm.profile import as_the_job_sees_the_hub
+    from acco.tasks.preflight import check_source
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: socket.socket())  # "the hub answers"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # empty: nothing prepared
+    source = {"hub_id": "Skylion007/openwebtext"}
+    assert hub_reachable()
+    check_source(source, "data.source.path")  # the login node alone would let it through
+    with as_the_job_sees_the_hub({"env": []}):
+        with pytest.raises(DataNotFoundError, match="Skylion007/openwebtext"):
+            check_source(source, "data.source.path")
+    assert os.environ.get("HF_HUB_OFFLINE") is None  # restored
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

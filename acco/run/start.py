@@ -215,7 +215,8 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
         from ..tasks.preflight import preflight
 
         try:
-            preflight(view)
+            with hub_as_the_job_sees_it(cfg, external):
+                preflight(view)
         except DataNotFoundError as exc:
             fail_config(str(exc))
     from .disk import check_disk
@@ -224,6 +225,19 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     if problem:
         fail_config(problem)
     return cfg, world
+
+
+def hub_as_the_job_sees_it(cfg: dict, external: bool):
+    """Where the run goes to Slurm from here: its checks see the hub as its job will (switched off,
+    acco/slurm/profile.py), so a dataset the login node could still download but did not prepare
+    is an error now, not in the job after its wait in the queue."""
+    import contextlib
+
+    if external or cfg["launcher"].get("name") != "slurm":
+        return contextlib.nullcontext()
+    from ..slurm.profile import as_the_job_sees_the_hub
+
+    return as_the_job_sees_the_hub(cfg["launcher"])
 
 
 def named_and_checked(cfg: dict, overrides: list[str]) -> dict:

@@ -18,7 +18,7 @@ def script_problem(cfg: dict, world: int) -> str | None:
     from ..data.sources import DataNotFoundError
     from ..run.disk import check_disk
     from ..tasks.preflight import preflight
-    from .profile import sbatch_options
+    from .profile import as_the_job_sees_the_hub, sbatch_options
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
     if cfg.get("experiment") and cfg.get("scale") == "paper":  # will each GPU hold it?
@@ -32,7 +32,8 @@ def script_problem(cfg: dict, world: int) -> str | None:
             return problem
     if cfg.get("task") == DEFAULT_TASK:
         try:
-            preflight(typed(cfg))
+            with as_the_job_sees_the_hub(cfg["launcher"]):  # the hub switched off, as in the job
+                preflight(typed(cfg))
         except DataNotFoundError as exc:
             return str(exc).splitlines()[0]
     return check_disk(cfg, world)

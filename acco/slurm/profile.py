@@ -11,6 +11,7 @@ error naming the key to set instead, so a script never holds two different value
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
@@ -18,9 +19,13 @@ from collections.abc import Mapping
 from ..config.validate import ConfigError
 
 # variables every job gets when they are set where it is submitted: where the data, models and caches
-# are, and the offline switches (the jobs read them when they compose their config)
-PASSTHROUGH_ENV = ("ACCO_CACHE", "ACCO_MODELS", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-PATH_VARS = ("ACCO_CACHE", "ACCO_MODELS", "HF_HOME")  # made absolute: the job may start elsewhere
+# are (the jobs read them when they compose their config and when they open the hub cache)
+PASSTHROUGH_ENV = ("ACCO_CACHE", "ACCO_MODELS", "HF_HOME", "HF_HUB_CACHE")
+PATH_VARS = ("ACCO_CACHE", "ACCO_MODELS", "HF_HOME", "HF_HUB_CACHE")  # made absolute: the job may start elsewhere
+# Jobs run with the hub switched off: experiments/prepare_data.py fetches what they need on the login
+# node beforehand, into the hub cache they read. A profile entry of the same name (`HF_HUB_OFFLINE=0`,
+# for compute nodes that do reach the hub) replaces the default.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 # sbatch options acco writes from the run and the profile: the key to set instead
 ACCO_SETS = {
     "job-name": "the run (its name is the job's)",
@@ -78,10 +83,10 @@ def sbatch_options(profile: dict) -> list[tuple[str, str | None]]:
 def job_env(
     profile: dict, environ: Mapping[str, str] | None = None, repo_root: str | None = None
 ) -> list[tuple[str, str]]:
-    """(name, value) of every variable the job exports: PASSTHROUGH_ENV and the profile's `NAME`
-    entries when set in `environ` (default os.environ), the profile's `NAME=value` entries as given."""
+    """(name, value) of every variable the job exports: OFFLINE_ENV, PASSTHROUGH_ENV and the profile's
+    `NAME` entries when set in `environ` (default os.environ), the profile's `NAME=value` entries as given."""
     env: Mapping[str, str] = os.environ if environ is None else environ
-    out: dict[str, str] = {}
+    out: dict[str, str] = dict(OFFLINE_ENV)
     entries = [*PASSTHROUGH_ENV, *(profile.get("env") or [])]
     for entry in entries:
         name, eq, value = str(entry).partition("=")
@@ -129,3 +134,22 @@ def check_profile(profile: dict) -> None:
     speed = profile.get("checkpoint_write_gb_s")
     if speed is not None and not (isinstance(speed, (int, float)) and speed > 0):
         raise ConfigError(f"launcher.checkpoint_write_gb_s must be a positive number (GB/s), got {speed!r}")
+
+
+@contextlib.contextmanager
+def as_the_job_sees_the_hub(profile: dict):
+    """Inside: the hub switches (OFFLINE_ENV) and hub cache variables as the job will have them, so a
+    check made before submission (acco/tasks/preflight.py) finds what the job will find: with the hub
+    off, a hub id passes only when its snapshot is in the prepared cache."""
+    names = (*OFFLINE_ENV, "HF_HOME", "HF_HUB_CACHE")
+    wanted = {k: v for k, v in job_env(profile) if k in names}
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -147,6 +147,10 @@ class SlurmRun:
         cfg = for_external_launcher(self.cfg)
         join(cfg, env)  # a link setting: in-process delays on the ranks
         run_rank(cfg, env)
+        if env.rank == 0:  # the job's log ends as a local run's does
+            from ..run.start import say_how_it_ended
+
+            say_how_it_ended(self.cfg["out_dir"])
         return self.cfg["out_dir"]
 
     def checkpoint(self, *args, **kwargs):
@@ -175,6 +179,15 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     `prepare(cfg)` lays out each run's folder first. Returns the submitit jobs."""
     if not slurm_reachable():
         raise ConfigError(f"launcher=slurm but no Slurm cluster answers here (sbatch/sinfo); {LOCAL_CLUSTER_HINT}")
+    from ..analytic.run_plan import time_limit_warnings
+
+    for cfg in cfgs:  # before anything is queued: runs that would outlast time x (requeues + 1)
+        try:
+            warnings = time_limit_warnings(cfg)
+        except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
+            warnings = [f"acco: no time estimate for {cfg['out_dir']}: {exc}"]
+        for line in warnings:
+            print(line, file=sys.stderr, flush=True)
     groups: dict[tuple, list[tuple[dict, dict]]] = {}
     for cfg, world in zip(cfgs, worlds):
         shape = job_shape(cfg, world)
