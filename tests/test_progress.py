@@ -114,6 +114,11 @@ def test_every_run_ends_with_one_closing_line():
     assert closing_line(done, "results/x") == (
         "acco: completed: 300/300 steps, train loss 3.2100, eval loss 3.4568, wall 1m02s -> results/x"
     )
+    unevaluated = dict(done, final_eval_loss=None, final_eval_error="rank 1: OSError: no LAMBADA")
+    assert closing_line(unevaluated, "results/x") == (
+        "acco: completed: 300/300 steps, train loss 3.2100, wall 1m02s; the final evaluation failed "
+        "(rank 1: OSError: no LAMBADA): redo it with python experiments/evaluate.py results/x -> results/x"
+    )
     stopped = dict(done, status="preempted", steps_completed=40, final_eval_loss=None, last_checkpoint="ck/step_40")
     line = closing_line(stopped, "results/x")
     assert line.startswith("acco: preempted: 40/300 steps, train loss 3.2100, wall 1m02s, checkpoint ck/step_40")

@@ -235,6 +235,11 @@ def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> st
     wall = summary.get("total_wall_time_s")
     parts.append(f"wall {duration(wall if wall is not None else wall_s)}")
     facts = ", ".join(parts)
+    if status == "completed" and summary.get("final_eval_error"):  # trained and saved; the evaluation can be redone
+        return (
+            f"acco: completed: {facts}; the final evaluation failed ({summary['final_eval_error']}): "
+            f"redo it with python experiments/evaluate.py {out_dir} -> {out_dir}"
+        )
     if status == "completed":
         return f"acco: completed: {facts} -> {out_dir}"
     if status == "preempted":
