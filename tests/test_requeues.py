@@ -81,3 +81,29 @@ def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):  # noqa: F
     assert signals == MAX_REQUEUES + 1 and {s["probe_env"] for s in seen} == {"set"}
     log = job.paths.stdout.read_text()  # appended to across the requeues (--open-mode=append)
     assert log.count("acco-setup-ran") == MAX_REQUEUES + 1, log[-3000:]
+
+
+@pytest.mark.integration
+def test_a_job_sbatch_refuses_is_one_line_and_leaves_no_folder(cluster, tmp_path):  # noqa: F811
+    """The cluster saying no to the profile (here a GPU resource the local nodes lack) is one
+    `error:` line with sbatch's reason, exit 2, and no run folder, not a submitit traceback."""
+    from .conftest import SMALL_LM, run_train
+
+    out = tmp_path / "refused"
+    proc = run_train(
+        [
+            "method=acco",
+            "world_size=1",
+            "train.steps=2",
+            *SMALL_LM,
+            "launcher=slurm_local",
+            "launcher.sbatch_options=['--gres=gpu:1']",
+            f"out_dir={out}",
+        ],
+        expect=2,
+        timeout=300,
+    )
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert errors[0].startswith("error: sbatch refused the job: ") and "gres" in errors[0], errors[0]
+    assert not out.exists()

@@ -192,6 +192,8 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     for cfg, world in zip(cfgs, worlds):
         shape = job_shape(cfg, world)
         groups.setdefault(tuple(sorted(shape.items())), []).append((cfg, shape))
+    import submitit
+
     jobs = []
     for members in groups.values():
         first_cfg, shape = members[0]
@@ -200,17 +202,33 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
 
         delay = max(signal_delay(cfg) for cfg, _ in members)  # the run with the largest checkpoint
         executor = make_executor(first_cfg, shape, f"acco-{exp}", delay)
+        new_dirs = [cfg["out_dir"] for cfg, _ in members if not os.path.exists(cfg["out_dir"])]
         for cfg, _ in members:
             prepare(cfg)
-        if len(members) == 1:
-            group_jobs = [executor.submit(SlurmRun(members[0][0]))]
-        else:
-            with executor.batch():  # one sbatch --array
-                group_jobs = [executor.submit(SlurmRun(cfg)) for cfg, _ in members]
+        try:
+            if len(members) == 1:
+                group_jobs = [executor.submit(SlurmRun(members[0][0]))]
+            else:
+                with executor.batch():  # one sbatch --array
+                    group_jobs = [executor.submit(SlurmRun(cfg)) for cfg, _ in members]
+        except submitit.core.utils.FailedJobError as exc:  # sbatch said no: its own words, one line
+            for out_dir in new_dirs:  # nothing half-written in results/ (folders that were there stay)
+                shutil.rmtree(out_dir, ignore_errors=True)
+            raise ConfigError(f"sbatch refused the job: {sbatch_refusal(str(exc))}") from None
         for (cfg, _), job in zip(members, group_jobs):
             record_job(cfg["out_dir"], job, shape)
             jobs.append(job)
     return jobs
+
+
+def sbatch_refusal(stderr: str) -> str:
+    """The line of sbatch's output that says why (`sbatch: error: ...`), and what to look at."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    why = next((ln for ln in lines if ln.startswith("sbatch: error:")), lines[-1] if lines else "no reason given")
+    return (
+        f"{why.removeprefix('sbatch: error: ')}; check the launcher profile (partition, account, qos, "
+        f"constraint, gpus_per_node, sbatch_options) against `sinfo` and your cluster's documentation"
+    )
 
 
 def wait_for(jobs) -> int:
