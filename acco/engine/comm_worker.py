@@ -4,7 +4,12 @@ gloo releases the GIL inside its collectives, so on CPU the thread's all-reduce 
 all-gather proceed while the main thread runs forward and backward passes. On GPU the thread
 issues its work on its own CUDA stream; the stream first waits for an event recorded by the compute
 stream (the gradients are in the buffer), and the job counts as done only once the stream has
-drained, so the compute side may use the result as soon as `done` is set."""
+drained, so the compute side may use the result as soon as `done` is set. The stream has the
+device's highest priority: a sync's kernels are scheduled ahead of the compute stream's queued
+ones instead of starved behind them (overlap is the point of the thread).
+
+Every CUDA call goes through the module-level `cuda` (torch.cuda), the one place a test puts a
+stand-in (tests/test_comm_worker_contract.py checks the order of the calls on CPU)."""
 
 from __future__ import annotations
 
@@ -14,6 +19,33 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+cuda = torch.cuda
+
+# jobs submitted and not yet done, over every worker of this process: the collective audit
+# (acco/engine/audit.py) records whether a sync was in flight when a collective was issued
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+def jobs_in_flight() -> int:
+    return _in_flight
+
+
+def _count_in_flight(delta: int) -> None:
+    global _in_flight
+    with _in_flight_lock:
+        _in_flight += delta
+
+
+def highest_stream_priority() -> int:
+    """The device's highest stream priority (CUDA: lower numbers are higher). A build without
+    Stream.priority_range gets -1, which CUDA clamps to the highest the device has."""
+    priority_range = getattr(cuda.Stream, "priority_range", None)
+    if priority_range is None:
+        return -1
+    _least, greatest = priority_range()
+    return int(greatest)
 
 
 class CommJob:
@@ -40,7 +72,7 @@ class CommWorker:
 
     def __init__(self, device: torch.device, name: str = "acco-comm"):
         self.device = device
-        self.stream = torch.cuda.Stream(device=device) if device.type == "cuda" else None
+        self.stream = cuda.Stream(device=device, priority=highest_stream_priority()) if device.type == "cuda" else None
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -48,18 +80,21 @@ class CommWorker:
     def submit(self, fn: Callable[[], Any]) -> CommJob:
         ready = None
         if self.stream is not None:
-            ready = torch.cuda.Event()
-            ready.record(torch.cuda.current_stream(self.device))
+            # recorded on the submitting thread's current stream, before the job can start
+            ready = cuda.Event()
+            ready.record(cuda.current_stream(self.device))
         job = CommJob(fn, ready)
+        _count_in_flight(1)
         self._queue.put(job)
         return job
 
     def _run(self, job: CommJob) -> Any:
         if self.stream is None:
             return job.fn()
-        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+        with cuda.device(self.device), cuda.stream(self.stream):
             self.stream.wait_event(job.ready_event)
             result = job.fn()
+        # the host waits for the stream before `done`: the compute side needs no event of its own
         self.stream.synchronize()
         return result
 
@@ -73,6 +108,7 @@ class CommWorker:
             except BaseException as exc:  # surfaced to the compute side by job.wait()
                 job.error = exc
             finally:
+                _count_in_flight(-1)
                 job.done.set()
 
     def close(self, timeout: float = 30) -> None:
