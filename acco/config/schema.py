@@ -194,6 +194,8 @@ class TrainConfig:
     activation_checkpointing: bool = MISSING
     checkpoint_every: int | None = MISSING
     keep_checkpoints: int | None = MISSING
+    # every collective each rank issues, in out_dir/collectives.rank<r>.jsonl (acco/engine/audit.py)
+    audit_collectives: bool = MISSING
 
 
 @dataclass

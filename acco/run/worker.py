@@ -35,6 +35,7 @@ from omegaconf import DictConfig
 from ..atomic import atomic_write
 from ..config.plain import plain
 from ..config.schema import typed
+from ..engine.audit import CollectiveAudit
 from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
@@ -89,6 +90,8 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg.train.threads, env.local_world_size))
     backend = init_process_group(env, device, cfg.dist.timeout_s)
+    # train.audit_collectives: from here on every collective is recorded (the groups' creation too)
+    audit = CollectiveAudit(cfg.out_dir, env.rank).install() if cfg.train.audit_collectives else None
     post_group = post_training_group(cfg, env.world_size)
     out_dir = cfg.out_dir
     rank, world = env.rank, env.world_size
@@ -98,6 +101,8 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     window = cfg.train.trace_steps
     tracer = TraceRecorder(rank, enabled=cfg.train.trace, steps=tuple(window) if window is not None else None)
     trainer = None
+    if audit is not None:
+        audit.step_of = lambda: None if trainer is None else trainer.steps_done
     status, error = "running", None
     final_eval_error = None
     metrics = None
@@ -142,6 +147,8 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     finally:
         _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error)
     SignalLatch.uninstall()
+    if audit is not None:
+        audit.uninstall()
     if preempted is not None:
         handler = SignalLatch.previous_handler(preempted.signum)
         if callable(handler):  # submitit's own: rank 0 requeues the job
