@@ -205,11 +205,11 @@ def test_pretrained_tokenizer_errors_and_loading(tmp_path):
         load_pretrained_tokenizer(str(tmp_path / "tok"), "EleutherAI/gpt-neo-125M")
     msg = _one_line(ei)
     assert str(tmp_path / "tok") in msg
-    hf_command = (
+    hf_command = (  # into the folder the config names (fig8's path is $ACCO_MODELS/gpt-neo-2.7B)
         "\"hf download EleutherAI/gpt-neo-125M --include '*.json' --include '*.txt' --include '*.model' "
-        '--local-dir data/tokenizers/gpt-neo-125M"'
+        f'--local-dir {tmp_path / "tok"}"'
     )
-    assert hf_command in msg and msg.endswith("set tokenizer.path=data/tokenizers/gpt-neo-125M")
+    assert hf_command in msg and msg.endswith("copy it there (or set tokenizer.path to where it is)")
     with pytest.raises(DataNotFoundError) as ei:
         load_pretrained_tokenizer(None, "someone/not-cached-anywhere-xyz")
     msg = _one_line(ei)
@@ -382,7 +382,7 @@ def test_pretraining_with_pretrained_tokenizer(tmp_path):
         pretraining_cache_path({"path": str(tmp_path / "c.jsonl")}, spec2, 16, 0.1, 0, tmp_path / "cache")
         == Path(d.tokenizer_path).parent
     )
-    with pytest.raises(DataNotFoundError, match="tokenizer.path=data/tokenizers/gpt-neo-125M"):
+    with pytest.raises(DataNotFoundError, match=f"--local-dir {tmp_path / 'no'}.*copy it there"):
         prepare_pretraining_data(
             {"path": str(tmp_path / "c.jsonl")}, dict(spec, path=str(tmp_path / "no")), 16, 0.1, 0, tmp_path / "cache"
         )

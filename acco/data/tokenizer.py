@@ -89,16 +89,21 @@ def load_tokenizer(path: str | os.PathLike):
     return PreTrainedTokenizerFast(tokenizer_file=os.fspath(path), eos_token=EOS_TOKEN, pad_token=EOS_TOKEN)
 
 
-def tokenizer_hint(hub_id: str | None, config_key: str = "tokenizer.path") -> str:
-    """What to do to get ``hub_id``'s tokenizer locally (one line, no trailing period)."""
+def tokenizer_hint(
+    hub_id: str | None, config_key: str = "tokenizer.path", path: str | os.PathLike | None = None
+) -> str:
+    """What to do to get ``hub_id``'s tokenizer locally (one line, no trailing period); ``path``: the
+    folder the config already names, which the download then fills."""
     if hub_id is None:
         return f"save a tokenizer there (save_pretrained, or a tokenizer.json) or set {config_key} to one"
-    local = KNOWN_TOKENIZERS.get(hub_id, "data/tokenizers/" + hub_id.split("/")[-1])
+    local = path or KNOWN_TOKENIZERS.get(hub_id, "data/tokenizers/" + hub_id.split("/")[-1])
     include = " ".join(f"--include '{pattern}'" for pattern in TOKENIZER_FILES)
+    where = (
+        f"copy it there (or set {config_key} to where it is)" if path else f"copy it here and set {config_key}={local}"
+    )
     return (
         f"run experiments/prepare_data.py with the same overrides where the hub is reachable (it fetches it), "
-        f'or run "hf download {hub_id} {include} --local-dir {local}" on a machine with internet, '
-        f"copy it here and set {config_key}={local}"
+        f'or run "hf download {hub_id} {include} --local-dir {local}" on a machine with internet, {where}'
     )
 
 
@@ -125,7 +130,7 @@ def load_pretrained_tokenizer(
         if not p.exists():
             what = f"tokenizer {hub_id}" if hub_id else "tokenizer"
             raise DataNotFoundError(
-                f"{what} not found at {path} (no such file or folder): {tokenizer_hint(hub_id, config_key)}"
+                f"{what} not found at {path} (no such file or folder): {tokenizer_hint(hub_id, config_key, path)}"
             )
         if p.is_file():
             if p.suffix != ".json":
