@@ -150,3 +150,70 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective():
     Watchdog(lambda: 0, 0.3, stall, poll_s=0.02).start()
     assert fired.wait(30)
     assert "made no training progress for 0.3 s" in reasons[0]
+
+
+# -- NCCL's watchdog abort (issue 30 point 4): read as a peer timeout, not as the failed rank -----
+def _aborts_after_a_while():  # NCCL's watchdog after dist.step_timeout_s: SIGABRT
+    import faulthandler
+
+    faulthandler.disable()  # quiet: the abort is expected
+    time.sleep(0.3)
+    os.abort()
+
+
+def _hangs():
+    time.sleep(120)
+
+
+def _fails_on_its_own(out_dir):
+    from acco.run.files import write_failure
+
+    write_failure(out_dir, 1, "rank 1: RuntimeError: CUDA error: an illegal memory access was encountered")
+    sys.exit(1)
+
+
+def _supervised(targets) -> object:
+    import multiprocessing
+
+    from acco.run.supervise import supervise
+
+    ctx = multiprocessing.get_context("fork")
+    processes = [ctx.Process(target=fn, args=args) for fn, args in targets]
+    for p in processes:
+        p.start()
+    return supervise(processes, grace_s=1.0, poll_s=0.05)
+
+
+def test_a_watchdog_aborted_rank_is_a_peer_timeout_not_the_failed_rank(tmp_path):
+    """Real processes ended as NCCL ends them: rank 0 SIGABRTed by the watchdog while waiting for
+    rank 1. The one to blame is rank 1, whether it hung (stopped by the launcher) or failed with
+    its own report; only when every failed rank was aborted does the watchdog take the blame."""
+    from acco.run.supervise import diagnose, record_failure
+
+    out = str(tmp_path)
+    hung = _supervised([(_aborts_after_a_while, ()), (_hangs, ())])
+    assert hung.exitcodes[0] == -6 and hung.stuck == [1]
+    rank, why, _ = diagnose(hung, out, 10)
+    assert rank == 1 and "rank 1 hung" in why, why
+
+    failed = _supervised([(_aborts_after_a_while, ()), (_fails_on_its_own, (out,))])
+    assert failed.exitcodes == [-6, 1] and not failed.stuck
+    cfg = {"method": {"name": "acco"}, "dist": {"step_timeout_s": 10}, "train": {"steps": 5}}
+    why = record_failure(out, cfg, 2, failed)
+    s = summary(out)
+    assert s["failed_rank"] == 1 and "illegal memory access" in s["error"], s
+    assert "rank(s) 0 waited for it" in why and "SIGABRT" in why
+
+    both = _supervised([(_aborts_after_a_while, ()), (_aborts_after_a_while, ())])
+    rank, why, _ = diagnose(both, str(tmp_path / "no_reports"), 10)  # no rank's own report
+    assert "NCCL's watchdog aborted rank(s) 0, 1" in why and "dist.step_timeout_s=10" in why, why
+
+
+def test_other_signals_still_name_the_killed_rank(tmp_path):
+    """SIGKILL (the OOM killer, a test's kill -9) beside a watchdog abort: the killed rank failed."""
+    from acco.run.supervise import Outcome, diagnose, is_peer_error
+
+    rank, why, _ = diagnose(Outcome([-6, -9], first_failed=0), str(tmp_path), 10)
+    assert rank == 1 and "killed by SIGKILL" in why
+    # a rank's own report of NCCL's watchdog timeout (blocking wait raised it) is a peer's error
+    assert is_peer_error("rank 0: DistBackendError: [PG 1] Watchdog caught collective operation timeout")

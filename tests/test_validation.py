@@ -145,3 +145,52 @@ def test_entry_point_exits_2_with_one_line(tmp_path, args, message):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], proc.stderr
     assert not out.exists()
+
+
+def test_more_ranks_than_gpus_is_refused_up_front(tmp_path, monkeypatch):
+    """Issue 30 point 5: two ranks on one GPU make NCCL fail or hang, so a node's ranks beyond its
+    GPUs are refused by validation (before any worker starts), not folded onto GPU local_rank %
+    count. The GPU count is passed in: this machine need not have any."""
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_WORLD_SIZE", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = compose(["world_size=4", "device=cuda"])
+    cfg["out_dir"] = str(tmp_path / "run")
+    # the local launcher: all 4 ranks on this machine
+    with pytest.raises(ConfigError, match="4 ranks on this node but 2 GPU"):
+        validate(cfg, cuda_available=True, gpus_here=2)
+    assert validate(cfg, cuda_available=True, gpus_here=4) == 4
+    assert validate(dict(cfg, device="auto"), cuda_available=True, gpus_here=8) == 4
+    with pytest.raises(ConfigError, match="run at most 2 ranks per node"):
+        validate(dict(cfg, device="auto"), cuda_available=True, gpus_here=2)  # auto takes the GPUs
+    assert validate(dict(cfg, device="cpu"), cuda_available=True, gpus_here=1) == 4  # no GPU used
+    assert validate(cfg, cuda_available=True, gpus_here=0) == 4  # no count known: the caller sizes a GPU run
+    # torchrun/srun: this node holds LOCAL_WORLD_SIZE of the 8 ranks
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    ext = dict(cfg, world_size=None)
+    assert validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=4) == 8
+    with pytest.raises(ConfigError, match="4 ranks on this node but 3 GPU"):
+        validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=3)
+    # Slurm bound one of the node's 4 GPUs to each task (--gpus-per-task=1): each sees its own
+    monkeypatch.setenv("SLURM_STEP_GPUS", "0,1,2,3")
+    assert validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=1) == 8
+    monkeypatch.setenv("SLURM_STEP_GPUS", "0,1")  # only 2 GPUs for 4 tasks: still two per GPU
+    with pytest.raises(ConfigError, match="4 ranks on this node but 1 GPU"):
+        validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=1)
+
+
+def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
+    """The worker's last guard (validation comes first): no rank folded onto another's GPU."""
+    import torch
+
+    from acco.run.launch import pick_device
+
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert pick_device("cuda", 1, 2) == torch.device("cuda", 1)
+    with pytest.raises(RuntimeError, match="3 ranks on this node but 2 GPU"):
+        pick_device("cuda", 2, 3)
+    assert pick_device("cpu", 5, 8) == torch.device("cpu")

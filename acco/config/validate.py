@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+import torch
+
 from ..engine.schedule import SCHEDULES
 from ..run.files import read_summary
-from ..run.launch import START_METHODS
+from ..run.launch import START_METHODS, external_env, gpu_shortage
 from ..train.trainer import METHODS
 
 
@@ -149,6 +151,25 @@ def parse_layout(layout) -> tuple[int, int]:
     if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise ConfigError(f"layout must look like NODESxGPUS (e.g. 2x4), got {layout!r}")
     return int(parts[0]), int(parts[1])
+
+
+def check_gpus_per_node(
+    world: int, launcher_world_size: int | None, gpus_here: int | None, launcher_local_world_size: int | None
+) -> None:
+    """One GPU per rank, refused before any worker starts: the local launcher puts all `world`
+    ranks on this machine; under torchrun/srun this process's node holds its local world size
+    (LOCAL_WORLD_SIZE / the step's tasks per node). A submission from a login node is checked
+    against the profile's GPUs per node instead (acco.slurm.submit.job_shape)."""
+    per_node = world
+    if launcher_world_size is not None:
+        env = external_env()
+        per_node = launcher_local_world_size or (env.local_world_size if env else world)
+    gpus = torch.cuda.device_count() if gpus_here is None else gpus_here
+    if gpus == 0:  # a caller's word that CUDA is there (sizing a GPU run on a CPU machine): no count
+        return
+    problem = gpu_shortage(per_node, gpus)
+    if problem:
+        raise ConfigError(problem)
 
 
 def check_experiment(cfg: dict, cuda_available: bool) -> None:
@@ -424,7 +445,13 @@ def check_local_method(cfg: dict) -> None:
         )
 
 
-def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: bool = False) -> int:
+def validate(
+    cfg: dict,
+    launcher_world_size: int | None = None,
+    cuda_available: bool = False,
+    gpus_here: int | None = None,
+    launcher_local_world_size: int | None = None,
+) -> int:
     """Check the resolved config; return the world size the run will use."""
     check_experiment(cfg, cuda_available)
     method = (cfg.get("method") or {}).get("name")
@@ -500,6 +527,8 @@ def validate(cfg: dict, launcher_world_size: int | None = None, cuda_available: 
     submitting = launcher_world_size is None and (cfg.get("launcher") or {}).get("name") == "slurm"
     if device == "cuda" and not cuda_available and not submitting:
         raise ConfigError("device=cuda but no CUDA GPU is visible here; use device=cpu (or auto)")
+    if device != "cpu" and cuda_available and not submitting:
+        check_gpus_per_node(world, launcher_world_size, gpus_here, launcher_local_world_size)
     data = cfg.get("data") or {}
     if "micro_batch_size" in data:
         _int(cfg, "data.micro_batch_size", 1)

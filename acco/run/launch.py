@@ -132,18 +132,71 @@ def worker_start_method(requested: str, device: str) -> str:
     they use CUDA (a forked child cannot use CUDA once the parent has touched it)."""
     if requested != "auto":
         return requested
-    return "spawn" if pick_device(device, 0).type == "cuda" else "fork"
+    uses_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return "spawn" if uses_cuda else "fork"
 
 
-def pick_device(requested: str, local_rank: int) -> torch.device:
+def pick_device(requested: str, local_rank: int, local_world_size: int | None = None) -> torch.device:
+    """One GPU per rank: the rank's local rank is its device (acco.config.validate refuses more
+    ranks on a node than GPUs before any worker starts; this is the last guard)."""
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+        count = torch.cuda.device_count()
+        local_world = local_rank + 1 if local_world_size is None else local_world_size
+        problem = gpu_shortage(local_world, count)
+        if problem:
+            raise RuntimeError(problem)
+        return torch.device("cuda", local_rank % count)
     return torch.device("cpu")
+
+
+def gpu_shortage(local_world_size: int, visible_gpus: int, environ=os.environ) -> str | None:
+    """Why `local_world_size` ranks on this node cannot each have a GPU of their own, or None.
+    Two ranks on one GPU make NCCL fail ("Duplicate GPU detected") or hang. Where Slurm bound a
+    share of the node's GPUs to each task (--gpus-per-task, --gpu-bind: each task sees only its
+    own, so fewer than the node's tasks), rank i uses its first visible one."""
+    if visible_gpus >= local_world_size:
+        return None
+    step_gpus = environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS") or ""
+    node_gpus = len([g for g in step_gpus.split(",") if g])
+    if visible_gpus >= 1 and visible_gpus * local_world_size <= node_gpus:
+        return None
+    return (
+        f"{local_world_size} ranks on this node but {visible_gpus} GPU(s) visible: two ranks on one GPU "
+        f"make NCCL fail or hang; run at most {visible_gpus} ranks per node (world_size/layout), or device=cpu"
+    )
+
+
+# What NCCL does with a collective that outlives its timeout (dist.step_timeout_s on the training
+# groups). By default (TORCH_NCCL_ASYNC_ERROR_HANDLING=3) its watchdog thread SIGABRTs the process:
+# no failure record, no summary.json. Blocking wait makes the waiting thread itself raise
+# (DistBackendError, "timed out"), so the run's own failure path runs; error handling 2
+# (CleanUpOnly) lets the watchdog abort the timed-out communicators (freeing a peer stuck in a
+# kernel) without killing the process. torch 2.11-2.13 read these names (and the older ones
+# without TORCH_, which a user may still set: theirs wins).
+NCCL_ERROR_HANDLING = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+# the communication thread's stream allocates beside the compute stream: expandable segments keep
+# the two streams' freed blocks from fragmenting the caching allocator's pool (a 7B run is tight)
+ALLOCATOR_SETTING = "expandable_segments:True"
+
+
+def nccl_error_handling(environ=os.environ) -> None:
+    """Before any NCCL process group is created (ProcessGroupNCCL reads them at construction)."""
+    for name, value in NCCL_ERROR_HANDLING.items():
+        if name not in environ and name.removeprefix("TORCH_") not in environ:
+            environ[name] = value
+
+
+def cuda_allocator_settings(environ=os.environ) -> None:
+    """Before CUDA's caching allocator is first used in this process (it reads its settings once);
+    a user's own PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF is kept as it is."""
+    if "PYTORCH_ALLOC_CONF" not in environ and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
+        environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATOR_SETTING
 
 
 def init_process_group(env: DistEnv, device: torch.device, timeout_s: float) -> str:
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
+        nccl_error_handling()
         torch.cuda.set_device(device)
     dist.init_process_group(
         backend,
@@ -153,6 +206,17 @@ def init_process_group(env: DistEnv, device: torch.device, timeout_s: float) -> 
         timeout=timedelta(seconds=timeout_s),
     )
     return backend
+
+
+def training_group_options(backend: str):
+    """The training collectives' group options: on NCCL, high-priority streams for its kernels,
+    so a collective overlapped with compute is scheduled ahead of the compute kernels (ACCO's
+    point: the communication hides behind the computation). None (the default) elsewhere."""
+    if backend != "nccl":
+        return None
+    options = dist.ProcessGroupNCCL.Options()
+    options.is_high_priority_stream = True
+    return options
 
 
 def cpu_threads(requested, local_world_size: int) -> int:

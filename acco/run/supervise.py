@@ -25,7 +25,12 @@ PEER_ERRORS = (
     "communication thread failed",
     "distbackenderror",
     "peer",
+    "watchdog",  # NCCL's: "Watchdog caught collective operation timeout"
 )
+# NCCL's watchdog SIGABRTs a rank whose collective outlived its timeout (unless blocking wait is on,
+# acco.run.launch.NCCL_ERROR_HANDLING; a user's own setting may still turn it off): that rank
+# waited for a peer, it is not the one that failed
+WATCHDOG_ABORT = -signal.SIGABRT
 
 
 @dataclass
@@ -71,7 +76,8 @@ def supervise(processes, grace_s: float = 5.0, poll_s: float = 0.5) -> Outcome:
         bad = [i for i, p in enumerate(processes) if p.exitcode not in (None, 0)]
         if bad and first is None:
             # several at once: one killed by a signal is the cause rather than the peers it took down
-            first = min(bad, key=lambda i: (processes[i].exitcode >= 0, i))
+            # (SIGABRT excepted: NCCL's watchdog aborts a rank that waited for a peer)
+            first = min(bad, key=lambda i: (not killed_by_signal(processes[i].exitcode), i))
             failed_at = time.monotonic()
         alive = [p for p in processes if p.exitcode is None]
         if not alive or (failed_at is not None and time.monotonic() - failed_at > grace_s):
@@ -85,6 +91,11 @@ def supervise(processes, grace_s: float = 5.0, poll_s: float = 0.5) -> Outcome:
     return Outcome([p.exitcode for p in processes], first, stuck)
 
 
+def killed_by_signal(code: int | None) -> bool:
+    """Ended by a signal other than NCCL's watchdog abort (SIGKILL, SIGSEGV, ...)."""
+    return code is not None and code < 0 and code != WATCHDOG_ABORT
+
+
 def is_peer_error(error: str | None) -> bool:
     if not error:
         return False
@@ -95,13 +106,21 @@ def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int
     """(failed rank, why, every rank's own report) from how the workers ended."""
     notes = read_failures(out_dir)
     codes = outcome.exitcodes
-    killed = [i for i, c in enumerate(codes) if c is not None and c < 0 and i not in outcome.stuck]
+    killed = [i for i, c in enumerate(codes) if killed_by_signal(c) and i not in outcome.stuck]
     if killed:
         rank = killed[0] if outcome.first_failed not in killed else outcome.first_failed
         return rank, f"rank {rank} was killed by {signal.Signals(-codes[rank]).name}", notes
+    # a watchdog-aborted rank timed out waiting for a peer: its peers' own reports say who failed
+    aborted = [i for i, c in enumerate(codes) if c == WATCHDOG_ABORT]
+    waited = (
+        f"; rank(s) {', '.join(map(str, aborted))} waited for it past dist.step_timeout_s={step_timeout_s:g} s "
+        f"and NCCL's watchdog aborted them (SIGABRT)"
+        if aborted
+        else ""
+    )
     own = [n for n in notes if not is_peer_error(n.get("error", ""))]
     if own:
-        return own[0]["rank"], own[0]["error"], notes
+        return own[0]["rank"], own[0]["error"] + waited, notes
     if outcome.stuck:
         rank = outcome.stuck[0]
         return (
@@ -113,9 +132,23 @@ def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int
             notes,
         )
     if notes:
-        return notes[0]["rank"], notes[0]["error"], notes
-    rank = outcome.first_failed if outcome.first_failed is not None else 0
-    return rank, f"rank {rank} exited with status {codes[rank]}", notes
+        return notes[0]["rank"], notes[0]["error"] + waited, notes
+    others = [i for i, c in enumerate(codes) if c != 0 and i not in aborted]
+    if aborted and not others:
+        return (
+            aborted[0],
+            (
+                f"NCCL's watchdog aborted rank(s) {', '.join(map(str, aborted))} (SIGABRT): a collective "
+                f"outlived dist.step_timeout_s={step_timeout_s:g} s and no rank reported its own failure "
+                f"(a peer stalled in a collective, or a network fault)"
+            ),
+            notes,
+        )
+    if outcome.first_failed in others or not others:
+        rank = outcome.first_failed if outcome.first_failed is not None else 0
+    else:
+        rank = others[0]
+    return rank, f"rank {rank} exited with status {codes[rank]}" + waited, notes
 
 
 def record_failure(out_dir: str, cfg: dict, world: int, outcome: Outcome) -> str:

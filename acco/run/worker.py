@@ -44,7 +44,7 @@ from ..train.signals import Preempted, SignalLatch
 from ..train.trainer import Trainer
 from .disk import NoSpaceError, release, reserve, writing
 from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic, write_report
-from .launch import DistEnv, cpu_threads, init_process_group, pick_device
+from .launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from .supervise import is_peer_error
 
 
@@ -86,7 +86,8 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    device = pick_device(cfg.device, env.local_rank)
+    cuda_allocator_settings()  # before anything here touches CUDA
+    device = pick_device(cfg.device, env.local_rank, env.local_world_size)
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg.train.threads, env.local_world_size))
     backend = init_process_group(env, device, cfg.dist.timeout_s)

@@ -21,6 +21,7 @@ from ..engine.rounds import StopRule
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..run.files import MetricsWriter, reset_peak_memory
+from ..run.launch import training_group_options
 from ..run.progress import Progress, make_logger
 from ..run.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
@@ -112,8 +113,11 @@ class Trainer:
         if cfg.fault.nan_at_step:
             task.loss_fn = nan_injecting(task.loss_fn, cfg.fault.nan_at_step, lambda: self.steps_done)
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
-        # communication thread's (so they never interleave with the main thread's collectives)
-        group = dist.new_group(list(range(world_size)), timeout=step_timeout)
+        # communication thread's (so they never interleave with the main thread's collectives);
+        # on NCCL its kernels run on high-priority streams (acco.run.launch.training_group_options)
+        group = dist.new_group(
+            list(range(world_size)), timeout=step_timeout, pg_options=training_group_options(dist.get_backend())
+        )
         self.backend: Backend
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
             hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
