@@ -38,7 +38,7 @@ from .compute import MicroBatchRunner
 from .flat import FlatModel
 from .rounds import StepCallback, StopRule
 from .sharded_adamw import ShardedAdamW
-from .sync import Agreement, SyncKind, SyncResult
+from .sync import Agreement, SyncKind, SyncResult, squared_norm
 from .trace import COMM, COMPUTE, TraceRecorder
 
 
@@ -115,7 +115,10 @@ class LocalEngine:
         self.clip_norm = float(clip_norm or 0.0)
         device = flat.params.device
         self.fragments = fragment_bounds(flat.layout.padded, world_size, schedule.fragments)
-        self.anchor = inner.master.clone()  # φ: fp32, padded, the same on every rank
+        # φ: fp32, padded, the same on every rank, in host memory: on a GPU a model-sized fp32
+        # vector (28 GB at 7B) beside θ_w's own AdamW would not fit; a fragment's sync brings its
+        # part over into `staging` (the fragment's size) and takes it back when it lands
+        self.anchor = inner.master.detach().to("cpu", copy=True)
         self.momentum = [torch.zeros((b - a) // world_size, device=device) for a, b in self.fragments]
         self.buffer = torch.zeros_like(flat.params)  # Δ out, fragment by fragment (compute dtype)
         longest = max(b - a for a, b in self.fragments)
@@ -143,7 +146,7 @@ class LocalEngine:
         grad = self.flat.grads.to(torch.float32).div_(count)  # this worker's own mean gradient
         grad_norm = float("nan")
         if self.clip_norm > 0:
-            grad_norm = float(grad.double().square().sum().sqrt())
+            grad_norm = float(squared_norm(grad).sqrt())
             coef = self.clip_norm / (grad_norm + 1e-6)
             if coef < 1.0:
                 grad.mul_(coef)
@@ -159,7 +162,9 @@ class LocalEngine:
         if self.in_flight is not None:
             raise RuntimeError("a fragment's sync started while another is in flight")
         a, b = self.fragments[f]
-        torch.sub(self.anchor[a:b], self.inner.master[a:b], out=self.buffer[a:b])  # cast to the buffer
+        phi = self.staging[: b - a]
+        phi.copy_(self.anchor[a:b])  # φ_f onto the device: the outer step starts from it
+        torch.sub(phi, self.inner.master[a:b], out=self.buffer[a:b])  # cast to the buffer
         self.last_start[f] = step
         self.in_flight = (f, self.comm.submit(lambda: self._outer_step(f)))
         self.lands_after = step + self.schedule.overlap_steps
@@ -167,7 +172,6 @@ class LocalEngine:
     def _outer_step(self, f: int) -> None:
         a, b = self.fragments[f]
         shard = (b - a) // self.world_size
-        lo = a + self.rank * shard
         s = self.schedule
         with self.tracer.span(f"sync (fragment {f})", COMM, side_cpu=True):
             with self.tracer.span("reduce_scatter", COMM):
@@ -176,8 +180,8 @@ class LocalEngine:
             m = self.momentum[f]
             m.mul_(s.outer_momentum).add_(delta)  # torch.optim.SGD(nesterov=True), dampening 0
             update = delta.add(m, alpha=s.outer_momentum)
-            own = self.staging[self.rank * shard : (self.rank + 1) * shard]
-            torch.add(self.anchor[lo : lo + shard], update, alpha=-s.outer_lr, out=own)
+            own = self.staging[self.rank * shard : (self.rank + 1) * shard]  # φ_f's own shard, in place
+            torch.add(own, update, alpha=-s.outer_lr, out=own)
             with self.tracer.span("all_gather", COMM):
                 all_gather_into(self.staging[: b - a], own, self.comm_group)
 
@@ -190,13 +194,14 @@ class LocalEngine:
             job.wait()
         self.in_flight = None
         a, b = self.fragments[f]
-        self.anchor[a:b].copy_(self.staging[: b - a])
+        phi = self.staging[: b - a]  # φ'_f, on the device
+        self.anchor[a:b].copy_(phi)
         master = self.inner.master[a:b]
         alpha = self.schedule.mixing
         if alpha == 0.0:
-            master.copy_(self.anchor[a:b])
+            master.copy_(phi)
         else:
-            master.mul_(alpha).add_(self.anchor[a:b], alpha=1.0 - alpha)
+            master.mul_(alpha).add_(phi, alpha=1.0 - alpha)
         self.flat.params[a:b].copy_(master)
 
     def sync_now(self, f: int, step: int) -> None:

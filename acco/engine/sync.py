@@ -20,6 +20,20 @@ from .collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
 from .sharded_adamw import ShardedAdamW
 from .trace import COMM, TraceRecorder
 
+# the largest piece of a gradient (or of the masters) copied at once for a float64 sum of squares
+# or a gather to the host: 4 Mi entries (a 32 MB float64 temporary), not a model-sized copy
+CHUNK = 1 << 22
+
+
+def squared_norm(x: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
+    """Σ x² in float64 (a 0-dim tensor on x's device), chunk by chunk: a float64 copy of a whole
+    7B gradient would be 56 GB. A vector of at most `chunk` entries takes exactly the one-piece
+    sum's arithmetic (the deterministic CPU runs' numbers stay as they were)."""
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    for piece in x.split(chunk):
+        total += piece.double().square().sum()
+    return total
+
 
 class SyncKind(Enum):
     """What a sync does with the averaged gradient ḡ; the value names it in the trace."""
@@ -98,6 +112,7 @@ class Syncer:
         self.group = group
         self.tracer = tracer
         self.clip_norm = float(clip_norm or 0.0)
+        self.world_size = world_size
         shard = buffer.numel() // world_size
         self.lo, self.hi = rank * shard, (rank + 1) * shard
         self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
@@ -119,7 +134,7 @@ class Syncer:
             grad_norm = float("nan")
             if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
                 with span("clip", COMM):
-                    sq = grad.double().square().sum().reshape(1)
+                    sq = squared_norm(grad).reshape(1)
                     all_reduce_sum(sq, self.group)
                     grad_norm = math.sqrt(sq.item())
                     coef = self.clip_norm / (grad_norm + 1e-6)
@@ -145,3 +160,18 @@ class Syncer:
         own.copy_(self.opt.master)
         all_gather_into(out, own, self.group)
         return out
+
+    def gather_committed_to_host(self, numel: int, chunk: int = CHUNK) -> torch.Tensor:
+        """θ_t's first `numel` entries as an fp32 vector in host memory: every rank's fp32 master
+        shard gathered `chunk` entries at a time through a (world × chunk) device buffer, so no
+        model-sized fp32 vector is made on the device (28 GB for a 7B model). Call on every rank."""
+        shard = self.hi - self.lo
+        world = self.world_size
+        out = torch.empty(world, shard, dtype=torch.float32)
+        step = max(1, min(shard, chunk))
+        gathered = torch.empty(world * step, dtype=torch.float32, device=self.buffer.device)
+        for start in range(0, shard, step):
+            n = min(step, shard - start)
+            all_gather_into(gathered[: world * n], self.opt.master[start : start + n], self.group)
+            out[:, start : start + n].copy_(gathered[: world * n].view(world, n))
+        return out.view(-1)[:numel]

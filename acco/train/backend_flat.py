@@ -117,8 +117,11 @@ class FlatBackend(Backend):
         self.engine.load_state_dict(own["engine"], shared["params"].to(self.device))
 
     def committed_vector(self) -> torch.Tensor:
-        out = torch.empty(self.flat.layout.padded, dtype=torch.float32, device=self.device)
-        return self.engine.gather_committed(out)[: self.flat.numel]
+        """θ_t in fp32, in host memory (the final parameters' path): gathered in chunks on the
+        communication thread (its group, its order), never a model-sized fp32 vector on the GPU."""
+        syncer = self.syncer
+        assert syncer is not None, "committed_vector after release()"
+        return self.comm.submit(lambda: syncer.gather_committed_to_host(self.flat.numel)).wait()
 
     def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
         """Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to

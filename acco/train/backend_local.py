@@ -117,7 +117,7 @@ class LocalBackend(Backend):
         return {"params": self.live.anchor}, {"engine": self.live.state_dict()}
 
     def load_state_dicts(self, shared: dict, own: dict) -> None:
-        self.live.load_state_dict(own["engine"], shared["params"].to(self.device))
+        self.live.load_state_dict(own["engine"], shared["params"])  # φ stays in host memory
 
     def committed_vector(self) -> torch.Tensor:
         return self.live.anchor[: self.flat.numel].clone()
@@ -129,16 +129,17 @@ class LocalBackend(Backend):
     @contextmanager
     def committed_parameters(self):
         """φ in the buffers' dtype, viewed by the model for the block (θ_w untouched). The
-        communication buffer may be busy with a fragment's sync: φ itself where the dtypes agree,
-        else a copy."""
+        communication buffer may be busy with a fragment's sync: φ itself where the dtypes and
+        devices agree, else a copy on the device (φ is kept in host memory)."""
         anchor = self.live.anchor
-        with self.flat.parameters_from(anchor if anchor.dtype == self.flat.dtype else anchor.to(self.flat.dtype)):
+        with self.flat.parameters_from(anchor.to(self.flat.params.device, self.flat.dtype)):
             yield
 
     def memory_report(self) -> dict:
         item = self.flat.params.element_size()
         engine = self.live
-        outer = [engine.anchor, engine.staging, *engine.momentum]
+        # on the device only: φ is kept in host memory (on a CPU run that is the device)
+        outer = [t for t in (engine.anchor, engine.staging, *engine.momentum) if t.device == self.flat.params.device]
         return {
             # the inner AdamW over the whole model, φ, the outer momentum shards, the fp32 staging
             "optimizer_state_bytes": engine.inner.state_bytes() + sum(t.numel() * t.element_size() for t in outer),
