@@ -7,10 +7,13 @@ step, of 5 runs (ddp with PyTorch DDP + ZeRO, ddp on the flat engine, dpu, wp, a
 recorded before issue 12's redesign. Floats are stored exactly (JSON numbers written by Python's
 repr, which reads back to the same double).
 
-The comparison is exact (==) on a machine like the one that recorded them: the same torch version
-and the same CPU kernels (torch.backends.cpu.get_cpu_capability(), e.g. AVX512). On another machine
-PyTorch picks other vectorized kernels (AVX2, NEON...), whose sums round differently in the last
-bits, so the floats are compared to a relative 1e-5 there (far above that rounding after 6 steps,
+The comparison is exact (==) on a machine like the one that recorded them: the same torch version,
+the same CPU kernels (torch.backends.cpu.get_cpu_capability(), e.g. AVX512) and the same extended
+instruction sets (`cpu_isa`: AVX-512 subsets, AMX, VNNI; oneDNN picks its matrix kernels by them: an
+AMX Xeon with AVX512 capability was seen differing from the recording machine by ~2e-8 relative).
+The recording names no instruction sets, so today every machine compares as another one. On another
+machine PyTorch picks other vectorized kernels (AVX2, NEON...), whose sums round differently in the
+last bits, so the floats are compared to a relative 1e-5 there (far above that rounding after 6 steps,
 far below what a change to a method's arithmetic does: one skipped micro-batch or a stale
 gradient moves the loss by ~1e-3). Counts (steps, samples, tokens, micro-batches) are exact
 everywhere."""
@@ -35,9 +38,21 @@ with open(GOLDEN_PATH) as _f:
 RTOL_OTHER_MACHINE = 1e-5
 
 
+def cpu_isa() -> list[str]:
+    """The instruction-set extensions the CPU kernels are chosen by (Linux's /proc/cpuinfo flags)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    return sorted(f for f in set(flags) if f.startswith(("avx512", "amx", "avx_vnni")))
+
+
 def same_machine(recorded: dict) -> bool:
     return (
-        recorded["torch"] == torch.__version__ and recorded["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        recorded["torch"] == torch.__version__
+        and recorded["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        and recorded.get("cpu_isa") == cpu_isa()
     )
 
 
