@@ -151,7 +151,15 @@ def test_more_ranks_than_gpus_is_refused_up_front(tmp_path, monkeypatch):
     """Issue 30 point 5: two ranks on one GPU make NCCL fail or hang, so a node's ranks beyond its
     GPUs are refused by validation (before any worker starts), not folded onto GPU local_rank %
     count. The GPU count is passed in: this machine need not have any."""
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_WORLD_SIZE", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+    for name in (
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "LOCAL_WORLD_SIZE",
+        "SLURM_STEP_GPUS",
+        "SLURM_JOB_GPUS",
+        "SLURM_GPUS_PER_TASK",
+    ):
         monkeypatch.delenv(name, raising=False)
     cfg = compose(["world_size=4", "device=cuda"])
     cfg["out_dir"] = str(tmp_path / "run")
@@ -179,6 +187,8 @@ def test_more_ranks_than_gpus_is_refused_up_front(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_STEP_GPUS", "0,1")  # only 2 GPUs for 4 tasks: still two per GPU
     with pytest.raises(ConfigError, match="4 ranks on this node but 1 GPU"):
         validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=1)
+    monkeypatch.setenv("SLURM_GPUS_PER_TASK", "1")  # srun --gpus-per-task=1: each task its own
+    assert validate(ext, launcher_world_size=8, cuda_available=True, gpus_here=1) == 8
 
 
 def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
@@ -187,10 +197,13 @@ def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
 
     from acco.run.launch import pick_device
 
-    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+    for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_TASK"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert pick_device("cuda", 1, 2) == torch.device("cuda", 1)
     with pytest.raises(RuntimeError, match="3 ranks on this node but 2 GPU"):
         pick_device("cuda", 2, 3)
     assert pick_device("cpu", 5, 8) == torch.device("cpu")
+    monkeypatch.setenv("SLURM_GPUS_PER_TASK", "1")  # each task sees only the GPU bound to it
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert pick_device("cuda", 3, 4) == torch.device("cuda", 0)

@@ -145,7 +145,8 @@ def pick_device(requested: str, local_rank: int, local_world_size: int | None = 
         problem = gpu_shortage(local_world, count)
         if problem:
             raise RuntimeError(problem)
-        return torch.device("cuda", local_rank % count)
+        # a task bound to GPUs of its own (gpu_shortage) sees only those: it takes the first
+        return torch.device("cuda", local_rank if count >= local_world else 0)
     return torch.device("cpu")
 
 
@@ -158,7 +159,7 @@ def gpu_shortage(local_world_size: int, visible_gpus: int, environ=os.environ) -
         return None
     step_gpus = environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS") or ""
     node_gpus = len([g for g in step_gpus.split(",") if g])
-    if visible_gpus >= 1 and visible_gpus * local_world_size <= node_gpus:
+    if visible_gpus >= 1 and (environ.get("SLURM_GPUS_PER_TASK") or visible_gpus * local_world_size <= node_gpus):
         return None
     return (
         f"{local_world_size} ranks on this node but {visible_gpus} GPU(s) visible: two ranks on one GPU "
