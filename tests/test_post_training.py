@@ -53,6 +53,18 @@ def test_final_evaluation_longer_than_the_collective_timeout_completes(tmp_path)
     assert (out / "trace.json").exists() and not list(out.glob(".trace.rank*"))
 
 
+def evaluate(out) -> subprocess.CompletedProcess:
+    """experiments/evaluate.py on a run folder: the final evaluation again, from the saved model."""
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ.copy(),
+    )
+
+
 @pytest.mark.integration
 def test_ranks_share_the_final_evaluation_and_agree_with_one_process(tmp_path):
     out = tmp_path / "run"
@@ -72,14 +84,7 @@ def test_ranks_share_the_final_evaluation_and_agree_with_one_process(tmp_path):
     )
     shared = load_run(str(out))["summary"]["final_eval"]
     # the saved model scored again in one process (experiments/evaluate.py rewrites eval.json)
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-    )
+    proc = evaluate(out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     single = json.loads((out / "eval.json").read_text())
     assert shared["heldout"]["tokens"] == single["heldout"]["tokens"] > 0
@@ -118,14 +123,7 @@ def test_a_failed_final_evaluation_leaves_the_run_completed_and_saved(tmp_path):
     )
     assert "redo it with experiments/evaluate.py" in proc.stderr
     assert (out / "model" / "config.json").exists() and not (out / "eval.json").exists()
-    redo = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "experiments", "evaluate.py"), str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=os.environ.copy(),
-    )
+    redo = evaluate(out)
     assert redo.returncode == 0, redo.stderr[-3000:]
     redone = json.loads((out / "summary.json").read_text())
     assert redone["final_eval"] == json.loads((out / "eval.json").read_text())

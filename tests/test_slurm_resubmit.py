@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from acco.slurm import status
 
 from .conftest import ROOT, SMALL_LM
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
+from .test_slurm_dispatch import script as dispatch_script
 
 
 def _record(out_dir, job_id="77_1"):
@@ -121,14 +121,7 @@ HANG = ["fault.hang_rank=0", "fault.at_step=5"]
 
 
 def script(name, args, timeout=300):
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "experiments", name), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=timeout,
-    )
+    return dispatch_script(name, args, timeout=timeout)
 
 
 def wait_until(what, check, timeout=180.0):
