@@ -102,6 +102,18 @@ def test_model_state_equals_a_real_runs_summary(tmp_path, method, world):
 
 
 # -- activations -----------------------------------------------------------------------------------
+def test_local_methods_global_parameters_are_not_device_memory_on_a_gpu():
+    """On a GPU the local methods keep φ (fp32, the whole model) in host memory
+    (acco/engine/local_rounds.py), so the per-GPU estimate leaves its 4P bytes out; on CPU they count."""
+    cfg = compose(["method=streaming_diloco", "world_size=2"])
+    groups = me.model_shape(cfg).groups
+    on_gpu, on_cpu = (me.model_states(groups, 2, me.state_layout(cfg, gpu=g))[0] for g in (True, False))
+    assert me.state_layout(cfg, gpu=True).phi_on_host and not me.state_layout(cfg, gpu=False).phi_on_host
+    padded = on_cpu["param_bytes"] // 4  # fp32 on CPU: 4 bytes per (padded) entry
+    # bf16 on GPU: the inner AdamW's K per entry is the same; only φ moves
+    assert on_cpu["optimizer_state_bytes"] - on_gpu["optimizer_state_bytes"] == 4 * padded
+
+
 def test_activation_formula_is_korthikanti_for_a_gelu_model():
     """GPT-Neo (GELU MLP of width 4h, eager attention): per layer 34·sbh + 5·a·s²·b bytes at 16
     bit; with checkpointing 2·sbh per layer plus one layer recomputed; fp32 compute doubles it."""

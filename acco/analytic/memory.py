@@ -134,6 +134,7 @@ class StateLayout:
     flat: bool = True  # flat buffers sharded in contiguous slices (this engine); False: whole
     # tensors partitioned greedily (PyTorch's ZeroRedundancyOptimizer)
     local_fragments: int = 0  # diloco / streaming_diloco: F (the inner AdamW is not sharded); 0: not local
+    phi_on_host: bool = False  # the local methods' global fp32 φ kept in host memory (on a GPU: not device memory)
 
     @property
     def K(self) -> int:  # Table 1's K: optimizer-state bytes per parameter
@@ -167,7 +168,12 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     if method["name"] in ("diloco", "streaming_diloco"):
         from dataclasses import replace
 
-        return replace(flat, name=f"{flat.name}, unsharded inner AdamW", local_fragments=int(method["fragments"]))
+        return replace(
+            flat,
+            name=f"{flat.name}, unsharded inner AdamW",
+            local_fragments=int(method["fragments"]),
+            phi_on_host=gpu,  # acco/engine/local_rounds.py: φ in host memory where the device is a GPU
+        )
     return flat
 
 
@@ -197,9 +203,11 @@ def model_states(groups, world: int, layout: StateLayout) -> list[dict]:
             from ..engine.local_rounds import fragment_bounds
 
             longest = max(b - a for a, b in fragment_bounds(padded, world, layout.local_fragments))
-            # the inner AdamW over the whole vector (K per entry, not per shard), φ in fp32, the
-            # outer momentum's shards of every fragment, the fp32 staging of one fragment
-            optimizer = padded * layout.K + 4 * padded + 4 * shard + 4 * longest
+            # the inner AdamW over the whole vector (K per entry, not per shard), φ in fp32 (unless
+            # it is in host memory), the outer momentum's shards of every fragment, the fp32 staging
+            # of one fragment
+            phi = 0 if layout.phi_on_host else 4 * padded
+            optimizer = padded * layout.K + phi + 4 * shard + 4 * longest
         return [
             {
                 "param_bytes": padded * layout.param_bytes,
