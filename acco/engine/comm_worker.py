@@ -9,10 +9,19 @@ device's highest priority: a sync's kernels are scheduled ahead of the compute s
 ones instead of starved behind them (overlap is the point of the thread).
 
 Every CUDA call goes through the module-level `cuda` (torch.cuda), the one place a test puts a
-stand-in (tests/test_comm_worker_contract.py checks the order of the calls on CPU)."""
+stand-in (tests/test_comm_worker_contract.py checks the order of the calls on CPU).
+
+Two modes for `make gpu-check`'s race detection (experiments/gpu_check.py), both off by default:
+- inline (`dist.comm_thread=false`, set through `configure`): no thread and no stream, `submit`
+  runs the job at once on the caller's thread and current stream, the sequential reference a
+  threaded run must equal bit for bit (deterministic runs);
+- delays (`ACCO_COMM_DELAY_CYCLES=N`, a test-only hook): `torch.cuda._sleep(N)` on the compute
+  stream before the ready event is recorded and on the communication stream before each job, so a
+  missing wait on either side reads data not yet written and changes the result."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -26,6 +35,21 @@ cuda = torch.cuda
 # (acco/engine/audit.py) records whether a sync was in flight when a collective was issued
 _in_flight = 0
 _in_flight_lock = threading.Lock()
+
+
+# the process's mode, set once per worker by the trainer from dist.comm_thread
+_threaded = True
+
+
+def configure(threaded: bool) -> None:
+    """Threaded (the default) or inline communication for the workers built after this call."""
+    global _threaded
+    _threaded = bool(threaded)
+
+
+def delay_cycles() -> int:
+    """GPU cycles slept on each stream before its work (ACCO_COMM_DELAY_CYCLES; 0: none)."""
+    return int(os.environ.get("ACCO_COMM_DELAY_CYCLES") or 0)
 
 
 def jobs_in_flight() -> int:
@@ -70,16 +94,26 @@ class CommJob:
 class CommWorker:
     _STOP = object()
 
-    def __init__(self, device: torch.device, name: str = "acco-comm"):
+    def __init__(self, device: torch.device, name: str = "acco-comm", threaded: bool | None = None):
         self.device = device
+        self.threaded = _threaded if threaded is None else threaded
+        self.delay = delay_cycles() if device.type == "cuda" else 0
+        self.stream = None
+        self._thread: threading.Thread | None = None
+        if not self.threaded:
+            return
         self.stream = cuda.Stream(device=device, priority=highest_stream_priority()) if device.type == "cuda" else None
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[[], Any]) -> CommJob:
+        if not self.threaded:
+            return self._run_inline(fn)
         ready = None
         if self.stream is not None:
+            if self.delay:  # the gradients are written late: the job must wait for them
+                cuda._sleep(self.delay)
             # recorded on the submitting thread's current stream, before the job can start
             ready = cuda.Event()
             ready.record(cuda.current_stream(self.device))
@@ -88,11 +122,26 @@ class CommWorker:
         self._queue.put(job)
         return job
 
+    def _run_inline(self, fn: Callable[[], Any]) -> CommJob:
+        """The job at once, on this thread and its current stream: done when `submit` returns."""
+        job = CommJob(fn)
+        _count_in_flight(1)
+        try:
+            job.result = fn()
+        except BaseException as exc:  # surfaced by job.wait(), as from the thread
+            job.error = exc
+        finally:
+            _count_in_flight(-1)
+            job.done.set()
+        return job
+
     def _run(self, job: CommJob) -> Any:
         if self.stream is None:
             return job.fn()
         with cuda.device(self.device), cuda.stream(self.stream):
             self.stream.wait_event(job.ready_event)
+            if self.delay:  # the results come late: the compute side must wait for them
+                cuda._sleep(self.delay)
             result = job.fn()
         # the host waits for the stream before `done`: the compute side needs no event of its own
         self.stream.synchronize()
@@ -112,5 +161,7 @@ class CommWorker:
                 job.done.set()
 
     def close(self, timeout: float = 30) -> None:
+        if self._thread is None:
+            return
         self._queue.put(self._STOP)
         self._thread.join(timeout=timeout)

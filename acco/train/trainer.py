@@ -16,6 +16,7 @@ import torch.distributed as dist
 from omegaconf import DictConfig
 
 from ..config.plain import plain
+from ..engine import comm_worker
 from ..engine.compute import autocast
 from ..engine.rounds import StopRule
 from ..engine.sync import SyncResult
@@ -119,6 +120,9 @@ class Trainer:
             list(range(world_size)), timeout=step_timeout, pg_options=training_group_options(dist.get_backend())
         )
         self.backend: Backend
+        # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
+        # sequential reference of make gpu-check's race check, acco/engine/comm_worker.py)
+        comm_worker.configure(cfg.dist.get("comm_thread", True))
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
             hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
             self.backend = TorchDDPBackend(
