@@ -62,15 +62,19 @@ class RoundEngine:
     # -- building blocks ----------------------------------------------------------------------
     def _compute(self, minimum: int, job=None, label: str = "fwd+bwd") -> int:
         n = 0
-        while n < minimum or (
-            self.adaptive and job is not None and not job.is_done() and n < self.max_micro_batches and self._extend_ok()
-        ):
-            # past the minimum the host waits for each micro-batch: whether to compute another is
-            # decided on finished work (a GPU's queue never runs ahead of a finished sync)
-            self.runner.run_one(label, wait=n >= minimum)
+        while n < minimum or (self.adaptive and job is not None and self._extend(job, n)):
+            self.runner.run_one(label)
             n += 1
         self.rounds_micro_batches.append(n)
         return n
+
+    def _extend(self, job, n: int) -> bool:
+        """Compute one more micro-batch beyond the minimum, while the sync runs? Decided on
+        finished work: on a GPU the host first waits for the micro-batch before the last one
+        queued, so the queue never runs more than one micro-batch ahead of a finished sync and
+        one stays in flight (no drain between micro-batches)."""
+        self.runner.wait_previous()
+        return not job.is_done() and n < self.max_micro_batches and self._extend_ok()
 
     def _extend_ok(self) -> bool:
         # uncommitted: the accumulator (ACCO's estimate round keeps G̃ in it) and a commit in flight

@@ -6,7 +6,12 @@ Every event carries the committed step its work leads to (``args.step``: recorde
 was committed and before step s was). A window of steps ``[a, b]`` (train.trace_steps) records
 only the events of steps a..b: the recorder stores nothing else, so it does not grow with the run.
 Each rank writes its part (the events as the body of a JSON array, one per line); rank 0 joins
-the parts into trace.json by copying them chunk by chunk, never holding all events at once."""
+the parts into trace.json by copying them chunk by chunk, never holding all events at once.
+
+On CUDA (`time_on_device`) a span is a pair of event marks on the stream its work runs on (the
+communication thread's own stream for a sync's spans), not host times around the enqueueing:
+its times are read when the work is done, without waiting for it, at each step boundary
+(`at_step`: the spans whose work has finished), and the rest when the trace is written."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 
 from acco.atomic import atomic_open
+
+from . import device_clock
+from .device_clock import Anchor, Mark
 
 COMPUTE, COMM = 0, 1
 LANE_NAMES = {COMPUTE: "compute", COMM: "communication"}
@@ -63,11 +71,21 @@ class TraceRecorder:
         self.window = tuple(steps) if steps is not None else None
         self.events: list[dict] = []
         self._lock = threading.Lock()  # both threads record
+        self.anchor: Anchor | None = None  # set by time_on_device: spans are then event pairs
+        self._unresolved: list[tuple[dict, Mark, Mark]] = []  # (event, its marks) not yet read
         self.at_step(1)
+
+    def time_on_device(self) -> None:
+        """Time spans by CUDA events on the current stream of the thread that opens them (the
+        compute side calls this on a GPU; the one host sync is here, before training)."""
+        if self.enabled and self.anchor is None:
+            self.anchor = Anchor()
 
     def at_step(self, step: int) -> None:
         """From now on events belong to committed step `step` (the trainer calls this at the start
-        of a run and after each commit; no span is open across a commit)."""
+        of a run and after each commit; no span is open across a commit). The spans whose device
+        work has finished get their times (no waiting)."""
+        self.resolve(block=False)
         self.step = step
         self.recording = self.enabled and (self.window is None or self.window[0] <= step <= self.window[1])
 
@@ -80,7 +98,12 @@ class TraceRecorder:
         """A complete event; `cat` defaults to the lane's name ("idle" marks waiting, not work)."""
         if not self.recording:
             return
-        ev = {
+        ev = self._event(name, lane, start_us, end_us, cat, args)
+        with self._lock:
+            self.events.append(ev)
+
+    def _event(self, name: str, lane: int, start_us: float, end_us: float, cat: str | None, args: dict) -> dict:
+        return {
             "name": name,
             "ph": "X",
             "pid": self.rank,
@@ -90,15 +113,50 @@ class TraceRecorder:
             "cat": cat or LANE_NAMES[lane],
             "args": {"step": self.step, **args},
         }
+
+    def mark(self) -> Mark:
+        """A point in the current stream's work (device_clock.mark): an event on a GPU when
+        recording, else the host time."""
+        return device_clock.mark(self.anchor is not None and self.recording)
+
+    def add_marked(self, name: str, lane: int, begin: Mark, end: Mark, cat: str | None = None, **args) -> None:
+        """A complete event between two marks: with events, its times are read later (resolve)."""
+        if not self.recording:
+            return
+        if begin.event is None or end.event is None or self.anchor is None:
+            self.add(name, lane, begin.host_us, end.host_us, cat=cat, **args)
+            return
+        ev = self._event(name, lane, begin.host_us, end.host_us, cat, args)
         with self._lock:
-            self.events.append(ev)
+            self._unresolved.append((ev, begin, end))
+
+    def resolve(self, block: bool) -> None:
+        """Give the marked spans whose work is done their device times (`block`: wait for all)."""
+        if not self._unresolved or self.anchor is None:
+            return
+        with self._lock:
+            pending, self._unresolved = self._unresolved, []
+        keep = []
+        for ev, begin, end in pending:
+            if block:
+                device_clock.wait(end)
+            elif not device_clock.done(end):
+                keep.append((ev, begin, end))
+                continue
+            ev["ts"] = self.anchor.host_us(begin)
+            ev["dur"] = max(0.0, device_clock.elapsed_us(begin, end))
+            with self._lock:
+                self.events.append(ev)
+        if keep:
+            with self._lock:
+                self._unresolved = keep + self._unresolved
 
     @contextmanager
     def span(self, name: str, lane: int, cat: str | None = None, side_cpu: bool = False, **args):
         """`side_cpu`: also record `side_cpu_s`, the CPU seconds the span cost outside the compute
         side (see side_cpu_seconds), what a communication thread takes from the cores that compute,
         and `machine_cpu_s`, the whole machine's busy CPU seconds meanwhile (machine_cpu_seconds)."""
-        start = self.now_us()
+        begin = self.mark()
         cpu0 = side_cpu_seconds() if side_cpu and self.recording else None
         machine0 = machine_cpu_seconds() if cpu0 is not None else None
         try:
@@ -110,7 +168,8 @@ class TraceRecorder:
                 machine1 = machine_cpu_seconds()
                 if machine1 is not None:
                     args["machine_cpu_s"] = machine1 - machine0
-            self.add(name, lane, start, self.now_us(), cat=cat, **args)
+            end = self.mark() if begin.event is not None else Mark(self.now_us())
+            self.add_marked(name, lane, begin, end, cat=cat, **args)
 
     def metadata(self) -> list[dict]:
         meta = [
@@ -122,6 +181,10 @@ class TraceRecorder:
         return meta
 
     def dump_part(self, out_dir: str) -> str:
+        try:
+            self.resolve(block=True)
+        except RuntimeError:  # a failed device: the spans still unread are lost, not the rest
+            self._unresolved = []
         with self._lock:
             events = list(self.events)
         return write_part(os.path.join(out_dir, PART.format(rank=self.rank)), self.metadata() + events)
