@@ -1,38 +1,236 @@
 #!/usr/bin/env python
-"""`make gpu-check`: everything CUDA-specific, in at most 8 minutes on one modern GPU, written to
+"""`make gpu-check`: everything CUDA-specific, in at most 8 minutes on one H200, written to
 results/gpu/. Without a CUDA GPU it says so and exits 0.
 
     python experiments/gpu_check.py [--out results/gpu] [--budget-s 480]
 
-Parts, each in its own process with its own time box (what a part had finished is written even
-when a later one fails or runs out of time):
+On a machine with no internet and its own PyTorch (no virtual environment), with the wheel folder
+`make wheels` made beforehand on a machine with the registry (README, "GPU check"):
 
-1. tests — `pytest -m gpu tests/test_gpu.py`: every method on one GPU (the communication thread's
-   CUDA stream and events, bf16 buffers with the fp32 master, autocast) against the single-process
-   reference; with 2 ranks over NCCL where there are 2 GPUs; the communication stream's overlap
-   with compute for dpu/wp/acco from CUDA events. The tests write what they measured
-   (reference.json, overlap.json) here.
-2. throughput — tokens/s and MFU of the paper's 36M (seq 512, micro-batch 16) and 125M (seq 1024,
-   micro-batch 24) GPT-Neo, and the allocator's peak beside the memory estimate.
+    python -m pip install --no-index --find-links wheels --target .gpu-deps acco
+    PYTHONPATH=.gpu-deps python experiments/gpu_check.py --out results/gpu
+
+The parts (`plan`), each in its own process group with its own time box (killed as a whole group
+when it runs out: forkserver -> train.py -> workers), in this order; the summary is rewritten
+after every part, so what finished is written even when a later part fails or runs out of time:
+
+- prepare: every data cache the later parts read, built before anything is timed;
+- reference: every method (diloco and streaming_diloco too) on the GPU against the single-process
+  fp32 reference on CPU (tests/test_gpu.py);
+- races: deterministic runs (torch's deterministic algorithms, CUBLAS_WORKSPACE_CONFIG) whose
+  final parameters must be bitwise equal between the communication thread as it runs, delays
+  injected on both streams, and the inline worker (tests/test_gpu_races.py);
+- resume: evaluation inside the run, a checkpoint and an exact resume with CUDA tensors;
+- sync_debug: no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode);
+- overlap: the communication stream's overlap with compute, from CUDA events;
+- throughput: tokens/s and MFU of the paper's 36M and 125M GPT-Neo, the allocator's peak beside
+  the memory estimate.
+
+One GPU runs world 1, where the process group is NCCL but reduce-scatter and all-gather are
+copies (acco/engine/collectives.py): only with 2 GPUs do the races, reference and overlap parts
+run world 2 over NCCL. The summary says which ran.
 
 Internal (one measurement, what the parts and the gpu tests run): `--part throughput --model M
---seq S --mb B --json PATH`, `--part overlap --method M [--world N] --json PATH`; extra config
-overrides after them."""
+--seq S --mb B --json PATH`, `--part overlap --method M [--world N] --json PATH`, `--part
+sync_debug --json PATH`; extra config overrides after them."""
 
 import argparse
 import datetime
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (PYTHONPATH=.gpu-deps)
 
 # the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
-TESTS_BUDGET_S = 300  # the rest of the budget goes to the throughput measurements
+BUDGET_S = 480  # the whole check on one H200
 RESERVE_S = 10  # for writing the summary
+# the small model of the test parts (tests/conftest.py SMALL_LM): its cache is built by `prepare`
+SMALL_LM = [
+    "model.config.hidden_size=64",
+    "model.config.intermediate_size=256",
+    "model.config.max_position_embeddings=32",
+    "data.seq_len=32",
+    "data.micro_batch_size=4",
+    "data.source.num_stories=1500",
+    "data.tokenizer.vocab_size=384",
+]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the check: its commands run in turn, in one process group, within `budget_s`."""
+
+    name: str
+    budget_s: int  # on one H200 (estimated: the check has not run on a GPU yet)
+    what: str
+    commands: tuple[tuple[str, ...], ...]
+
+
+def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: str, out: str) -> Part:
+    return Part(
+        name,
+        budget_s,
+        what,
+        (
+            (
+                sys.executable,
+                "-m",
+                "pytest",
+                "-v",
+                "-rA",  # every test's outcome in the log as it goes (kept if the part runs out of time)
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "gpu",
+                "-k",
+                select,
+                f"--timeout={budget_s}",
+                *files,
+                f"--junitxml={os.path.join(out, name + '.xml')}",
+            ),
+        ),
+    )
+
+
+def plan(out: str) -> list[Part]:
+    """The parts in the order they run, with their budgets (together at most BUDGET_S)."""
+    me = os.path.abspath(__file__)
+    prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
+    caches = [("data=synthetic", *SMALL_LM)] + [
+        ("data=synthetic", f"model={m}", f"data.seq_len={seq}", f"data.micro_batch_size={mb}")
+        for m, seq, mb in [*THROUGHPUT, ("gptneo_36m", 512, 4)]
+    ]
+    parts = [
+        Part(
+            "prepare",
+            40,
+            "the data caches of every later part, before anything is timed",
+            tuple((sys.executable, prepare, *c) for c in caches),
+        ),
+        pytest_part(
+            "reference",
+            100,
+            "every method (diloco, streaming_diloco too) against the single-process fp32 reference",
+            ["tests/test_gpu.py"],
+            "matches_the_reference",
+            out,
+        ),
+        pytest_part(
+            "races",
+            110,
+            "final parameters bitwise equal: threaded, delays on both streams, inline worker",
+            ["tests/test_gpu_races.py"],
+            "bitwise_equal",
+            out,
+        ),
+        pytest_part(
+            "resume",
+            50,
+            "evaluation inside the run, a checkpoint and an exact resume with CUDA tensors",
+            ["tests/test_gpu_races.py"],
+            "exact_resume",
+            out,
+        ),
+        Part(
+            "sync_debug",
+            20,
+            "no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode)",
+            (
+                (
+                    sys.executable,
+                    me,
+                    "--part",
+                    "sync_debug",
+                    "--json",
+                    os.path.join(out, "sync_debug.json"),
+                    *SMALL_LM,
+                    "method=acco",
+                    "device=cuda",
+                ),
+            ),
+        ),
+        pytest_part(
+            "overlap",
+            60,
+            "the communication stream's overlap with compute (CUDA events), storage dtypes",
+            ["tests/test_gpu.py"],
+            "overlaps_compute or fp32_parameters",
+            out,
+        ),
+    ]
+    for (model, seq, mb), budget in zip(THROUGHPUT, (40, 50)):
+        parts.append(
+            Part(
+                f"throughput_{model}",
+                budget,
+                f"tokens/s, MFU and peak memory of {model} at sequence {seq}, micro-batch {mb}",
+                (
+                    (
+                        sys.executable,
+                        me,
+                        "--part",
+                        "throughput",
+                        "--model",
+                        model,
+                        "--seq",
+                        str(seq),
+                        "--mb",
+                        str(mb),
+                        "--json",
+                        os.path.join(out, f"throughput_{model}.part.json"),
+                    ),
+                ),
+            )
+        )
+    return parts
+
+
+def kill_group(pgid: int, grace_s: float = 5.0) -> None:
+    """SIGTERM to the whole process group, SIGKILL to what is left after `grace_s`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        end = time.time() + grace_s
+        while time.time() < end:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def run_part(part: Part, timeout_s: float, log_path: str) -> dict:
+    """The part's commands in turn, each in a new session (its own process group) that is killed
+    as a whole at the time box, and after the command ends (no orphan outlives its part)."""
+    start = time.time()
+    status = "passed"
+    with open(log_path, "w") as log:
+        for argv in part.commands:
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait(timeout=max(1.0, start + timeout_s - time.time()))
+            except subprocess.TimeoutExpired:
+                code = None
+            kill_group(proc.pid)
+            proc.wait()
+            if code is None:
+                status = f"timed out after {timeout_s:.0f} s"
+                break
+            if code != 0:
+                status = f"failed (exit {code})"
+                break
+    return {"status": status, "seconds": round(time.time() - start, 1), "log": os.path.basename(log_path)}
 
 
 def throughput_overrides(model: str, seq: int, mb: int) -> list[str]:
@@ -70,18 +268,6 @@ def overlap_overrides(method: str, world: int = 1) -> list[str]:
     ]
 
 
-def run_part(argv: list[str], timeout_s: float, log_path: str) -> dict:
-    """One part in a child process, killed at its time box; its output goes to `log_path`."""
-    start = time.time()
-    with open(log_path, "w") as log:
-        try:
-            code = subprocess.run(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
-            status = "passed" if code == 0 else f"failed (exit {code})"
-        except subprocess.TimeoutExpired:
-            status = f"timed out after {timeout_s:.0f} s"
-    return {"status": status, "seconds": round(time.time() - start, 1), "log": os.path.basename(log_path)}
-
-
 def read_json(path: str):
     try:
         with open(path) as f:
@@ -97,11 +283,13 @@ def summary_md(out: str, machine: dict, parts: dict) -> str:
         f"Generated by `experiments/gpu_check.py` on {machine['date']}: {machine['gpus']} x "
         f"{machine['name']} ({machine['memory_gb']:.0f} GB), torch {machine['torch']}, CUDA {machine['cuda']}.",
         "",
-        "| part | status | seconds | log |",
-        "|---|---|---|---|",
+        f"NCCL: {nccl_coverage(machine['gpus'])}",
+        "",
+        "| part | checks | budget s | status | seconds | log |",
+        "|---|---|---|---|---|---|",
     ]
     for name, p in parts.items():
-        lines.append(f"| {name} | {p['status']} | {p['seconds']} | {p['log']} |")
+        lines.append(f"| {name} | {p['what']} | {p['budget_s']} | {p['status']} | {p['seconds']} | {p['log']} |")
     rows = read_json(os.path.join(out, "throughput.json")) or []
     if rows:
         lines += [
@@ -143,8 +331,67 @@ def summary_md(out: str, machine: dict, parts: dict) -> str:
         ]
         for key, r in sorted(ref.items()):
             lines.append(f"| {key} | {r['rel_error']:.4f} | {r['nearest_other']:.4f} | {r['loss_rel_diff']:.4f} |")
-    lines += ["", "Files: tests.xml / tests.log (pytest), throughput.json / .csv, overlap.json, reference.json."]
+    for name, title in (("races", "Races: final parameters bitwise equal"), ("resume", "Exact resume on CUDA")):
+        rows_ = read_json(os.path.join(out, f"{name}.json")) or {}
+        if rows_:
+            lines += ["", f"## {title}", "", "| run | result |", "|---|---|"]
+            lines += [f"| {key} | {json.dumps(r)} |" for key, r in sorted(rows_.items())]
+    sync = read_json(os.path.join(out, "sync_debug.json"))
+    if sync:
+        lines += ["", "## Host syncs of a traced ACCO run (set_sync_debug_mode)", "", f"`{json.dumps(sync['syncs'])}`"]
+    lines += [
+        "",
+        "Files: <part>.log for every part, <part>.xml (pytest), throughput.json / .csv, overlap.json, "
+        "reference.json, races.json, resume.json, sync_debug.json.",
+    ]
     return "\n".join(lines) + "\n"
+
+
+def nccl_coverage(gpus: int) -> str:
+    if gpus >= 2:
+        return (
+            "world 2 over NCCL ran (reduce_scatter_tensor, all_gather, all_reduce between 2 GPUs) in the "
+            "reference, races, resume and overlap parts, besides world 1."
+        )
+    return (
+        "one GPU: world 1 only. The process group is NCCL, but reduce-scatter and all-gather are copies "
+        "at world 1 (acco/engine/collectives.py) and no collective crossed two ranks: the NCCL "
+        "collectives themselves did not run (that needs 2 GPUs)."
+    )
+
+
+def run_plan(parts: list[Part], out: str, machine: dict, deadline: float) -> dict:
+    """Each part within min(its budget, what is left), the summary rewritten after every one."""
+    results: dict[str, dict] = {}
+    for part in parts:
+        left = deadline - time.time() - RESERVE_S
+        if left < 5:
+            results[part.name] = {"status": "skipped: out of time", "seconds": 0, "log": "—"}
+        else:
+            print(f"gpu-check: {part.name} (budget {part.budget_s} s): {part.what}", flush=True)
+            results[part.name] = run_part(part, min(part.budget_s, left), os.path.join(out, f"{part.name}.log"))
+            print(
+                f"gpu-check: {part.name} {results[part.name]['status']} ({results[part.name]['seconds']} s)", flush=True
+            )
+        results[part.name].update(what=part.what, budget_s=part.budget_s)
+        collect_throughput(out)
+        with open(os.path.join(out, "README.md"), "w") as f:
+            f.write(summary_md(out, machine, results))
+    return results
+
+
+def collect_throughput(out: str) -> None:
+    """throughput.json / .csv from the throughput parts' rows written so far."""
+    rows = [r for m, _, _ in THROUGHPUT if (r := read_json(os.path.join(out, f"throughput_{m}.part.json")))]
+    if not rows:
+        return
+    with open(os.path.join(out, "throughput.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    keys = [k for k in rows[0] if k != "estimate"]
+    with open(os.path.join(out, "throughput.csv"), "w") as f:
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
 
 
 def main_check(args) -> int:
@@ -174,75 +421,15 @@ def main_check(args) -> int:
     os.environ.setdefault("ACCO_TEST_CACHE", os.environ["ACCO_CACHE"])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    for name in ("reference.json", "overlap.json", "throughput.json"):  # this run's numbers only
-        if os.path.exists(os.path.join(out, name)):
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS in every child
+    # the children import acco and the tests from this checkout
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    for name in os.listdir(out):  # this run's numbers only
+        if name.endswith((".json", ".csv", ".xml", ".log")):
             os.remove(os.path.join(out, name))
-    parts = {}
     print(f"gpu-check: {machine['gpus']} x {machine['name']} -> {out} (budget {args.budget_s:.0f} s)", flush=True)
-    left = deadline - time.time() - RESERVE_S
-    # -rA: every test's outcome in the log as it goes (kept if the part runs out of time)
-    parts["tests"] = run_part(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-v",
-            "-rA",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "gpu",
-            "--timeout",
-            "150",
-            "tests/test_gpu.py",
-            f"--junitxml={os.path.join(out, 'tests.xml')}",
-        ],
-        min(TESTS_BUDGET_S, left),
-        os.path.join(out, "tests.log"),
-    )
-    print(f"gpu-check: tests {parts['tests']['status']} ({parts['tests']['seconds']} s)", flush=True)
-    rows = []
-    for i, (model, seq, mb) in enumerate(THROUGHPUT):
-        left = deadline - time.time() - RESERVE_S
-        if left < 20:
-            parts[f"throughput {model}"] = {"status": "skipped: out of time", "seconds": 0, "log": "—"}
-            continue
-        path = os.path.join(out, f"throughput_{model}.part.json")
-        share = left / (len(THROUGHPUT) - i)  # an even share of what is left for each model still to go
-        parts[f"throughput {model}"] = run_part(
-            [
-                sys.executable,
-                __file__,
-                "--part",
-                "throughput",
-                "--model",
-                model,
-                "--seq",
-                str(seq),
-                "--mb",
-                str(mb),
-                "--json",
-                path,
-            ],
-            share,
-            os.path.join(out, f"throughput_{model}.log"),
-        )
-        row = read_json(path)
-        if row:
-            rows.append(row)
-            os.remove(path)
-        print(f"gpu-check: throughput {model} {parts[f'throughput {model}']['status']}", flush=True)
-    if rows:
-        with open(os.path.join(out, "throughput.json"), "w") as f:
-            json.dump(rows, f, indent=1)
-        keys = [k for k in rows[0] if k != "estimate"]
-        with open(os.path.join(out, "throughput.csv"), "w") as f:
-            f.write(",".join(keys) + "\n")
-            for r in rows:
-                f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
-    with open(os.path.join(out, "README.md"), "w") as f:
-        f.write(summary_md(out, machine, parts))
-    failed = [n for n, p in parts.items() if p["status"] != "passed"]
+    results = run_plan(plan(out), out, machine, deadline)
+    failed = [n for n, p in results.items() if p["status"] != "passed"]
     print(
         f"gpu-check: {'all parts passed' if not failed else 'not passed: ' + ', '.join(failed)}; "
         f"see {os.path.join(out, 'README.md')}"
@@ -253,8 +440,8 @@ def main_check(args) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "gpu"))
-    parser.add_argument("--budget-s", type=float, default=480.0)
-    parser.add_argument("--part", choices=["throughput", "overlap"])
+    parser.add_argument("--budget-s", type=float, default=float(BUDGET_S))
+    parser.add_argument("--part", choices=["throughput", "overlap", "sync_debug"])
     parser.add_argument("--method", help="--part overlap: ddp_flat, dpu, wp, acco (or ddp: storage only)")
     parser.add_argument("--world", type=int, default=1)
     parser.add_argument("--model")
@@ -276,6 +463,18 @@ def main(argv=None) -> int:
                 f.write(text)
         print(text)
         return 0
+    if args.part == "sync_debug":
+        from acco.bench.gpu import measure_sync_debug
+
+        found = measure_sync_debug(
+            [*args.overrides, f"out_dir={os.path.join(os.environ.get('ACCO_GPU_TMP', '/tmp/acco-gpu-check'), 'sync')}"]
+        )
+        text = json.dumps(found, indent=1)
+        if args.json:
+            with open(args.json, "w") as f:
+                f.write(text)
+        print(text)
+        return 0 if found["error"] is None else 1
     if args.part == "overlap":
         from acco.bench.gpu import measure_overlap_ranks
 

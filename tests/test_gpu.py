@@ -47,6 +47,8 @@ METHODS = {
     "dpu": ["method=dpu", "method.warmup_steps=1"],
     "wp": ["method=wp"],
     "acco": ["method=acco"],
+    "diloco": ["method=diloco", "method.sync_every=4"],
+    "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
 }
 SAME_RULE = {frozenset({"ddp", "ddp_flat"})}  # one update rule, two implementations
 STEPS = 10
@@ -269,3 +271,22 @@ def test_throughput_measurement_on_cpu(tmp_path):
     assert row["tokens_per_s"] > 0 and row["micro_batches_timed"] == 3
     assert row["mfu"] is None and row["peak_from"] == "not a GPU"  # no FLOP peak for a CPU
     assert row["model_tflops_per_s"] == pytest.approx(6 * row["params"] * row["tokens_per_s"] / 1e12)
+
+
+@pytest.mark.integration
+def test_sync_debug_measurement_runs_on_cpu(tmp_path):
+    """The machinery of gpu-check's no-hidden-host-sync part on a tiny model: nothing to check on
+    CPU (no CUDA syncs), every micro-batch goes through it."""
+    path = str(tmp_path / "sync.json")
+    proc = subprocess.run(
+        [sys.executable, CHECK, "--part", "sync_debug", "--json", path, *TINY_CPU, "method=acco"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with open(path) as f:
+        result = json.load(f)
+    assert result["checked"] is False and result["error"] is None and result["micro_batches"] >= 6

@@ -98,9 +98,9 @@ class Timeline:
 
 
 # -- one rank's real trainer, in this process ------------------------------------------------------
-def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | None = None):
+def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | None = None, trace: bool = False):
     """Compose the config as experiments/train.py would, join the process group (NCCL on GPU) and
-    build the task and the trainer. Returns (cfg, trainer)."""
+    build the task and the trainer (tracing on where `trace`). Returns (cfg, trainer)."""
     from ..config.experiments import compose
     from ..config.schema import typed
     from ..engine.trace import TraceRecorder
@@ -117,7 +117,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     init_process_group(env, device, view.dist.timeout_s)
     os.makedirs(view.out_dir, exist_ok=True)
     task = load_task_factory(view.task)(view, rank, world, device)
-    trainer = Trainer(view, task, rank, world, device, TraceRecorder(rank, enabled=False), None)
+    trainer = Trainer(view, task, rank, world, device, TraceRecorder(rank, enabled=trace), None)
     return cfg, trainer
 
 
@@ -190,6 +190,72 @@ def measure_overlap(overrides: list[str], rank: int = 0, world: int = 1, port: i
         "storage": info,
         "compute_spans": compute,
         "sync_spans": syncs,
+    }
+
+
+def measure_sync_debug(overrides: list[str], warmup_micro_batches: int = 4) -> dict:
+    """Host syncs of a traced, deterministic ACCO run, found by torch.cuda.set_sync_debug_mode
+    (issue 30 point 2): every synchronizing CUDA call warns, and each warning is filed by where it
+    came from. `error` is set when one came from inside a micro-batch past the first step on the
+    compute thread (the GPU would drain between micro-batches). "warn" rather than "error": the
+    mode is process-wide, and the communication thread's stream synchronize before `done` is by
+    design (acco/engine/comm_worker.py); it must not fail the compute side's check."""
+    import threading
+    import warnings
+
+    cfg, trainer = start_rank(
+        [*overrides, "train.steps=3", "train.accum=2", "train.deterministic=true", "train.trace=true"], trace=True
+    )
+    cuda = trainer.device.type == "cuda"
+    main = threading.get_ident()
+    state = {"calls": 0, "inside": False}
+    found: dict[str, list[str]] = {}
+    run_one = trainer.runner.run_one
+
+    def checked(*args, **kwargs):
+        state["calls"] += 1
+        state["inside"] = state["calls"] > warmup_micro_batches
+        try:
+            return run_one(*args, **kwargs)
+        finally:
+            state["inside"] = False
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if "synchroniz" not in text:
+            return
+        if threading.get_ident() != main:
+            where = "communication thread"
+        elif state["inside"]:
+            where = "micro-batch"
+        elif state["calls"] <= warmup_micro_batches:
+            where = "warm-up"
+        else:
+            where = "between micro-batches"
+        found.setdefault(where, []).append(text.splitlines()[0][:300])
+
+    trainer.runner.run_one = checked
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = show
+            if cuda:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                trainer.train()
+            finally:
+                if cuda:
+                    torch.cuda.set_sync_debug_mode("default")
+    finally:
+        stop_rank(trainer)
+    inside = found.get("micro-batch", [])
+    return {
+        "method": cfg["method"]["name"],
+        "checked": cuda,
+        "micro_batches": state["calls"],
+        "syncs": {where: len(msgs) for where, msgs in found.items()},
+        "examples": {where: sorted(set(msgs))[:5] for where, msgs in found.items()},
+        "error": f"{len(inside)} host syncs inside micro-batches: {inside[0]}" if inside else None,
     }
 
 

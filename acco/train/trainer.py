@@ -6,6 +6,7 @@ and checkpoints."""
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from contextlib import contextmanager, nullcontext
@@ -123,6 +124,12 @@ class Trainer:
         # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
         # sequential reference of make gpu-check's race check, acco/engine/comm_worker.py)
         comm_worker.configure(cfg.dist.get("comm_thread", True))
+        if train.deterministic and device.type == "cuda":
+            # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed
+            # workspace, read at its first call: none has run yet), so make gpu-check can compare
+            # runs bit for bit
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
             hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
             self.backend = TorchDDPBackend(
