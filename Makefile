@@ -11,7 +11,7 @@ METHOD  ?= acco
 SCALE   ?= cpu
 
 .PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
-	rehearse rehearsal-data gpu-check
+	rehearse rehearsal-data gpu-check wheels
 .DEFAULT_GOAL := help
 
 help: ## This list of targets
@@ -119,7 +119,34 @@ BENCH_ARGS ?=
 bench: $(STAMP) ## Every method on an emulated slow link -> results/bench/
 	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)
 
-# Everything CUDA-specific in at most 8 minutes on one GPU (tests marked gpu, overlap from CUDA
-# events, tokens/s and MFU of the 36M and 125M models) -> results/gpu/. Without a GPU: says so, exit 0.
+# Everything CUDA-specific in at most 8 minutes on one H200 (experiments/gpu_check.py: a plan of
+# parts with their budgets: data caches, every method against the reference, bitwise race checks,
+# exact resume on CUDA, hidden host syncs, overlap from CUDA events, tokens/s and MFU) -> results/gpu/.
+# Without a GPU: says so, exit 0. On a CUDA machine with its own PyTorch and no internet (no venv, no
+# download), with the folder `make wheels` made beforehand where the registry is reachable:
+#   python -m pip install --no-index --no-deps --target .gpu-deps wheels/*.whl
+#   PYTHONPATH=.gpu-deps python experiments/gpu_check.py --out results/gpu
 gpu-check: $(STAMP) ## Everything CUDA-specific on one GPU -> results/gpu/
 	$(PYTHON) experiments/gpu_check.py --out results/gpu
+
+# The wheels an offline machine with its own PyTorch lacks, for the target's Python (WHEELS_PYTHON,
+# manylinux x86_64): by default what a CUDA image with torch, transformers, tokenizers, numpy,
+# pandas, pyarrow, pytest and pytest-timeout lacks (what the GPU check imports). No torch, nvidia-*
+# or triton. antlr4-python3-runtime 4.9.3 (omegaconf's) is an sdist only: built here (pure Python).
+# A bare Python with torch alone: WHEELS_NODEPS= and the rest named, e.g.
+#   make wheels WHEELS_PYTHON=3.11 WHEELS_NODEPS= WHEELS_EXTRA='transformers==5.24.0 pytest pytest-timeout'
+WHEELS        ?= wheels
+WHEELS_PYTHON ?= 3.12
+WHEELS_NODEPS ?= --no-deps
+WHEELS_LACKING := hydra-core==1.3.8 omegaconf==2.3.1 submitit==1.5.4 hydra-submitit-launcher==1.2.0 \
+	datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+WHEELS_EXTRA  ?=
+wheels: $(STAMP) ## Wheels of what an offline GPU machine with its own PyTorch lacks -> wheels/
+	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
+	$(PYTHON) -m pip wheel --quiet --no-deps -w $(WHEELS) antlr4-python3-runtime==4.9.3
+	$(PYTHON) -m pip download --quiet $(WHEELS_NODEPS) --only-binary=:all: --find-links $(WHEELS) \
+		--python-version $(WHEELS_PYTHON) --implementation cp --platform manylinux_2_28_x86_64 \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(WHEELS) \
+		$(WHEELS_LACKING) $(WHEELS_EXTRA)
+	@if ls $(WHEELS) | grep -qiE '^(torch|nvidia|triton)'; then echo "error: $(WHEELS) holds torch, nvidia-* or triton: name what pulls them in WHEELS_EXTRA and use WHEELS_NODEPS=--no-deps"; exit 2; fi
+	@du -sh $(WHEELS)

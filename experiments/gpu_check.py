@@ -394,7 +394,44 @@ def collect_throughput(out: str) -> None:
             f.write(",".join("" if r.get(k) is None else str(r[k]) for k in keys) + "\n")
 
 
+# what the parts import: on an offline machine, one missing is named before anything runs
+NEEDED = [
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "hydra",
+    "omegaconf",
+    "submitit",
+    "pytest",
+    "pytest_timeout",
+]
+
+
+def check_imports() -> str | None:
+    """None, or the error line naming what cannot be imported and the fix."""
+    import importlib
+
+    missing = []
+    for name in [*NEEDED, "acco.bench.gpu", "acco.config.experiments", "acco.train.trainer"]:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({exc})")
+    if not missing:
+        return None
+    return (
+        f"error: cannot import {'; '.join(missing)}: install the wheels `make wheels` made (README, "
+        "'GPU check'): python -m pip install --no-index --no-deps --target .gpu-deps wheels/*.whl, "
+        "then PYTHONPATH=.gpu-deps"
+    )
+
+
 def main_check(args) -> int:
+    error = check_imports()
+    if error:
+        print(error, file=sys.stderr)
+        return 2
     import torch
 
     if not torch.cuda.is_available():

@@ -77,3 +77,11 @@ def test_every_part_is_in_the_summary_even_when_one_fails(tmp_path):
     assert "world 1 only" in readme
     assert "fine" in (tmp_path / "passes.log").read_text()
     assert "fine" not in (tmp_path / "fails.log").read_text()  # a part stops at its first failing command
+
+
+def test_a_missing_package_is_named_before_anything_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(check, "NEEDED", [*check.NEEDED, "no_such_package_acco"])
+    assert check.main(["--out", str(tmp_path / "gpu")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot import no_such_package_acco") and "make wheels" in err
+    assert not (tmp_path / "gpu").exists()
