@@ -205,3 +205,22 @@ def test_on_cpu_a_span_is_recorded_when_it_closes_with_host_times():
         pass
     (event,) = tracer.events
     assert event["ts"] >= before and event["dur"] >= 0.0
+
+
+def test_the_torch_ddp_baseline_s_hooked_backward_is_timed_on_the_device(fake, monkeypatch, tmp_path):
+    sleeps = []
+    monkeypatch.setattr(compute.time, "sleep", sleeps.append)
+    tracer = TraceRecorder(0)
+    runner = runner_on(fake, tracer, slowdown=3.0)
+    runner.run_one()  # a pure backward: its device time sizes the hooked one's estimate
+    runner.run_one(hooked_backward=True)
+    mb_ms = FORWARD_MS + BACKWARD_MS
+    assert sleeps == pytest.approx([2 * mb_ms / 1e3] * 2)  # forward + the last pure backward
+    tracer.dump_part(str(tmp_path))
+    durations = {e["name"]: e["dur"] for e in tracer.events if e["name"] != "slowdown"}
+    assert durations == {
+        "fwd+bwd": mb_ms * 1e3,
+        "fwd+bwd (fwd)": FORWARD_MS * 1e3,
+        "bwd + all_reduce (DDP hooks)": BACKWARD_MS * 1e3,
+    }
+    assert runner.busy_s == pytest.approx(2 * mb_ms / 1e3)

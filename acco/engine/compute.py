@@ -161,9 +161,7 @@ class MicroBatchRunner:
             self.tracer.add_marked(f"{label} (fwd)", COMPUTE, begin, forward_end, k=k)
             if self.on_device:
                 self._unread.append((begin, forward_end, forward_end, True))
-                if sized:
-                    device_clock.wait(forward_end)
-                work_s = self._read_times(block=True) if sized else 0.0
+                work_s = self._read_times(block=True) if sized else 0.0  # waits for this forward
             else:
                 work_s = forward_s + (self._last_backward_s if self._last_backward_s is not None else 2.0 * forward_s)
                 self._busy_s += work_s
