@@ -124,6 +124,8 @@ class Syncer:
         return self.agreement.take()
 
     def sync(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
+        # runs as the communication thread's job: on a GPU its spans are event pairs on that
+        # thread's stream, so they end with the stream's work, not when it has been queued
         span = self.tracer.span
         with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
