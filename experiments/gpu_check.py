@@ -110,7 +110,7 @@ def plan(out: str) -> list[Part]:
     parts = [
         Part(
             "prepare",
-            40,
+            30,
             "the data caches of every later part, before anything is timed",
             tuple((sys.executable, prepare, *c) for c in caches),
         ),
@@ -124,7 +124,7 @@ def plan(out: str) -> list[Part]:
         ),
         pytest_part(
             "races",
-            110,
+            130,
             "final parameters bitwise equal: threaded, delays on both streams, inline worker",
             ["tests/test_gpu_races.py"],
             "bitwise_equal",
@@ -158,7 +158,7 @@ def plan(out: str) -> list[Part]:
         ),
         pytest_part(
             "overlap",
-            60,
+            50,
             "the communication stream's overlap with compute (CUDA events), storage dtypes",
             ["tests/test_gpu.py"],
             "overlaps_compute or fp32_parameters",
@@ -351,12 +351,13 @@ def nccl_coverage(gpus: int) -> str:
     if gpus >= 2:
         return (
             "world 2 over NCCL ran (reduce_scatter_tensor, all_gather, all_reduce between 2 GPUs) in the "
-            "reference, races, resume and overlap parts, besides world 1."
+            "reference, races, resume and overlap parts, besides world 1 and world 2 over gloo (races)."
         )
     return (
-        "one GPU: world 1 only. The process group is NCCL, but reduce-scatter and all-gather are copies "
-        "at world 1 (acco/engine/collectives.py) and no collective crossed two ranks: the NCCL "
-        "collectives themselves did not run (that needs 2 GPUs)."
+        "one GPU: world 1 runs NCCL, but its reduce-scatter and all-gather are copies "
+        "(acco/engine/collectives.py); the races and resume parts run world 2 on the one GPU with "
+        "dist.backend=gloo (CUDA compute and streams, the collectives on host copies). No NCCL "
+        "collective crossed two ranks: that needs 2 GPUs."
     )
 
 

@@ -74,7 +74,7 @@ def test_every_part_is_in_the_summary_even_when_one_fails(tmp_path):
     assert results["fails"]["status"] == "failed (exit 1)" and results["passes"]["status"] == "passed"
     readme = (tmp_path / "README.md").read_text()
     assert "| fails | exits 1 | 10 | failed (exit 1)" in readme and "| passes | exits 0 | 10 | passed" in readme
-    assert "world 1 only" in readme
+    assert "one GPU: world 1" in readme
     assert "fine" in (tmp_path / "passes.log").read_text()
     assert "fine" not in (tmp_path / "fails.log").read_text()  # a part stops at its first failing command
 

@@ -113,8 +113,8 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     view = typed(cfg)  # what the task and the trainer read (acco.run.worker.run_rank's conversion)
     # not exported to os.environ: a later subprocess would take them for torchrun's
     env = DistEnv(rank, world, rank, world, "127.0.0.1", port or free_port(), "local")
-    device = pick_device(view.device, rank)
-    init_process_group(env, device, view.dist.timeout_s)
+    device = pick_device(view.device, rank, shared=view.dist.backend == "gloo")
+    init_process_group(env, device, view.dist.timeout_s, view.dist.backend)
     os.makedirs(view.out_dir, exist_ok=True)
     task = load_task_factory(view.task)(view, rank, world, device)
     trainer = Trainer(view, task, rank, world, device, TraceRecorder(rank, enabled=trace), None)

@@ -252,6 +252,7 @@ class DistConfig:
     checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
     start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/run/start.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
+    backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
 
 
 @dataclass

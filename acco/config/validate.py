@@ -527,7 +527,13 @@ def validate(
     submitting = launcher_world_size is None and (cfg.get("launcher") or {}).get("name") == "slurm"
     if device == "cuda" and not cuda_available and not submitting:
         raise ConfigError("device=cuda but no CUDA GPU is visible here; use device=cpu (or auto)")
-    if device != "cpu" and cuda_available and not submitting:
+    dist_backend = (cfg.get("dist") or {}).get("backend", "auto")
+    if dist_backend not in ("auto", "nccl", "gloo"):
+        raise ConfigError(f"dist.backend={dist_backend!r}: use auto, nccl or gloo")
+    if dist_backend == "nccl" and device == "cpu":
+        raise ConfigError("dist.backend=nccl needs device=cuda: use dist.backend=auto (gloo on CPU)")
+    # gloo on CUDA stages every collective through host memory: ranks may share a GPU
+    if device != "cpu" and cuda_available and not submitting and dist_backend != "gloo":
         check_gpus_per_node(world, launcher_world_size, gpus_here, launcher_local_world_size)
     data = cfg.get("data") or {}
     if "micro_batch_size" in data:

@@ -53,13 +53,26 @@ def backend_of(group) -> str:
     return dist.get_backend(group)
 
 
+def _host_staged(group, *tensors: torch.Tensor) -> bool:
+    """gloo over CUDA tensors (dist.backend=gloo on a GPU, e.g. two ranks on one GPU in make
+    gpu-check): gloo's point-to-point and all-gather take host tensors only, so the collective
+    runs on host copies. The copy to the host waits for the current stream (the communication
+    stream, which has waited for the gradients); the copy back is queued on it."""
+    return any(t.is_cuda for t in tensors) and backend_of(group) == "gloo"
+
+
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
 def all_reduce_sum(tensor: torch.Tensor, group) -> None:
     started = time.perf_counter()
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+    if _host_staged(group, tensor):
+        host = tensor.cpu()
+        dist.all_reduce(host, op=dist.ReduceOp.SUM, group=group)
+        tensor.copy_(host)
+    else:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     collective_done("all_reduce", _nbytes(tensor), dist.get_world_size(group), started)
 
 
@@ -71,6 +84,11 @@ def reduce_scatter_sum(full: torch.Tensor, out: torch.Tensor, group, scratch: to
     world = dist.get_world_size(group)
     if world == 1:
         out.copy_(full)
+    elif _host_staged(group, full, out):
+        host_full, host_out = full.cpu(), torch.empty(out.shape, dtype=out.dtype)
+        _ring_reduce_scatter(host_full, host_out, group, world, None)
+        full.copy_(host_full)  # `full` is work space: clobbered as on the other paths
+        out.copy_(host_out)
     elif backend_of(group) == "nccl":
         dist.reduce_scatter_tensor(out, full, op=dist.ReduceOp.SUM, group=group)
     else:
@@ -111,5 +129,10 @@ def all_gather_into(full: torch.Tensor, shard: torch.Tensor, group) -> None:
     else:
         # torch 2.13 renamed all_gather_into_tensor to all_gather_single (the old name warns)
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        gather(full, shard, group=group)
+        if _host_staged(group, full, shard):
+            host_full = torch.empty(full.shape, dtype=full.dtype)
+            gather(host_full, shard.cpu(), group=group)  # .cpu(): a copy, also where shard is in full
+            full.copy_(host_full)
+        else:
+            gather(full, shard, group=group)
     collective_done("all_gather", _nbytes(full), world, started)

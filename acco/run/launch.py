@@ -136,11 +136,16 @@ def worker_start_method(requested: str, device: str) -> str:
     return "spawn" if uses_cuda else "fork"
 
 
-def pick_device(requested: str, local_rank: int, local_world_size: int | None = None) -> torch.device:
+def pick_device(
+    requested: str, local_rank: int, local_world_size: int | None = None, shared: bool = False
+) -> torch.device:
     """One GPU per rank: the rank's local rank is its device (acco.config.validate refuses more
-    ranks on a node than GPUs before any worker starts; this is the last guard)."""
+    ranks on a node than GPUs before any worker starts; this is the last guard). `shared`
+    (dist.backend=gloo): ranks beyond the GPUs take them in turn."""
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         count = torch.cuda.device_count()
+        if shared and count:
+            return torch.device("cuda", local_rank % count)
         local_world = local_rank + 1 if local_world_size is None else local_world_size
         problem = gpu_shortage(local_world, count)
         if problem:
@@ -194,8 +199,11 @@ def cuda_allocator_settings(environ=os.environ) -> None:
         environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATOR_SETTING
 
 
-def init_process_group(env: DistEnv, device: torch.device, timeout_s: float) -> str:
-    backend = "nccl" if device.type == "cuda" else "gloo"
+def init_process_group(env: DistEnv, device: torch.device, timeout_s: float, backend: str = "auto") -> str:
+    """dist.backend: auto is NCCL on CUDA, gloo on CPU; gloo on CUDA runs the training
+    collectives through host copies (acco/engine/collectives.py)."""
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
         nccl_error_handling()
         torch.cuda.set_device(device)

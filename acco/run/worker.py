@@ -87,10 +87,10 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
 
     hf_logging.disable_progress_bar()
     cuda_allocator_settings()  # before anything here touches CUDA
-    device = pick_device(cfg.device, env.local_rank, env.local_world_size)
+    device = pick_device(cfg.device, env.local_rank, env.local_world_size, shared=cfg.dist.backend == "gloo")
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg.train.threads, env.local_world_size))
-    backend = init_process_group(env, device, cfg.dist.timeout_s)
+    backend = init_process_group(env, device, cfg.dist.timeout_s, cfg.dist.backend)
     # train.audit_collectives: from here on every collective is recorded (the groups' creation too)
     audit = CollectiveAudit(cfg.out_dir, env.rank).install() if cfg.train.audit_collectives else None
     post_group = post_training_group(cfg, env.world_size)
