@@ -110,13 +110,13 @@ def plan(out: str) -> list[Part]:
     parts = [
         Part(
             "prepare",
-            30,
+            60,
             "the data caches of every later part, before anything is timed",
             tuple((sys.executable, prepare, *c) for c in caches),
         ),
         pytest_part(
             "reference",
-            100,
+            90,
             "every method (diloco, streaming_diloco too) against the single-process fp32 reference",
             ["tests/test_gpu.py"],
             "matches_the_reference",
@@ -158,14 +158,14 @@ def plan(out: str) -> list[Part]:
         ),
         pytest_part(
             "overlap",
-            50,
+            40,
             "the communication stream's overlap with compute (CUDA events), storage dtypes",
             ["tests/test_gpu.py"],
             "overlaps_compute or fp32_parameters",
             out,
         ),
     ]
-    for (model, seq, mb), budget in zip(THROUGHPUT, (40, 50)):
+    for (model, seq, mb), budget in zip(THROUGHPUT, (35, 45)):
         parts.append(
             Part(
                 f"throughput_{model}",
