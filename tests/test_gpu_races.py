@@ -54,6 +54,7 @@ BASE = [
     "train.deterministic=true",
     "train.save_final_params=true",
     "train.trace=false",
+    "train.eval_every=3",  # evaluation inside the run, between syncs
 ]
 
 
@@ -90,7 +91,7 @@ def test_threaded_delayed_and_inline_runs_are_bitwise_equal(method, world, tmp_p
 
 @pytest.mark.parametrize("method", ["acco", "streaming_diloco"])
 def test_evaluation_checkpoint_and_exact_resume_with_cuda_tensors(method, tmp_path):
-    steps = ["train.steps=8", "train.eval_every=3", "train.checkpoint_every=3"]
+    steps = ["train.steps=8", "train.checkpoint_every=3"]
     ref = str(tmp_path / "ref")
     run_train([*METHODS[method], *BASE, *steps, *WORLDS[LAST][0], f"out_dir={ref}"])
     run = load_run(ref)
