@@ -133,6 +133,7 @@ gpu-check: $(STAMP) ## Everything CUDA-specific on one GPU -> results/gpu/
 # manylinux x86_64): by default what a CUDA image with torch, transformers, tokenizers, numpy,
 # pandas, pyarrow, pytest and pytest-timeout lacks (what the GPU check imports). No torch, nvidia-*
 # or triton. antlr4-python3-runtime 4.9.3 (omegaconf's) is an sdist only: built here (pure Python).
+# Needs only pip (python3), no virtual environment or torch here.
 # A bare Python with torch alone: WHEELS_NODEPS= and the rest named, e.g.
 #   make wheels WHEELS_PYTHON=3.11 WHEELS_NODEPS= WHEELS_EXTRA='transformers==5.24.0 pytest pytest-timeout'
 WHEELS        ?= wheels
@@ -141,10 +142,10 @@ WHEELS_NODEPS ?= --no-deps
 WHEELS_LACKING := hydra-core==1.3.8 omegaconf==2.3.1 submitit==1.5.4 hydra-submitit-launcher==1.2.0 \
 	datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 WHEELS_EXTRA  ?=
-wheels: $(STAMP) ## Wheels of what an offline GPU machine with its own PyTorch lacks -> wheels/
+wheels: ## Wheels of what an offline GPU machine with its own PyTorch lacks -> wheels/
 	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
-	$(PYTHON) -m pip wheel --quiet --no-deps -w $(WHEELS) antlr4-python3-runtime==4.9.3
-	$(PYTHON) -m pip download --quiet $(WHEELS_NODEPS) --only-binary=:all: --find-links $(WHEELS) \
+	$(PY) -m pip wheel --quiet --no-deps -w $(WHEELS) antlr4-python3-runtime==4.9.3
+	$(PY) -m pip download --quiet $(WHEELS_NODEPS) --only-binary=:all: --find-links $(WHEELS) \
 		--python-version $(WHEELS_PYTHON) --implementation cp --platform manylinux_2_28_x86_64 \
 		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d $(WHEELS) \
 		$(WHEELS_LACKING) $(WHEELS_EXTRA)
