@@ -23,6 +23,7 @@ after every part, so what finished is written even when a later part fails or ru
 - resume: evaluation inside the run, a checkpoint and an exact resume with CUDA tensors;
 - sync_debug: no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode);
 - overlap: the communication stream's overlap with compute, from CUDA events;
+- other_gpu_tests: the other files' tests marked gpu (tests/test_gpu_trace.py, ...);
 - throughput: tokens/s and MFU of the paper's 36M and 125M GPT-Neo, the allocator's peak beside
   the memory estimate.
 
@@ -61,6 +62,10 @@ SMALL_LM = [
     "data.source.num_stories=1500",
     "data.tokenizer.vocab_size=384",
 ]
+
+
+# the files of the other tests marked gpu (each part above runs its own selection)
+OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker_contract.py"]
 
 
 @dataclass(frozen=True)
@@ -110,13 +115,13 @@ def plan(out: str) -> list[Part]:
     parts = [
         Part(
             "prepare",
-            60,
+            55,
             "the data caches of every later part, before anything is timed",
             tuple((sys.executable, prepare, *c) for c in caches),
         ),
         pytest_part(
             "reference",
-            90,
+            75,
             "every method (diloco, streaming_diloco too) against the single-process fp32 reference",
             ["tests/test_gpu.py"],
             "matches_the_reference",
@@ -124,7 +129,7 @@ def plan(out: str) -> list[Part]:
         ),
         pytest_part(
             "races",
-            130,
+            120,
             "final parameters bitwise equal: threaded, delays on both streams, inline worker",
             ["tests/test_gpu_races.py"],
             "bitwise_equal",
@@ -164,8 +169,17 @@ def plan(out: str) -> list[Part]:
             "overlaps_compute or fp32_parameters",
             out,
         ),
+        pytest_part(
+            "other_gpu_tests",
+            40,
+            "the other tests marked gpu: traced micro-batches never sync the host, points 4-7, the "
+            "comm worker on a real stream",
+            [f"tests/{name}" for name in OTHER_GPU_TESTS],
+            "not nothing_deselected",
+            out,
+        ),
     ]
-    for (model, seq, mb), budget in zip(THROUGHPUT, (35, 45)):
+    for (model, seq, mb), budget in zip(THROUGHPUT, (30, 40)):
         parts.append(
             Part(
                 f"throughput_{model}",

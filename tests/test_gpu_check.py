@@ -28,6 +28,17 @@ def test_the_plan_fits_the_budget_and_every_part_names_what_it_runs(tmp_path):
     assert {"reference", "races", "resume", "sync_debug", "overlap"} <= set(names)
     assert all(p.budget_s > 0 and p.what and p.commands for p in parts)
     assert sum(p.budget_s for p in parts) + check.RESERVE_S <= check.BUDGET_S
+    # every test file with tests marked gpu is run by some part
+    marked = {n for n in os.listdir(os.path.join(ROOT, "tests")) if n.startswith("test_") and n.endswith(".py")}
+    mark = "pytest.mark." + "gpu"  # not this file's own text
+
+    def is_marked(name: str) -> bool:
+        text = open(os.path.join(ROOT, "tests", name)).read()
+        return mark in text or "from .test_gpu import" in text  # test_gpu_races takes its mark from there
+
+    marked = {n for n in marked if is_marked(n)} - {"test_gpu_check.py"}  # this file names the marks
+    run = {os.path.basename(a) for p in parts for argv in p.commands for a in argv if a.startswith("tests/")}
+    assert marked <= run, marked - run
     for part in parts:
         for argv in part.commands:
             scripts = [a for a in argv if a.endswith(".py")]
