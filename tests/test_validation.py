@@ -207,3 +207,22 @@ def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
     monkeypatch.setenv("SLURM_GPUS_PER_TASK", "1")  # each task sees only the GPU bound to it
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert pick_device("cuda", 3, 4) == torch.device("cuda", 0)
+
+
+def test_launch_reads_the_environment_as_it_is_when_called(monkeypatch):
+    """datasets' map(num_proc=...) rebinds os.environ to a copy (seen: a CI run's pick_device then
+    missed SLURM_GPUS_PER_TASK set after it): acco.run.launch reads os.environ at the call."""
+    import copy
+    import os
+
+    from acco.run import launch
+
+    monkeypatch.setattr(os, "environ", copy.deepcopy(os.environ))  # what datasets does
+    monkeypatch.setenv("SLURM_GPUS_PER_TASK", "1")
+    assert launch.gpu_shortage(4, 1) is None
+    monkeypatch.setenv("SLURM_JOB_ID", "12769")
+    assert launch.slurm_master_port() == 20001
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.setenv(name, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "n1"}.get(name, "1"))
+    env = launch.external_env()
+    assert env is not None and (env.rank, env.world_size) == (1, 2)

@@ -3,7 +3,11 @@
 - local: the entry point spawns `world_size` worker processes on this machine;
 - torchrun: RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT are already set;
 - srun: rank, world size and local rank from SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID,
-  the master is the first node of the step's node list, the port derived from the job id."""
+  the master is the first node of the step's node list, the port derived from the job id.
+
+The functions here that read the environment take `environ=None` and look up os.environ when
+called, never as a default bound at import: `datasets`' map(num_proc=...) rebinds os.environ to a
+copy, after which a bound default reads (and writes) a stale environment."""
 
 from __future__ import annotations
 
@@ -73,8 +77,9 @@ def expand_nodelist(nodelist: str) -> list[str]:
     return hosts
 
 
-def external_env(environ=os.environ) -> DistEnv | None:
+def external_env(environ=None) -> DistEnv | None:
     """The distributed environment set up by torchrun or srun, or None when started by hand."""
+    environ = os.environ if environ is None else environ
     if "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
         world = int(environ["WORLD_SIZE"])
         return DistEnv(
@@ -103,11 +108,12 @@ def external_env(environ=os.environ) -> DistEnv | None:
     return None
 
 
-def slurm_master_port(environ=os.environ) -> int:
+def slurm_master_port(environ=None) -> int:
     """The rendezvous port of a Slurm job, the same in every task: from the job id (unique per array
     task, so jobs running side by side get different ports) and below Linux's default ephemeral
     range (32768-60999), so no outgoing connection of another job on the node holds it (seen on
     the local cluster: a port drawn inside that range was taken: EADDRINUSE)."""
+    environ = os.environ if environ is None else environ
     return 20000 + int(environ.get("SLURM_JOB_ID") or 0) % 12768
 
 
@@ -155,13 +161,14 @@ def pick_device(
     return torch.device("cpu")
 
 
-def gpu_shortage(local_world_size: int, visible_gpus: int, environ=os.environ) -> str | None:
+def gpu_shortage(local_world_size: int, visible_gpus: int, environ=None) -> str | None:
     """Why `local_world_size` ranks on this node cannot each have a GPU of their own, or None.
     Two ranks on one GPU make NCCL fail ("Duplicate GPU detected") or hang. Where Slurm bound a
     share of the node's GPUs to each task (--gpus-per-task, --gpu-bind: each task sees only its
     own, so fewer than the node's tasks), rank i uses its first visible one."""
     if visible_gpus >= local_world_size:
         return None
+    environ = os.environ if environ is None else environ
     step_gpus = environ.get("SLURM_STEP_GPUS") or environ.get("SLURM_JOB_GPUS") or ""
     node_gpus = len([g for g in step_gpus.split(",") if g])
     if visible_gpus >= 1 and (environ.get("SLURM_GPUS_PER_TASK") or visible_gpus * local_world_size <= node_gpus):
@@ -185,16 +192,18 @@ NCCL_ERROR_HANDLING = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_
 ALLOCATOR_SETTING = "expandable_segments:True"
 
 
-def nccl_error_handling(environ=os.environ) -> None:
+def nccl_error_handling(environ=None) -> None:
     """Before any NCCL process group is created (ProcessGroupNCCL reads them at construction)."""
+    environ = os.environ if environ is None else environ
     for name, value in NCCL_ERROR_HANDLING.items():
         if name not in environ and name.removeprefix("TORCH_") not in environ:
             environ[name] = value
 
 
-def cuda_allocator_settings(environ=os.environ) -> None:
+def cuda_allocator_settings(environ=None) -> None:
     """Before CUDA's caching allocator is first used in this process (it reads its settings once);
     a user's own PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF is kept as it is."""
+    environ = os.environ if environ is None else environ
     if "PYTORCH_ALLOC_CONF" not in environ and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
         environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATOR_SETTING
 
