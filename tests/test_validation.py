@@ -5,12 +5,14 @@ nothing written (tests/test_bad_input.py does the same for its cases)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from acco.config.experiments import CONF_DIR, compose
 from acco.config.validate import ConfigError, check_overrides, validate
 
-from .conftest import run_train
+from .conftest import ROOT, run_train
 
 CASES = [
     # types
@@ -213,7 +215,6 @@ def test_launch_reads_the_environment_as_it_is_when_called(monkeypatch):
     """datasets' map(num_proc=...) rebinds os.environ to a copy (seen: a CI run's pick_device then
     missed SLURM_GPUS_PER_TASK set after it): acco.run.launch reads os.environ at the call."""
     import copy
-    import os
 
     from acco.run import launch
 
@@ -226,3 +227,24 @@ def test_launch_reads_the_environment_as_it_is_when_called(monkeypatch):
         monkeypatch.setenv(name, {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "n1"}.get(name, "1"))
     env = launch.external_env()
     assert env is not None and (env.rank, env.world_size) == (1, 2)
+
+
+def test_an_unknown_key_in_an_option_file_is_one_line(tmp_path):
+    """A cluster profile of one's own with a typo (conf/launcher/<name>.yaml, inheriting slurm.yaml)
+    is one line naming the file and the key, not Hydra's composition error; every shipped option
+    file passes."""
+    import shutil
+
+    from acco.config.schema import GROUP_SCHEMAS
+    from acco.config.validate import check_option_file, check_overrides, group_options
+
+    conf = tmp_path / "conf"
+    shutil.copytree(os.path.join(ROOT, "conf"), conf)
+    for group in GROUP_SCHEMAS:
+        for option in group_options(str(conf), group):
+            check_option_file(str(conf), group, option)
+    (conf / "launcher" / "mycluster.yaml").write_text(
+        "defaults:\n  - slurm\n  - _self_\nprofile: mycluster\npartition: gpu\ncolour: blue\n"
+    )
+    with pytest.raises(ConfigError, match=r"^conf/launcher/mycluster.yaml: unknown key 'colour'; .*partition"):
+        check_overrides(["method=acco", "launcher=mycluster"], str(conf))

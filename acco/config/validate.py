@@ -48,6 +48,47 @@ def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
         for choice in value.split(","):
             if choice and choice not in options and not choice.startswith(("range(", "choice(", "glob(")):
                 raise ConfigError(f"unknown {key} {choice!r} ({arg}); choose one of: {', '.join(options)}")
+            if choice in options:
+                check_option_file(conf_dir, key, choice)
+
+
+def check_option_file(conf_dir: str, group: str, option: str) -> None:
+    """A group option's own file (e.g. a cluster profile, conf/launcher/mycluster.yaml) against its
+    kind's schema: an unknown key there is one line naming the file, not Hydra's composition error.
+    Its kind is the schema its defaults list names, directly or through another option of the group
+    (`defaults: [slurm, _self_]`)."""
+    import dataclasses
+
+    import yaml
+
+    from .schema import GROUP_SCHEMAS
+
+    kinds = GROUP_SCHEMAS.get(group)
+    if not kinds:
+        return
+    keys: set[str] = set()
+    seen, name, kind = set(), option, None
+    while kind is None and name not in seen:
+        seen.add(name)
+        path = os.path.join(conf_dir, group, f"{name}.yaml")
+        if not os.path.isfile(path):
+            return
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+        if name == option:
+            keys = {k for k in data if k != "defaults"} if isinstance(data, dict) else set()
+        entries = [d for d in (data.get("defaults") or []) if isinstance(d, str) and d != "_self_"]
+        kind = next((kinds[d] for d in entries if d in kinds), None)
+        name = next((d for d in entries if d not in kinds), name)
+    if kind is None:
+        return
+    allowed = [f.name for f in dataclasses.fields(kind)]
+    unknown = sorted(keys - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"conf/{group}/{option}.yaml: unknown key {unknown[0]!r}; check the spelling: {group} has "
+            f"{', '.join(allowed)}"
+        )
 
 
 def check_keys(argv: Iterable[str], conf_dir: str) -> None:
@@ -287,6 +328,13 @@ def check_precision_and_budget(cfg: dict) -> None:
         raise ConfigError(
             f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
             f"set e.g. train.precision=bf16"
+        )
+    from ..train.precision import GRAD_DTYPES
+
+    if (train.get("grad_dtype") or "auto") not in GRAD_DTYPES:
+        raise ConfigError(
+            f"train.grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {train.get('grad_dtype')!r}; "
+            f"set e.g. train.grad_dtype=fp32"
         )
     tokens = _int(cfg, "train.tokens", 1, allow_none=True)
     samples = _int(cfg, "train.samples", 1, allow_none=True)
