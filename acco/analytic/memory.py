@@ -143,6 +143,9 @@ class StateLayout:
 
 FLAT_BF16 = StateLayout("flat buffers, bf16 + fp32 master shard", 2, 2, 2, 4)
 FLAT_FP32 = StateLayout("flat buffers, fp32", 4, 4, 4, 4)
+# train.grad_dtype=fp32 in bf16: an fp32 accumulator beside a bf16 micro-batch gradient (2 + 4 bytes)
+# and an fp32 communication buffer
+FLAT_BF16_FP32_GRADS = StateLayout("flat buffers, bf16 parameters, fp32 gradients + fp32 master shard", 2, 6, 4, 4)
 TORCH_ZERO1 = StateLayout("PyTorch DDP + ZeroRedundancyOptimizer, fp32 parameters", 4, 4, 0, 0, 8, 4, flat=False)
 
 
@@ -159,12 +162,23 @@ def precision(cfg: dict, gpu: bool) -> str:
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
 
+FLAT_GRAD_DTYPE_METHODS = ("ddp", "dpu", "wp", "acco")  # those train.grad_dtype applies to
+
+
+def grad_dtype_name(cfg: dict, gpu: bool) -> str:
+    """ "bf16" or "fp32": the flat methods' gradient accumulator and reduce (train.grad_dtype)."""
+    # acco.train.precision.grad_dtype: fp32, or the storage dtype (auto; bf16 never narrows fp32)
+    return "fp32" if cfg["train"].get("grad_dtype") == "fp32" else precision(cfg, gpu)
+
+
 def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     gpu = gpu_run(cfg) if gpu is None else gpu
     method = cfg["method"]
     if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
         return TORCH_ZERO1  # fp32 parameters and gradients in either precision
     flat = FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
+    if flat is FLAT_BF16 and method["name"] in FLAT_GRAD_DTYPE_METHODS and grad_dtype_name(cfg, gpu) == "fp32":
+        flat = FLAT_BF16_FP32_GRADS
     if method["name"] in ("diloco", "streaming_diloco"):
         from dataclasses import replace
 
@@ -329,7 +343,7 @@ def estimate(
         # gradient shard + receive scratch (buffer precision), the fp32 gradient shard, two fp32
         # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
         tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
-        items["sync working memory"] = shards.shard_size * (2 * layout.param_bytes + 4 + 8 + tentative)
+        items["sync working memory"] = shards.shard_size * (2 * layout.buffer_bytes + 4 + 8 + tentative)
         master = shards.shard_size
         if layout.local_fragments:  # the inner step: fp32 mean gradient and AdamW temporaries, whole model
             items["sync working memory"] = shards.padded * (4 + 8)

@@ -191,6 +191,7 @@ class TrainConfig:
     save_model: bool = MISSING
     threads: Any = field(default=MISSING, metadata=_help("auto or an integer >= 1", "auto"))
     precision: str = MISSING
+    grad_dtype: str = MISSING
     activation_checkpointing: bool = MISSING
     checkpoint_every: int | None = MISSING
     keep_checkpoints: int | None = MISSING

@@ -8,7 +8,12 @@ accumulates straight into the flat gradient buffer (autograd adds in place into 
 Memory: the buffers are built one parameter at a time. Each original (typically fp32, possibly still
 on the host) is copied into the low-precision buffer on the device and into this rank's fp32 master
 shard, then released; nothing model-sized in fp32 is ever held, and weight decay is described by
-index ranges of this rank's shard, not by a mask."""
+index ranges of this rank's shard, not by a mask.
+
+An accumulator of another dtype than the parameters (`grad_dtype`, e.g. fp32 beside bf16
+parameters): autograd wants a `.grad` of the parameter's dtype, so each `.grad` is a view into a
+parameter-dtype `micro_grads` buffer holding one micro-batch's gradient, which a post-accumulate
+hook adds into `grads` and zeroes (the micro-batch's gradient is rounded once, the sum is not)."""
 
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ class FlatModel:
         rank: int = 0,
         device: torch.device | None = None,
         full_master: bool = False,
+        grad_dtype: torch.dtype | None = None,
     ):
         """`full_master`: keep the fp32 initial values of the whole (padded) vector, not only rank
         `rank`'s shard (the local methods' inner optimizer is not sharded)."""
@@ -94,7 +100,12 @@ class FlatModel:
         lo, hi = (0, padded) if full_master else self.layout.bounds(rank)
         move_untrained(model, self.device, {id(p) for _, p in named})
         self.params = torch.zeros(padded, dtype=self.dtype, device=self.device)
-        self.grads = torch.zeros(padded, dtype=self.dtype, device=self.device)
+        self.grad_dtype = grad_dtype or self.dtype
+        self.grads = torch.zeros(padded, dtype=self.grad_dtype, device=self.device)  # the accumulator
+        # one micro-batch's gradient in the parameters' dtype, when the accumulator's differs
+        self.micro_grads = (
+            torch.zeros(padded, dtype=self.dtype, device=self.device) if self.grad_dtype != self.dtype else None
+        )
         # this rank's shard of the fp32 initial values, before any cast to a low-precision buffer:
         # the optimizer's master shard starts from it (taken once with take_master_shard)
         self._master_init: torch.Tensor | None = torch.zeros(hi - lo, dtype=torch.float32, device=self.device)
@@ -116,12 +127,25 @@ class FlatModel:
                         _add_range(self.decay_ranges, a - lo, b - lo)
                 del src
                 p.data = self.params[offset : offset + n].view_as(p)  # the original is released
-                p.grad = self.grads[offset : offset + n].view_as(p)
+                if self.micro_grads is None:
+                    p.grad = self.grads[offset : offset + n].view_as(p)
+                else:
+                    p.grad = self.micro_grads[offset : offset + n].view_as(p)
+                    p.register_post_accumulate_grad_hook(self._accumulate_into(offset, offset + n))
                 self.names.append(name)
                 self.slices.append((offset, offset + n))
                 self.parameters.append(p)
                 offset += n
         self.model = model
+
+    def _accumulate_into(self, a: int, b: int):
+        def hook(p: torch.Tensor) -> None:
+            grad = p.grad
+            assert grad is not None  # autograd has just accumulated into it
+            self.grads[a:b].add_(grad.reshape(-1))
+            grad.zero_()
+
+        return hook
 
     @property
     def numel(self) -> int:

@@ -40,6 +40,7 @@ from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
 from ..train.post_training import FinalEvaluationError, final_evaluation, post_training_group
+from ..train.precision import precision_report
 from ..train.signals import Preempted, SignalLatch
 from ..train.trainer import Trainer
 from .disk import NoSpaceError, release, reserve, writing
@@ -284,6 +285,8 @@ def _finish(
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
             "final_eval_error": final_eval_error,
+            # each buffer's dtype (the same on every rank; README "Precision")
+            "precision": precision_report(trainer.backend) if trainer is not None else None,
             "per_rank": per_rank,
             "resumed_from_step": (plain(cfg.get("_resume")) or {}).get("step")
             if trainer is None

@@ -18,8 +18,13 @@ from ..engine.sync import Syncer
 from ..engine.trace import TraceRecorder
 from ..tasks import Task
 from .backend import Backend
+from .precision import dtype_name
 
 FLAT_METHODS = ("ddp", "dpu", "wp", "acco")
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 
 class FlatBackend(Backend):
@@ -43,7 +48,10 @@ class FlatBackend(Backend):
         tracer: TraceRecorder,
         comm_group,
         may_extend: Callable[[int], bool] | None = None,
+        grad_dtype: torch.dtype | None = None,
     ):
+        """`grad_dtype` (train.grad_dtype): the gradient accumulator's and the communication
+        buffer's dtype (default: the compute dtype); the parameters are stored in the compute dtype."""
         if method not in FLAT_METHODS:
             raise ValueError(f"unknown method {method!r}")
         self.method = method
@@ -51,6 +59,7 @@ class FlatBackend(Backend):
         # dpu/wp past warmup and acco hold the gradients of a round not yet sent
         self.carries_gradients = method != "ddp"
         self.device = device
+        self.compute_dtype = compute_dtype
         # the model may still be on the host: one parameter at a time onto the device, into the
         # low-precision buffer and this rank's fp32 master shard
         self.flat = FlatModel(
@@ -60,6 +69,7 @@ class FlatBackend(Backend):
             decay_bias_and_norm=optim["decay_bias_and_norm"],
             rank=rank,
             device=device,
+            grad_dtype=grad_dtype,
         )
         self.opt = ShardedAdamW(
             self.flat.take_master_shard(),
@@ -69,7 +79,15 @@ class FlatBackend(Backend):
             optim["eps"],
             optim["weight_decay"],
         )
-        self.buffer = torch.zeros_like(self.flat.params)  # the one communication buffer
+        # the one communication buffer, in the accumulator's dtype (the reduce-scatter sums in it;
+        # an fp32 buffer all-gathers fp32 parameters, which the copy into `params` rounds)
+        self.buffer = torch.zeros_like(self.flat.grads)
+        # the parameters' dtype over the buffer's storage: evaluation gathers θ_t into it
+        self.param_view = (
+            self.buffer
+            if self.buffer.dtype == self.flat.dtype
+            else self.buffer.view(self.flat.dtype)[: self.buffer.numel()]
+        )
         # the communication thread gets a process group of its own (`comm_group`), so its
         # collectives never interleave with the main thread's (evaluation, metrics) on another
         self.comm = CommWorker(device)
@@ -136,17 +154,32 @@ class FlatBackend(Backend):
     def committed_parameters(self):
         """θ_t rounded to the buffers' dtype: the masters are gathered into the communication
         buffer, free at a step boundary, and the parameters viewed from it (no model-sized copy)."""
-        self.engine.gather_committed(self.buffer)
-        with self.flat.parameters_from(self.buffer):
+        self.engine.gather_committed(self.param_view)
+        with self.flat.parameters_from(self.param_view):
             yield
 
     def memory_report(self) -> dict:
-        item = self.flat.params.element_size()
+        flat = self.flat
+        micro = flat.micro_grads
         return {
             "optimizer_state_bytes": self.opt.state_bytes(),
-            "param_bytes": self.flat.params.numel() * item,
-            "grad_bytes": self.flat.grads.numel() * item,
-            "comm_buffer_bytes": self.buffer.numel() * item,
+            "param_bytes": _nbytes(flat.params),
+            # the accumulator and, beside an accumulator of another dtype, one micro-batch's gradient
+            "grad_bytes": _nbytes(flat.grads) + (_nbytes(micro) if micro is not None else 0),
+            "comm_buffer_bytes": _nbytes(self.buffer),
+        }
+
+    def precision_report(self) -> dict:
+        flat = self.flat
+        return {
+            "compute": dtype_name(self.compute_dtype),
+            "parameters": dtype_name(flat.dtype),
+            "micro_batch_grad": dtype_name(flat.dtype),
+            "grad_accum": dtype_name(flat.grads.dtype),
+            "reduce": dtype_name(self.buffer.dtype),
+            "all_gather": dtype_name(self.buffer.dtype),
+            "master": dtype_name(self.opt.master.dtype),
+            "moments": dtype_name(self.opt.exp_avg.dtype),
         }
 
     def round_micro_batches(self) -> list[int]:

@@ -12,6 +12,7 @@ from ..engine.torch_ddp import TorchDDPZero1
 from ..engine.trace import TraceRecorder
 from ..tasks import Task
 from .backend import Backend
+from .precision import dtype_name
 
 
 class TorchDDPBackend(Backend):
@@ -34,6 +35,8 @@ class TorchDDPBackend(Backend):
     ):
         self.model = task.model
         self.accum = accum
+        self.compute_dtype = compute_dtype
+        self.comm_hook = comm_hook
         self.torch_ddp: TorchDDPZero1 | None = TorchDDPZero1(
             task.model,
             task.loss_fn,
@@ -92,6 +95,23 @@ class TorchDDPBackend(Backend):
             "param_bytes": params,
             "grad_bytes": params,
             "comm_buffer_bytes": 0,
+        }
+
+    def precision_report(self) -> dict:
+        """What PyTorch really uses: fp32 parameters hold their gradients' sum (a micro-batch's
+        gradient reaches them through autocast's cast, so its matrix products' gradients are bf16
+        values), DDP's buckets reduce in the parameters' dtype unless the hook sends bf16, ZeRO's
+        partitions are broadcast in fp32, and the parameters are the optimizer's master."""
+        params = dtype_name(self.torch_ddp.params[0].dtype)
+        return {
+            "compute": dtype_name(self.compute_dtype),
+            "parameters": params,
+            "micro_batch_grad": params,
+            "grad_accum": params,
+            "reduce": "bf16" if self.comm_hook.endswith("_bf16") else params,
+            "all_gather": params,
+            "master": params,
+            "moments": params,
         }
 
     def round_micro_batches(self) -> list[int]:

@@ -6,7 +6,18 @@
           the torch DDP baseline keeps fp32 parameters and gradients (PyTorch's own mixed precision)
     fp32  everything in fp32
 
-Older configs said `train.bf16: true|false` (bf16 on GPU only); they read as auto / fp32."""
+Older configs said `train.bf16: true|false` (bf16 on GPU only); they read as auto / fp32.
+
+`train.grad_dtype`: the flat methods' gradient accumulator and reduce-scatter (and so their
+communication buffer) dtype.
+
+    auto  the storage dtype of train.precision (bf16 runs: bf16, each micro-batch added in bf16 and
+          each ring hop of the reduce-scatter rounded to bf16)
+    fp32  an fp32 accumulator and an fp32 reduce-scatter: each micro-batch's gradient is rounded to
+          bf16 once (the parameters' dtype) and summed in fp32, as the torch DDP baseline does
+    bf16  bf16 (as auto: an accumulator is never narrower than the parameters, so fp32 runs keep fp32)
+
+The torch DDP baseline accumulates in fp32 whatever this says (its parameters are fp32)."""
 
 from __future__ import annotations
 
@@ -15,6 +26,8 @@ from contextlib import contextmanager
 import torch
 
 PRECISIONS = ("auto", "bf16", "fp32")
+GRAD_DTYPES = ("auto", "bf16", "fp32")
+DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16", torch.float64: "fp64"}
 
 
 def precision_name(train_cfg: dict, device_type: str) -> str:
@@ -31,6 +44,42 @@ def precision_name(train_cfg: dict, device_type: str) -> str:
 
 def compute_dtype(train_cfg: dict, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if precision_name(train_cfg, device.type) == "bf16" else torch.float32
+
+
+def grad_dtype(train_cfg: dict, device: torch.device) -> torch.dtype:
+    """The flat methods' gradient accumulator and reduce dtype (train.grad_dtype)."""
+    choice = train_cfg.get("grad_dtype") or "auto"
+    if choice not in GRAD_DTYPES:
+        raise ValueError(f"train.grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {choice!r}")
+    if choice == "fp32":
+        return torch.float32
+    return compute_dtype(train_cfg, device)  # auto, or bf16 (fp32 in an fp32 run)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def precision_report(backend) -> dict:
+    """summary.json's `precision` block: the dtype of each buffer of a run's backend (what it
+    computes in, stores its parameters in, holds one micro-batch's gradient in, accumulates
+    micro-batches in, reduces and all-gathers in, and its optimizer's master and moments)."""
+    own = getattr(backend, "precision_report", None)
+    if own is not None:
+        return own()
+    # the local methods (acco/train/backend_local.py): Δ is reduced in the buffer's dtype and φ'
+    # all-gathered in fp32; the inner AdamW's state is the master
+    flat, engine = backend.flat, backend.live
+    return {
+        "compute": dtype_name(flat.dtype),
+        "parameters": dtype_name(flat.dtype),
+        "micro_batch_grad": dtype_name(flat.dtype),
+        "grad_accum": dtype_name(flat.grads.dtype),
+        "reduce": dtype_name(engine.buffer.dtype),
+        "all_gather": "fp32",
+        "master": dtype_name(engine.inner.master.dtype),
+        "moments": dtype_name(engine.inner.exp_avg.dtype),
+    }
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
 from .backend_torch_ddp import TorchDDPBackend
 from .budget import lr_schedule, run_length
 from .faults import inject_fault, nan_injecting
-from .precision import compute_dtype, parameters_in
+from .precision import compute_dtype, grad_dtype, parameters_in
 from .signals import Preempted, SignalLatch
 
 METHODS = ("ddp", "dpu", "wp", "acco", *LOCAL_METHODS)
@@ -171,6 +171,7 @@ class Trainer:
                 tracer=tracer,
                 comm_group=group,
                 may_extend=self.budget_allows_more if self.length.budget is not None else None,
+                grad_dtype=grad_dtype(train, device),
             )
 
     @property
