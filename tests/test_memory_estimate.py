@@ -60,12 +60,17 @@ def test_model_state_equals_table1_formulas():
 def test_paper_runs_flat_estimate_is_table1_at_their_size():
     """A real paper config (fig7's ACCO run, GPT-Neo 125M on 32 GPUs): the model state is the
     Table 1 formula of DPU/WP/ACCO at the model's parameter count padded to 32 shards."""
-    cfg = compose(["experiment=fig7/paper", "method=acco"])
+    cfg = compose(["experiment=fig7/paper", "method=acco", "train.grad_dtype=bf16"])  # Table 1's bf16 buffers
     K, _, _, _ = table1_point()
     est = me.estimate(cfg, 32)
     shape = me.model_shape(cfg)
     padded = 32 * math.ceil(shape.params / 32)
     assert me.model_state_total(est.model_state) == pytest.approx(TABLE1_FORMULAS["acco"][0](K, 32) * padded)
+    # as configured, the figure's flat methods accumulate and reduce gradients in fp32 like its torch
+    # DDP baseline: 6 bytes more per entry (the fp32 accumulator beside the bf16 micro-batch gradient,
+    # and the buffer in fp32)
+    as_run = me.estimate(compose(["experiment=fig7/paper", "method=acco"]), 32)
+    assert me.model_state_total(as_run.model_state) - me.model_state_total(est.model_state) == 6 * padded
     # GPT-Neo 125M: tied embeddings count once (125.2M with 1024 positions)
     assert 124e6 < shape.params < 126e6
 

@@ -275,7 +275,8 @@ def assumptions(rows: list[dict]) -> str:
         )
     return (
         "assumptions: " + "; ".join(parts) + "; compute 6·Ψ·tokens/(peak·MFU), sync on the ring's "
-        "slowest link (flat: bf16 reduce-scatter + all-gather; torch DDP: fp32 all-reduce + broadcast); "
+        "slowest link (flat: reduce-scatter + all-gather in the communication buffer's dtype, "
+        "train.grad_dtype; torch DDP: fp32 all-reduce + broadcast); "
         "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL; "
         "disk: out_dir at its fullest (checkpoints x min(planned, keep_checkpoints + 1), model, trace, metrics); "
         f"checkpoint save: rank 0's files at {SERIALIZE_GB_S:g} GB/s (to bytes + SHA-256) + every rank's at "

@@ -76,7 +76,9 @@ def checkpoint_bytes(cfg: dict, world: int) -> int | None:
     if not layout.flat:  # PyTorch DDP + ZeRO: the model's fp32 state dict, each rank's optimizer partition
         size = params * 4 + params * (layout.moment_bytes + layout.step_bytes)
     else:
-        pending = world * params * layout.grad_bytes if method in ("dpu", "wp", "acco") else 0
+        # the accumulated gradients waiting for the next round: the accumulator, whose dtype the
+        # communication buffer has (train.grad_dtype=fp32: fp32; a bf16 micro-batch buffer is empty)
+        pending = world * params * layout.buffer_bytes if method in ("dpu", "wp", "acco") else 0
         size = params * layout.param_bytes + params * layout.K + pending
         if layout.local_fragments:  # φ once; every rank's inner AdamW (whole model) and momentum shards
             size = 4 * params + world * params * layout.K + 4 * params + 4 * params // layout.local_fragments
