@@ -231,3 +231,20 @@ def test_checkpoint_save_waits_by_its_own_timeout(tmp_path):
     assert [r[1] for r in results] == ["ok", "ok"], results
     manifest = verify(results[0][2], world_size=2)
     assert manifest["step"] == 5 and set(manifest["files"]) == {"model.pt", "rank0.pt", "rank1.pt"}
+
+
+def test_a_checkpoint_from_before_a_setting_existed_still_resumes():
+    """A setting added later (train.grad_dtype) is absent from an older checkpoint's manifest: at its
+    default the run is the same run and resumes; set otherwise, it is a different run. Reporting
+    settings (train.audit_collectives) never make a run different."""
+    from acco.config.experiments import compose
+    from acco.train.checkpoint import _first_difference, identity, with_added_settings
+
+    now = identity(compose(["method=acco"]))
+    older = json.loads(json.dumps(now))
+    del older["train"]["grad_dtype"]
+    assert _first_difference(older, now) is not None  # as it was read before: refused
+    assert _first_difference(with_added_settings(older), now) is None
+    fp32 = identity(compose(["method=acco", "train.grad_dtype=fp32"]))
+    assert "train.grad_dtype" in (_first_difference(with_added_settings(older), fp32) or "")
+    assert identity(compose(["method=acco", "train.audit_collectives=true"])) == now

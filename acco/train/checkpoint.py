@@ -62,7 +62,11 @@ NOT_IDENTITY_TRAIN = {
     "keep_checkpoints",
     "save_model",
     "save_final_params",
+    "audit_collectives",
 }
+# settings added after checkpoints were first written, with the value that means what a checkpoint
+# without them did: such a checkpoint still resumes a run that leaves them at that value
+ADDED_SINCE = {"train": {"grad_dtype": "auto"}}
 
 
 # dist.checkpoint_timeout_s when a config has none: a paper-scale save writes tens of GB (fig8's ~80 GB)
@@ -105,6 +109,15 @@ def identity(cfg: DictConfig | dict) -> dict:
     data.pop("num_proc", None)  # how many processes build it, not what it is
     out["data"] = data
     return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def with_added_settings(saved: dict) -> dict:
+    """A checkpoint's identity with the settings added since it was written (ADDED_SINCE) at
+    their defaults, where it has none."""
+    out = dict(saved)
+    for section, defaults in ADDED_SINCE.items():
+        out[section] = {**defaults, **(out.get(section) or {})}
+    return out
 
 
 def _first_difference(a, b, prefix: str = "") -> str | None:
@@ -352,7 +365,7 @@ def resolve_resume(cfg: DictConfig, world_size: int, warn=None) -> dict | None:
             if warn is not None:
                 warn(f"checkpoint {path} is unusable ({exc}); trying the previous one")
             continue
-        diff = _first_difference(manifest["identity"], identity(cfg))
+        diff = _first_difference(with_added_settings(manifest["identity"]), identity(cfg))
         if diff:
             raise CheckpointError(
                 f"checkpoint {path} belongs to a different run ({diff}); resume with "
