@@ -48,21 +48,13 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (PYTHONPATH=.gpu-deps)
 
+# the small model of the test parts (its cache is built by `prepare`); acco.bench imports nothing
+from acco.bench import SMALL_LM  # noqa: E402
+
 # the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
 BUDGET_S = 480  # the whole check on one H200
 RESERVE_S = 10  # for writing the summary
-# the small model of the test parts (tests/conftest.py SMALL_LM): its cache is built by `prepare`
-SMALL_LM = [
-    "model.config.hidden_size=64",
-    "model.config.intermediate_size=256",
-    "model.config.max_position_embeddings=32",
-    "data.seq_len=32",
-    "data.micro_batch_size=4",
-    "data.source.num_stories=1500",
-    "data.tokenizer.vocab_size=384",
-]
-
 
 # the files of the other tests marked gpu (each part above runs its own selection)
 OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker_contract.py"]

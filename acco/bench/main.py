@@ -20,20 +20,9 @@ import sys
 import pandas as pd
 
 from ..run.multirun import MultiRun, last_error_line
-from . import model_fit, report
+from . import SMALL_LM, model_fit, report
 from .plan import Calibration
 from .runner import METHODS, RunSpec, row_from_folder, run_one
-
-# A smaller GPT-Neo and corpus for the test of the benchmark itself (as tests/conftest.py's SMALL_LM).
-TINY = [
-    "model.config.hidden_size=64",
-    "model.config.intermediate_size=256",
-    "model.config.max_position_embeddings=32",
-    "data.seq_len=32",
-    "data.micro_batch_size=4",
-    "data.source.num_stories=1500",
-    "data.tokenizer.vocab_size=384",
-]
 
 
 def parse_args(argv):
@@ -222,7 +211,7 @@ def main(argv=None) -> int:
     a = parse_args(argv if argv is not None else sys.argv[1:])
     if a.report_only:
         return rebuild(a, lambda msg: print(msg, file=sys.stderr, flush=True))
-    base = [*(TINY if a.tiny else []), *a.set]
+    base = [*(SMALL_LM if a.tiny else []), *a.set]
     runs_dir = os.path.join(a.out, "runs")
     if os.path.isdir(runs_dir):
         shutil.rmtree(runs_dir)
