@@ -71,6 +71,10 @@ class Backend(ABC):
         """Bytes of optimizer state, parameters, gradients and communication buffer on this rank."""
 
     @abstractmethod
+    def precision_report(self) -> dict:
+        """The dtype of each of its buffers, by role (acco/train/precision.py, precision_report)."""
+
+    @abstractmethod
     def round_micro_batches(self) -> list[int]:
         """This rank's micro-batches in each round so far."""
 

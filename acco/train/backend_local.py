@@ -17,6 +17,7 @@ from ..engine.sharded_adamw import ShardedAdamW
 from ..engine.trace import TraceRecorder
 from ..tasks import Task
 from .backend import Backend
+from .precision import dtype_name
 
 LOCAL_METHODS = ("diloco", "streaming_diloco")
 
@@ -134,6 +135,21 @@ class LocalBackend(Backend):
         anchor = self.live.anchor
         with self.flat.parameters_from(anchor.to(self.flat.params.device, self.flat.dtype)):
             yield
+
+    def precision_report(self) -> dict:
+        """Δ is reduced in the buffer's dtype and φ' all-gathered in fp32; the inner AdamW's state
+        is the master."""
+        flat, engine = self.flat, self.live
+        return {
+            "compute": dtype_name(flat.dtype),
+            "parameters": dtype_name(flat.dtype),
+            "micro_batch_grad": dtype_name(flat.dtype),
+            "grad_accum": dtype_name(flat.grads.dtype),
+            "reduce": dtype_name(engine.buffer.dtype),
+            "all_gather": "fp32",
+            "master": dtype_name(engine.inner.master.dtype),
+            "moments": dtype_name(engine.inner.exp_avg.dtype),
+        }
 
     def memory_report(self) -> dict:
         item = self.flat.params.element_size()

@@ -64,22 +64,7 @@ def precision_report(backend) -> dict:
     """summary.json's `precision` block: the dtype of each buffer of a run's backend (what it
     computes in, stores its parameters in, holds one micro-batch's gradient in, accumulates
     micro-batches in, reduces and all-gathers in, and its optimizer's master and moments)."""
-    own = getattr(backend, "precision_report", None)
-    if own is not None:
-        return own()
-    # the local methods (acco/train/backend_local.py): Δ is reduced in the buffer's dtype and φ'
-    # all-gathered in fp32; the inner AdamW's state is the master
-    flat, engine = backend.flat, backend.live
-    return {
-        "compute": dtype_name(flat.dtype),
-        "parameters": dtype_name(flat.dtype),
-        "micro_batch_grad": dtype_name(flat.dtype),
-        "grad_accum": dtype_name(flat.grads.dtype),
-        "reduce": dtype_name(engine.buffer.dtype),
-        "all_gather": "fp32",
-        "master": dtype_name(engine.inner.master.dtype),
-        "moments": dtype_name(engine.inner.exp_avg.dtype),
-    }
+    return backend.precision_report()
 
 
 @contextmanager
