@@ -126,14 +126,17 @@ class CommWorker:
         """The job at once, on this thread and its current stream: done when `submit` returns."""
         job = CommJob(fn)
         _count_in_flight(1)
+        self._execute(job)  # no stream: the job's function alone
+        return job
+
+    def _execute(self, job: CommJob) -> None:
         try:
-            job.result = fn()
-        except BaseException as exc:  # surfaced by job.wait(), as from the thread
+            job.result = self._run(job)
+        except BaseException as exc:  # surfaced to the compute side by job.wait()
             job.error = exc
         finally:
             _count_in_flight(-1)
             job.done.set()
-        return job
 
     def _run(self, job: CommJob) -> Any:
         if self.stream is None:
@@ -152,13 +155,7 @@ class CommWorker:
             job = self._queue.get()
             if job is self._STOP:
                 return
-            try:
-                job.result = self._run(job)
-            except BaseException as exc:  # surfaced to the compute side by job.wait()
-                job.error = exc
-            finally:
-                _count_in_flight(-1)
-                job.done.set()
+            self._execute(job)
 
     def close(self, timeout: float = 30) -> None:
         if self._thread is None:
