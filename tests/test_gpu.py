@@ -152,21 +152,25 @@ def test_every_method_on_two_gpus_over_nccl_matches_the_reference(method, tmp_pa
     check_against_references(method, 2, tmp_path, references)
 
 
-# -- the communication stream overlaps compute (CUDA events) -------------------------------------------
-def overlap(method: str, world: int, tmp_path, extra: list[str] = ()) -> list[dict]:
-    path = str(tmp_path / "overlap.json")
-    env = dict(os.environ, ACCO_GPU_TMP=str(tmp_path))
+def run_part(tmp_path, part: str, options: list[str], overrides: list[str] = ()):
+    """`experiments/gpu_check.py --part <part>` in a child process, as gpu-check runs it: its JSON."""
+    path = str(tmp_path / f"{part}.json")
     proc = subprocess.run(
-        [sys.executable, CHECK, "--part", "overlap", "--method", method, "--world", str(world), "--json", path, *extra],
+        [sys.executable, CHECK, "--part", part, *options, "--json", path, *overrides],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
+        env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)),
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(path) as f:
         return json.load(f)
+
+
+# -- the communication stream overlaps compute (CUDA events) -------------------------------------------
+def overlap(method: str, world: int, tmp_path, extra: list[str] = ()) -> list[dict]:
+    return run_part(tmp_path, "overlap", ["--method", method, "--world", str(world)], extra)
 
 
 @pytest.mark.integration
@@ -242,34 +246,8 @@ def test_overlap_measurement_tells_overlapped_from_sequential_on_cpu(tmp_path):
 
 @pytest.mark.integration
 def test_throughput_measurement_on_cpu(tmp_path):
-    path = str(tmp_path / "t.json")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            CHECK,
-            "--part",
-            "throughput",
-            "--model",
-            "gptneo_tiny",
-            "--seq",
-            "32",
-            "--mb",
-            "4",
-            "--micro-batches",
-            "3",
-            "--json",
-            path,
-            *TINY_CPU,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)),
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    with open(path) as f:
-        row = json.load(f)
+    options = ["--model", "gptneo_tiny", "--seq", "32", "--mb", "4", "--micro-batches", "3"]
+    row = run_part(tmp_path, "throughput", options, TINY_CPU)
     assert row["tokens_per_s"] > 0 and row["micro_batches_timed"] == 3
     assert row["mfu"] is None and row["peak_from"] == "not a GPU"  # no FLOP peak for a CPU
     assert row["model_tflops_per_s"] == pytest.approx(6 * row["params"] * row["tokens_per_s"] / 1e12)
@@ -279,16 +257,5 @@ def test_throughput_measurement_on_cpu(tmp_path):
 def test_sync_debug_measurement_runs_on_cpu(tmp_path):
     """The machinery of gpu-check's no-hidden-host-sync part on a tiny model: nothing to check on
     CPU (no CUDA syncs), every micro-batch goes through it."""
-    path = str(tmp_path / "sync.json")
-    proc = subprocess.run(
-        [sys.executable, CHECK, "--part", "sync_debug", "--json", path, *TINY_CPU, "method=acco"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, ACCO_GPU_TMP=str(tmp_path)),
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    with open(path) as f:
-        result = json.load(f)
+    result = run_part(tmp_path, "sync_debug", [], [*TINY_CPU, "method=acco"])
     assert result["checked"] is False and result["error"] is None and result["micro_batches"] >= 6
