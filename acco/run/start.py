@@ -185,16 +185,9 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     if problem:
         fail_config(problem)
     cfg = dict(cfg, world_size=world)
-    if cfg.get("experiment") and cfg.get("scale") == "paper" and not external:
-        from ..analytic.memory import fit_problem  # before any submission: will each GPU hold it?
-
-        try:
-            problem = fit_problem(cfg, world)
-        except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
-            problem = None
-            print(f"acco: no memory estimate: {exc}", file=sys.stderr, flush=True)
-        if problem:
-            fail_config(problem)
+    problem = None if external else memory_problem(cfg, world, note=True)
+    if problem:
+        fail_config(problem)
     from .progress import check_logger
 
     problem = check_logger(cfg)
@@ -210,21 +203,46 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
         cfg["_resume"] = resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
     except CheckpointError as exc:
         fail_config(str(exc))
-    if view.task == DEFAULT_TASK:
-        from ..data.sources import DataNotFoundError
-        from ..tasks.preflight import preflight
-
-        try:
-            with hub_as_the_job_sees_it(cfg, external):
-                preflight(view)
-        except DataNotFoundError as exc:
-            fail_config(str(exc))
+    problem = data_problem(cfg, external, view)
+    if problem:
+        fail_config(problem)
     from .disk import check_disk
 
     problem = check_disk(cfg, world)  # out_dir's filesystem (and the data cache's) can hold the run
     if problem:
         fail_config(problem)
     return cfg, world
+
+
+def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
+    """Before any submission of a paper-scale run: will each GPU hold it? (one line, or None; `note`:
+    say so on stderr when there is no estimate to hold it to)."""
+    if not (cfg.get("experiment") and cfg.get("scale") == "paper"):
+        return None
+    from ..analytic.memory import fit_problem
+
+    try:
+        return fit_problem(cfg, world)
+    except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
+        if note:
+            print(f"acco: no memory estimate: {exc}", file=sys.stderr, flush=True)
+        return None
+
+
+def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
+    """Every dataset, tokenizer and model the run reads is here (tasks/preflight.py), seen as its
+    job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""
+    if cfg.get("task") != DEFAULT_TASK:
+        return None
+    from ..data.sources import DataNotFoundError
+    from ..tasks.preflight import preflight
+
+    try:
+        with hub_as_the_job_sees_it(cfg, external):
+            preflight(typed(cfg) if view is None else view)
+    except DataNotFoundError as exc:
+        return str(exc)
+    return None
 
 
 def hub_as_the_job_sees_it(cfg: dict, external: bool):

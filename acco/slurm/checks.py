@@ -14,26 +14,10 @@ from __future__ import annotations
 def script_problem(cfg: dict, world: int) -> str | None:
     """The first one-line problem of the run `cfg` (composed with its Slurm profile, validated),
     or None."""
-    from ..config.schema import DEFAULT_TASK, typed
-    from ..data.sources import DataNotFoundError
     from ..run.disk import check_disk
-    from ..tasks.preflight import preflight
-    from .profile import as_the_job_sees_the_hub, sbatch_options
+    from ..run.start import data_problem, memory_problem
+    from .profile import sbatch_options
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
-    if cfg.get("experiment") and cfg.get("scale") == "paper":  # will each GPU hold it?
-        from ..analytic.memory import fit_problem
-
-        try:
-            problem = fit_problem(cfg, world)
-        except ValueError:  # e.g. a vocabulary size nowhere in the config: no estimate to hold it to
-            problem = None
-        if problem:
-            return problem
-    if cfg.get("task") == DEFAULT_TASK:
-        try:
-            with as_the_job_sees_the_hub(cfg["launcher"]):  # the hub switched off, as in the job
-                preflight(typed(cfg))
-        except DataNotFoundError as exc:
-            return str(exc).splitlines()[0]
-    return check_disk(cfg, world)
+    problem = memory_problem(cfg, world) or data_problem(cfg)
+    return problem.splitlines()[0] if problem else check_disk(cfg, world)

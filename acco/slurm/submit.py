@@ -157,7 +157,7 @@ class SlurmRun:
         import submitit
 
         requeues = int(self.cfg.get("_requeues", 0)) + 1
-        if requeues > int(self.cfg["launcher"].get("max_requeues", 3)):
+        if requeues > max_timeouts(self.cfg):
             return None
         return submitit.helpers.DelayedSubmission(SlurmRun(dict(self.cfg, resume="auto", _requeues=requeues)))
 
