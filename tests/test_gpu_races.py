@@ -19,18 +19,10 @@ import pytest
 import torch
 
 from .conftest import SMALL_LM, load_run, run_train
-from .test_gpu import GPUS, gpu, needs_cuda, record
+from .test_gpu import GPUS, METHODS, gpu, needs_cuda, record
 
 pytestmark = [pytest.mark.integration, gpu, needs_cuda]
 
-METHODS = {
-    "ddp_flat": ["method=ddp", "method.impl=flat"],
-    "dpu": ["method=dpu", "method.warmup_steps=1"],
-    "wp": ["method=wp"],
-    "acco": ["method=acco"],
-    "diloco": ["method=diloco", "method.sync_every=2"],
-    "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
-}
 # (world, overrides, which collectives run)
 WORLDS = {
     "1": (["world_size=1"], "world 1: reduce-scatter and all-gather are copies"),
