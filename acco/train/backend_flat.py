@@ -23,10 +23,6 @@ from .precision import dtype_name
 FLAT_METHODS = ("ddp", "dpu", "wp", "acco")
 
 
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
 class FlatBackend(Backend):
     parameters_in_compute_dtype = True  # views of the flat buffer, stored in the compute dtype
 
@@ -163,10 +159,10 @@ class FlatBackend(Backend):
         micro = flat.micro_grads
         return {
             "optimizer_state_bytes": self.opt.state_bytes(),
-            "param_bytes": _nbytes(flat.params),
+            "param_bytes": flat.params.nbytes,
             # the accumulator and, beside an accumulator of another dtype, one micro-batch's gradient
-            "grad_bytes": _nbytes(flat.grads) + (_nbytes(micro) if micro is not None else 0),
-            "comm_buffer_bytes": _nbytes(self.buffer),
+            "grad_bytes": flat.grads.nbytes + (micro.nbytes if micro is not None else 0),
+            "comm_buffer_bytes": self.buffer.nbytes,
         }
 
     def precision_report(self) -> dict:
