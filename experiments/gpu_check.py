@@ -239,6 +239,11 @@ def run_part(part: Part, timeout_s: float, log_path: str) -> dict:
     return {"status": status, "seconds": round(time.time() - start, 1), "log": os.path.basename(log_path)}
 
 
+def scratch(name: str) -> str:
+    """A run folder of the internal parts, under $ACCO_GPU_TMP (the tests point it at their tmp_path)."""
+    return os.path.join(os.environ.get("ACCO_GPU_TMP", "/tmp/acco-gpu-check"), name)
+
+
 def throughput_overrides(model: str, seq: int, mb: int) -> list[str]:
     """The real model on the embedded corpus (no download) packed at the paper's length."""
     return [
@@ -249,7 +254,7 @@ def throughput_overrides(model: str, seq: int, mb: int) -> list[str]:
         "device=cuda",
         "train.log_every=0",
         "train.trace=false",
-        f"out_dir={os.path.join(os.environ.get('ACCO_GPU_TMP', '/tmp/acco-gpu-check'), model)}",
+        f"out_dir={scratch(model)}",
     ]
 
 
@@ -270,7 +275,7 @@ def overlap_overrides(method: str, world: int = 1) -> list[str]:
         f"world_size={world}",
         "train.log_every=0",
         "train.trace=false",
-        f"out_dir={os.path.join(os.environ.get('ACCO_GPU_TMP', '/tmp/acco-gpu-check'), f'overlap_{method}_{world}')}",
+        f"out_dir={scratch(f'overlap_{method}_{world}')}",
     ]
 
 
@@ -481,6 +486,14 @@ def main_check(args) -> int:
     return 0 if not failed else 1
 
 
+def emit(text: str, path: str | None) -> None:
+    """An internal part's result: printed, and written to `path` (--json) where given."""
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    print(text)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "gpu"))
@@ -501,23 +514,13 @@ def main(argv=None) -> int:
         row = measure_throughput(
             [*throughput_overrides(args.model, args.seq, args.mb), *args.overrides], micro_batches=args.micro_batches
         )
-        text = json.dumps(row, indent=1)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text)
-        print(text)
+        emit(json.dumps(row, indent=1), args.json)
         return 0
     if args.part == "sync_debug":
         from acco.bench.gpu import measure_sync_debug
 
-        found = measure_sync_debug(
-            [*args.overrides, f"out_dir={os.path.join(os.environ.get('ACCO_GPU_TMP', '/tmp/acco-gpu-check'), 'sync')}"]
-        )
-        text = json.dumps(found, indent=1)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text)
-        print(text)
+        found = measure_sync_debug([*args.overrides, f"out_dir={scratch('sync')}"])
+        emit(json.dumps(found, indent=1), args.json)
         return 0 if found["error"] is None else 1
     if args.part == "overlap":
         from acco.bench.gpu import measure_overlap_ranks
@@ -526,13 +529,9 @@ def main(argv=None) -> int:
         rows = measure_overlap_ranks(
             overrides,
             args.world,
-            os.path.join(os.environ.get("ACCO_GPU_TMP", "/tmp/acco-gpu-check"), f"overlap_parts_{os.getpid()}"),
+            scratch(f"overlap_parts_{os.getpid()}"),
         )
-        text = json.dumps(rows)
-        if args.json:
-            with open(args.json, "w") as f:
-                f.write(text)
-        print(text)
+        emit(json.dumps(rows), args.json)
         return 0
     return main_check(args)
 
