@@ -22,12 +22,7 @@ from acco.run import launch
 from acco.run.launch import DistEnv, cuda_allocator_settings, nccl_error_handling, training_group_options
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train
-
-CUDA = torch.cuda.is_available()
-GPUS = torch.cuda.device_count() if CUDA else 0
-gpu = pytest.mark.gpu
-needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU visible")
-needs_two = pytest.mark.skipif(GPUS < 2, reason="2 ranks over NCCL need 2 GPUs (one device per rank)")
+from .test_gpu import GPUS, gpu, needs_cuda, needs_two
 
 
 # -- point 4: NCCL timeouts raise on the waiting thread -----------------------------------------------
