@@ -17,6 +17,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from ..data.cache import _visible
+
 __all__ = ["HUB_REPOS", "write_hub_cache", "write_hub_repo"]
 
 # hub id -> (repository type, the rehearsal folder (make.FOLDERS key) holding its stand-in files)
@@ -79,7 +81,7 @@ def _read_folder(source: Path) -> dict[str, bytes]:
     return {
         f.relative_to(source).as_posix(): f.read_bytes()
         for f in sorted(source.rglob("*"))
-        if f.is_file() and not any(p.startswith(".") for p in f.relative_to(source).parts)
+        if f.is_file() and _visible(f.relative_to(source))
     }
 
 
