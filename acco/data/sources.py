@@ -34,13 +34,15 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .cache import _visible
+
 __all__ = [
     "KNOWN_DATASETS",
     "DataNotFoundError",
     "DatasetInfo",
     "available_splits",
+    "check_hub_dataset",
     "data_hint",
-    "hub_dataset_available",
     "hub_reachable",
     "load_raw_dataset",
     "locate_hub_dataset",
@@ -128,16 +130,11 @@ def hub_include(hub_id: str) -> list[str] | None:
 def locate_hub_dataset(hub_id: str, config_key: str = "data.path") -> Path:
     """``hub_id``'s snapshot folder in the hub cache; downloaded there first when it is missing and
     the hub is reachable. Raises ``DataNotFoundError`` (one line) when it cannot be had."""
-    from .hub import cached_snapshot, fetch_snapshot, hub_cache_dir
+    from .hub import fetch_snapshot
 
-    folder = cached_snapshot(hub_id, "dataset")
+    folder = check_hub_dataset(hub_id, config_key)
     if folder is not None:
         return folder
-    if not hub_reachable():
-        raise DataNotFoundError(
-            f"dataset {hub_id} is not in the Hugging Face cache {hub_cache_dir()} and the hub is not "
-            f"reachable: {data_hint(hub_id, config_key)}"
-        )
     try:
         return fetch_snapshot(hub_id, "dataset", hub_include(hub_id))
     except Exception as exc:  # noqa: BLE001 - any failure means: not available here
@@ -147,11 +144,18 @@ def locate_hub_dataset(hub_id: str, config_key: str = "data.path") -> Path:
         ) from exc
 
 
-def hub_dataset_available(hub_id: str) -> bool:
-    """Whether ``locate_hub_dataset`` can give ``hub_id``: in the hub cache, or the hub reachable."""
-    from .hub import cached_snapshot
+def check_hub_dataset(hub_id: str, config_key: str = "data.path") -> Path | None:
+    """``hub_id``'s snapshot folder in the hub cache, or None when it is not there but the hub is
+    reachable; ``DataNotFoundError`` (one line) when neither, i.e. ``locate_hub_dataset`` cannot give it."""
+    from .hub import cached_snapshot, hub_cache_dir
 
-    return cached_snapshot(hub_id, "dataset") is not None or hub_reachable()
+    folder = cached_snapshot(hub_id, "dataset")
+    if folder is None and not hub_reachable():
+        raise DataNotFoundError(
+            f"dataset {hub_id} is not in the Hugging Face cache {hub_cache_dir()} and the hub is not "
+            f"reachable: {data_hint(hub_id, config_key)}"
+        )
+    return folder
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -186,11 +190,7 @@ def _tokens(rel: Path) -> set[str]:
 
 def _data_files(folder: Path) -> list[Path]:
     return sorted(
-        f
-        for f in folder.rglob("*")
-        if f.is_file()
-        and f.suffix.lower() in _KINDS
-        and not any(p.startswith(".") for p in f.relative_to(folder).parts)
+        f for f in folder.rglob("*") if f.is_file() and f.suffix.lower() in _KINDS and _visible(f.relative_to(folder))
     )
 
 
@@ -268,7 +268,7 @@ def source_files(path: str | os.PathLike, splits: list[str | None], config_name:
     if p.is_file():
         return [[p.name, p.stat().st_size]]
     if _is_saved_dataset(p):
-        files = [f for f in p.rglob("*") if f.is_file() and not any(s.startswith(".") for s in f.relative_to(p).parts)]
+        files = [f for f in p.rglob("*") if f.is_file() and _visible(f.relative_to(p))]
     else:
         files = sorted({Path(f) for split in splits for f in resolve_data_files(p, split, config_name)[1]})
     return sorted([f.relative_to(p).as_posix(), f.stat().st_size] for f in files)

@@ -11,7 +11,7 @@ import os
 from omegaconf import DictConfig
 
 from ..config.plain import plain
-from ..data.sources import DataNotFoundError, data_hint, hub_dataset_available
+from ..data.sources import DataNotFoundError, check_hub_dataset, data_hint
 
 
 def check_source(source: dict | None, config_key: str) -> None:
@@ -28,13 +28,7 @@ def check_source(source: dict | None, config_key: str) -> None:
         return
     if not hub_id:
         raise DataNotFoundError(f"no dataset given: set {config_key} to a local copy")
-    if not hub_dataset_available(hub_id):
-        from ..data.hub import hub_cache_dir
-
-        raise DataNotFoundError(
-            f"dataset {hub_id} is not in the Hugging Face cache {hub_cache_dir()} and the hub is not reachable: "
-            f"{data_hint(hub_id, config_key)}"
-        )
+    check_hub_dataset(hub_id, config_key)
 
 
 def check_tokenizer(spec: dict | None, config_key: str) -> None:
