@@ -21,10 +21,11 @@ from omegaconf import DictConfig
 
 from ..config.plain import plain
 from ..data.sources import DataNotFoundError, _one_line, hub_include
+from ..data.tokenizer import TOKENIZER_FILES
 
 __all__ = ["HubNeed", "fetch_needs", "hub_needs"]
 
-MODEL_FILES = ("*.json", "*.txt", "*.model", "*.safetensors")
+MODEL_FILES = (*TOKENIZER_FILES, "*.safetensors")
 MODEL_BIN_FILES = ("pytorch_model*.bin",)  # a repository without safetensors weights
 
 
@@ -56,8 +57,6 @@ def _dataset_need(source: dict | None, config_key: str) -> list[HubNeed]:
 
 def hub_needs(cfg: DictConfig) -> list[HubNeed]:
     """What a run of `cfg` reads from the hub and does not find where its config says."""
-    from ..data.tokenizer import TOKENIZER_FILES
-
     needs = _dataset_need(plain(cfg.data.source), "data.source.path")
     if cfg.final_eval.lambada:
         needs += _dataset_need(plain(cfg.final_eval.lambada_source), "final_eval.lambada_source.path")
