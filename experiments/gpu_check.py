@@ -7,7 +7,7 @@ results/gpu/. Without a CUDA GPU it says so and exits 0.
 On a machine with no internet and its own PyTorch (no virtual environment), with the wheel folder
 `make wheels` made beforehand on a machine with the registry (README, "GPU check"):
 
-    python -m pip install --no-index --find-links wheels --target .gpu-deps acco
+    python -m pip install --no-index --no-deps --target .gpu-deps wheels/*.whl
     PYTHONPATH=.gpu-deps python experiments/gpu_check.py --out results/gpu
 
 The parts (`plan`), each in its own process group with its own time box (killed as a whole group
