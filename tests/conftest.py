@@ -11,20 +11,14 @@ import sys
 import pytest
 import yaml
 
+from acco.bench import SMALL_LM as BENCH_SMALL_LM
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
-# A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds.
-SMALL_LM = [
-    "model.config.hidden_size=64",
-    "model.config.intermediate_size=256",
-    "model.config.max_position_embeddings=32",
-    "data.seq_len=32",
-    "data.micro_batch_size=4",
-    "data.source.num_stories=1500",
-    "data.tokenizer.vocab_size=384",
-    "train.log_every=0",
-]
+# A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds
+# (acco/bench's, which make bench --tiny and the GPU check run too), without progress lines.
+SMALL_LM = [*BENCH_SMALL_LM, "train.log_every=0"]
 
 
 # `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). The modules that use the

@@ -162,13 +162,13 @@ def precision(cfg: dict, gpu: bool) -> str:
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
 
-FLAT_GRAD_DTYPE_METHODS = ("ddp", "dpu", "wp", "acco")  # those train.grad_dtype applies to
-
-
 def grad_dtype_name(cfg: dict, gpu: bool) -> str:
     """ "bf16" or "fp32": the flat methods' gradient accumulator and reduce (train.grad_dtype)."""
-    # acco.train.precision.grad_dtype: fp32, or the storage dtype (auto; bf16 never narrows fp32)
-    return "fp32" if cfg["train"].get("grad_dtype") == "fp32" else precision(cfg, gpu)
+    import torch
+
+    from ..train.precision import dtype_name, grad_dtype
+
+    return dtype_name(grad_dtype(cfg["train"], torch.device("cuda" if gpu else "cpu")))
 
 
 def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
@@ -177,7 +177,9 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
         return TORCH_ZERO1  # fp32 parameters and gradients in either precision
     flat = FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
-    if flat is FLAT_BF16 and method["name"] in FLAT_GRAD_DTYPE_METHODS and grad_dtype_name(cfg, gpu) == "fp32":
+    from ..train.backend_flat import FLAT_METHODS  # those train.grad_dtype applies to
+
+    if flat is FLAT_BF16 and method["name"] in FLAT_METHODS and grad_dtype_name(cfg, gpu) == "fp32":
         flat = FLAT_BF16_FP32_GRADS
     if method["name"] in ("diloco", "streaming_diloco"):
         from dataclasses import replace
