@@ -1,0 +1,429 @@
+"""ACCO (and DDP, DPU, WP, DiLoCo, Streaming DiLoCo) in one's own training loop.
+
+    import acco
+    trainer = acco.Overlapped(model, loss_fn, data, method="acco", steps=100, accum=2,
+                              optimizer=dict(lr=5e-4, weight_decay=0.1))
+    for _ in range(trainer.steps):
+        out = trainer.step()            # one committed optimizer step; out.loss_mean, out.lr, ...
+    trainer.close()                     # the model now holds the committed parameters θ_T
+
+`model` is any torch.nn.Module, `loss_fn(model, batch)` returns the mean loss of one micro-batch
+(a 0-dim tensor), `data` is this rank's micro-batches: an iterable, or an object whose `.batch(k)`
+returns its k-th micro-batch (acco.data.RankBatchStream). The method's schedule decides how many
+micro-batches a step takes and when (ACCO: 2 x accum per rank per step; adaptive rounds: more on a
+fast rank), so the loop hands over the data, not the batches. Every rank of the process group
+builds one Overlapped and calls step() alike.
+
+It is the suite's own machinery, not a copy: the backends of acco/train/backend_flat.py (ddp on the
+flat engine, dpu, wp, acco) and backend_local.py (diloco, streaming_diloco), run one committed step
+at a time through the schedules of acco/engine/rounds.py and local_rounds.py; precision, gradient
+dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
+the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml. A
+deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
+model, data order and settings (tests/test_api.py)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from omegaconf import OmegaConf
+from torch import nn
+
+from .engine.local_rounds import check_schedule
+from .engine.rounds import StopRule
+from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
+from .engine.sync import SyncResult
+from .engine.trace import TraceRecorder
+from .run.launch import training_group_options
+from .tasks import Task, to_device
+from .train import precision as dtypes
+from .train.backend_flat import FLAT_METHODS, FlatBackend
+from .train.backend_local import LOCAL_METHODS, LocalBackend, local_schedule
+from .train.checkpoint import rng_state, set_rng_state
+from .train.precision import GRAD_DTYPES, PRECISIONS
+
+METHODS = (*FLAT_METHODS, *LOCAL_METHODS)
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+# conf/config.yaml's optim keys that are not the optimizer's: the schedule's length is `steps`
+OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "decay_bias_and_norm", "clip_norm")
+SCHEDULE_KEYS = ("schedule", "warmup_steps", "min_lr_ratio")
+STATE_VERSION = 1
+
+__all__ = ["METHODS", "Overlapped", "SyncResult"]
+
+
+@cache
+def _suite_defaults(path: str, section: str | None = None) -> dict:
+    """A conf/ file's plain values (its `defaults:` list dropped): the suite's defaults are the API's."""
+    cfg = OmegaConf.to_container(OmegaConf.load(path))
+    assert isinstance(cfg, dict)
+    cfg.pop("defaults", None)
+    return dict(cfg[section]) if section else cfg
+
+
+def optimizer_defaults() -> dict:
+    """conf/config.yaml's optim section: AdamW's settings and the learning-rate schedule."""
+    return dict(_suite_defaults(os.path.join(CONF_DIR, "config.yaml"), "optim"))
+
+
+def method_defaults(method: str) -> dict:
+    """conf/method/<method>.yaml's options (ddp: the flat engine's; its `impl` and `comm_hook`
+    choose between PyTorch's DDP and the flat engine in the suite, and do not apply here)."""
+    options = dict(_suite_defaults(os.path.join(CONF_DIR, "method", f"{method}.yaml")))
+    for key in ("name", "impl", "comm_hook"):
+        options.pop(key, None)
+    return options
+
+
+class _IterableStream:
+    """An iterable as the runner's stream (`.batch(k)`, k = 0, 1, ... in order). After a resume
+    the first micro-batches, already used before the checkpoint, are skipped."""
+
+    def __init__(self, data: Iterable):
+        self._iter: Iterator = iter(data)
+        self.position = 0  # index of the next micro-batch the iterator yields
+
+    def batch(self, k: int):
+        if k < self.position:
+            raise RuntimeError(f"micro-batch {k} was asked for after micro-batch {self.position - 1}")
+        try:
+            while self.position < k:  # resumed: skip what the checkpointed run used
+                next(self._iter)
+                self.position += 1
+            item = next(self._iter)
+        except StopIteration:
+            raise RuntimeError(
+                f"the data ran out at micro-batch {k}: give an endless iterable (e.g. itertools.cycle) or fewer steps"
+            ) from None
+        self.position += 1
+        return item
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    """Host tensors of a micro-batch (a tensor, or dicts, lists and tuples of them) onto `device`,
+    through pinned memory on a GPU as the suite's tasks do (acco.tasks.to_device)."""
+    if isinstance(batch, torch.Tensor):
+        return batch if batch.device == device else to_device(batch, device)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _checked_loss(loss_fn: Callable, device: torch.device) -> Callable[[nn.Module, Any], torch.Tensor]:
+    def loss_of(model: nn.Module, batch: Any) -> torch.Tensor:
+        loss = loss_fn(model, _to_device(batch, device))
+        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+            what = (
+                type(loss).__name__ if not isinstance(loss, torch.Tensor) else f"a tensor of shape {tuple(loss.shape)}"
+            )
+            raise TypeError(f"loss_fn returned {what}: it must return the micro-batch's mean loss as a 0-dim tensor")
+        return loss
+
+    return loss_of
+
+
+def _host_copy(obj: Any) -> Any:
+    """A snapshot of a state: every tensor copied into host memory (the live ones keep training)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: _host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_host_copy(v) for v in obj)
+    return obj
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_arguments(
+    model, loss_fn, data, method, steps, accum, deterministic, optimizer, precision, grad_dtype_name, process_group
+) -> None:
+    """TypeError/ValueError, one line naming the problem and the fix, before any collective."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("the model has no trainable parameters: leave requires_grad=True on those to train")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable as loss_fn(model, batch) -> loss, got {type(loss_fn).__name__}")
+    if not (callable(getattr(data, "batch", None)) or isinstance(data, Iterable)):
+        raise TypeError(
+            f"data must be an iterable of micro-batches or have .batch(k) (k-th micro-batch), got {type(data).__name__}"
+        )
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    if not _is_int(steps) or steps < 1:
+        raise ValueError(f"steps must be a whole number >= 1 (committed optimizer steps of the run), got {steps!r}")
+    if not _is_int(accum) or accum < 1:
+        raise ValueError(f"accum must be a whole number >= 1 (micro-batches per round per rank), got {accum!r}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+    if optimizer is not None and not isinstance(optimizer, dict):
+        raise TypeError(
+            f"optimizer must be a dict of AdamW settings, e.g. dict(lr=5e-4), got {type(optimizer).__name__}"
+        )
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if grad_dtype_name not in GRAD_DTYPES:
+        raise ValueError(f"grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {grad_dtype_name!r}")
+    if process_group is not None and not isinstance(process_group, dist.ProcessGroup):
+        raise TypeError(
+            f"process_group must be a torch.distributed.ProcessGroup or None, got {type(process_group).__name__}"
+        )
+
+
+def _merged(what: str, defaults: dict, given: dict | None, allowed: tuple[str, ...] | None = None) -> dict:
+    """`defaults` updated with `given`; a key it does not know is refused, naming the known ones."""
+    given = dict(given or {})
+    known = allowed if allowed is not None else tuple(defaults)
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {what} option {unknown[0]!r}: the options are {', '.join(known) or 'none'}")
+    return {**defaults, **given}
+
+
+def _check_optimizer(opt: dict) -> None:
+    lr, betas = opt["lr"], opt["betas"]
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0 or not math.isfinite(lr):
+        raise ValueError(f"optimizer lr must be a number > 0, got {lr!r}")
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2 or not all(0.0 <= float(b) < 1.0 for b in betas):
+        raise ValueError(f"optimizer betas must be two numbers in [0, 1), e.g. (0.9, 0.95), got {betas!r}")
+    for key in ("eps", "weight_decay", "clip_norm", "warmup_steps", "min_lr_ratio"):
+        if not isinstance(opt[key], (int, float)) or opt[key] < 0:
+            raise ValueError(f"optimizer {key} must be a number >= 0, got {opt[key]!r}")
+    if opt["schedule"] not in SCHEDULES:
+        raise ValueError(f"optimizer schedule must be one of {', '.join(SCHEDULES)}, got {opt['schedule']!r}")
+
+
+class Overlapped:
+    """One rank's share of data-parallel training with one of the suite's methods.
+
+    Arguments (all but the first three by keyword):
+      model, loss_fn, data  see the module's docstring. The model may be on the host in fp32: its
+                    parameters become views into the engine's flat buffer on `device` (stored in
+                    the compute dtype), as in the suite.
+      method        "acco" (default), "ddp" (DDP + ZeRO-1 on the flat engine), "dpu", "wp",
+                    "diloco", "streaming_diloco" (README, the methods).
+      steps         committed optimizer steps of the run (the schedule's length, and the last step
+                    computes nothing nobody would use).
+      accum         micro-batches per round per rank (ACCO: per stage, so 2 x accum per step).
+      deterministic True: exactly `accum` micro-batches per round (reproducible, equal to the
+                    suite's deterministic runs). False (default): an overlapped round keeps computing
+                    until its sync is done, so faster ranks contribute more (README, adaptive).
+      optimizer     AdamW and its schedule, over conf/config.yaml's optim defaults: lr, betas, eps,
+                    weight_decay, decay_bias_and_norm, clip_norm, schedule (constant|cosine|linear),
+                    warmup_steps, min_lr_ratio. For diloco/streaming_diloco it is the inner optimizer.
+      precision     auto (bf16 on a GPU, fp32 on CPU) | bf16 | fp32; grad_dtype: auto | bf16 | fp32
+                    (README, Precision).
+      process_group the ranks that train together (default: all); the engine makes groups of its
+                    own over them for its communication thread, so the caller's collectives and the
+                    engine's never interleave. Without one every rank of the default group must
+                    build its Overlapped at the same point.
+      device        where the model trains (default: the current CUDA device on an NCCL group, else
+                    where the model's parameters are).
+      **method_options  the method's own settings, over conf/method/<method>.yaml: warmup_steps
+                    (dpu, wp); sync_every, fragments, overlap_steps, mixing, outer_lr, outer_momentum
+                    (diloco, streaming_diloco); max_accum_factor (adaptive rounds' cap).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+        data: Any,
+        *,
+        method: str = "acco",
+        steps: int,
+        accum: int = 1,
+        deterministic: bool = False,
+        optimizer: dict | None = None,
+        precision: str = "auto",
+        grad_dtype: str = "auto",
+        process_group: dist.ProcessGroup | None = None,
+        device: torch.device | str | None = None,
+        **method_options: Any,
+    ):
+        _check_arguments(
+            model, loss_fn, data, method, steps, accum, deterministic, optimizer, precision, grad_dtype, process_group
+        )
+        opt = _merged("optimizer", optimizer_defaults(), optimizer, OPTIMIZER_KEYS + SCHEDULE_KEYS)
+        _check_optimizer(opt)
+        adaptive_keys = ("max_accum_factor",) if method in FLAT_METHODS else ()
+        options = _merged(
+            f"{method}", method_defaults(method), method_options, (*method_defaults(method), *adaptive_keys)
+        )
+        max_accum_factor = options.pop("max_accum_factor", 64)
+        for key in ("warmup_steps", "sync_every", "fragments", "overlap_steps"):
+            if key in options and (not _is_int(options[key]) or options[key] < 0):
+                raise ValueError(f"{method} option {key} must be a whole number >= 0, got {options[key]!r}")
+        if not _is_int(max_accum_factor) or max_accum_factor < 1:
+            raise ValueError(f"max_accum_factor must be a whole number >= 1, got {max_accum_factor!r}")
+        if method in LOCAL_METHODS:
+            problem = check_schedule(local_schedule(options))
+            if problem:
+                raise ValueError(f"{method}: {problem}")
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                "torch.distributed is not initialized: call torch.distributed.init_process_group() first "
+                "(torchrun sets its environment; a single process: world_size=1)"
+            )
+        group = process_group if process_group is not None else dist.group.WORLD
+        backend = dist.get_backend(group)
+        if device is None:
+            cuda = backend == "nccl" and torch.cuda.is_available()
+            device = torch.device("cuda", torch.cuda.current_device()) if cuda else next(model.parameters()).device
+        self.device = torch.device(device)
+        self.method, self.steps, self.accum = method, steps, accum
+        self.rank, self.world_size = dist.get_rank(group), dist.get_world_size(group)
+        precision_cfg = {"precision": precision, "grad_dtype": grad_dtype}
+        self.compute_dtype = dtypes.compute_dtype(precision_cfg, self.device)
+        ranks = dist.get_process_group_ranks(group)
+        # the communication thread's collectives on a group of their own (the trainer's way): on
+        # NCCL with high-priority streams
+        comm_group = dist.new_group(ranks, pg_options=training_group_options(backend))
+        self._stream = data if callable(getattr(data, "batch", None)) else _IterableStream(data)
+        task = Task(model=model, loss_fn=_checked_loss(loss_fn, self.device), train_stream=self._stream)
+        lr_at = per_step(make_lr_schedule(opt["lr"], opt["schedule"], opt["warmup_steps"], steps, opt["min_lr_ratio"]))
+        tracer = TraceRecorder(self.rank, enabled=False)
+        self.backend: FlatBackend | LocalBackend
+        if method in LOCAL_METHODS:
+            # the inner steps' counts are agreed on the caller's thread, on a host (gloo) group
+            step_group = dist.new_group(ranks, backend="gloo")
+            self.backend = LocalBackend(
+                task,
+                local_schedule(options),
+                opt,
+                self.rank,
+                self.world_size,
+                self.device,
+                accum,
+                lr_at,
+                1.0,
+                self.compute_dtype,
+                tracer,
+                comm_group=comm_group,
+                step_group=step_group,
+            )
+        else:
+            self.backend = FlatBackend(
+                task,
+                method,
+                int(options.get("warmup_steps", 0)),
+                opt,
+                self.rank,
+                self.world_size,
+                self.device,
+                accum,
+                lr_at,
+                1.0,
+                self.compute_dtype,
+                adaptive=not deterministic,
+                max_accum_factor=max_accum_factor,
+                tracer=tracer,
+                comm_group=comm_group,
+                grad_dtype=dtypes.grad_dtype(precision_cfg, self.device),
+            )
+        self.model = model
+        self.step_count = 0  # committed steps taken
+        self._closed = False
+
+    # -- training -------------------------------------------------------------------------------------
+    def step(self) -> SyncResult:
+        """One committed optimizer step: the method's rounds, their micro-batches (taken from the
+        data) and syncs. Returns the step's SyncResult: loss_mean (over every rank's micro-batches),
+        micro_batches (global), lr, grad_norm (nan unless clipping), committed_step. After the
+        run's last step the model holds the committed parameters θ_T."""
+        if self._closed:
+            raise RuntimeError("step() after close(): build a new Overlapped (load_state_dict to continue)")
+        t = self.step_count
+        if t >= self.steps:
+            raise RuntimeError(f"all {self.steps} steps are done: build a new Overlapped with more steps to go on")
+        if t == 0:
+            self.model.train()  # as the suite's trainer: a from_pretrained model comes in eval mode
+        results: list[SyncResult] = []
+        self.backend.run(StopRule(lambda s: s > t, self.steps), lambda _t, res: results.append(res), t)
+        (result,) = results
+        self.step_count = t + 1
+        bad_grad, _votes = self.backend.take_agreed()
+        if bad_grad or not math.isfinite(result.loss_mean):
+            what = "gradient" if bad_grad else "training loss"
+            raise FloatingPointError(f"non-finite {what} at step {t + 1} (loss {result.loss_mean})")
+        if self.step_count == self.steps:  # every method's model holds θ_T (the local ones: φ)
+            self.backend.load_committed_into_model()
+        return result
+
+    @contextmanager
+    def committed_parameters(self):
+        """For the block, the model holds the committed parameters θ_t (the local methods: φ), in
+        the compute dtype, for an evaluation (run it under torch.autocast in that dtype, as the
+        suite does). Collective on the flat methods: every rank enters it at the same step."""
+        with self.backend.committed_parameters():
+            yield self.model
+
+    def committed_vector(self) -> torch.Tensor:
+        """θ_t as an fp32 host vector of the trainable parameters, in named_parameters() order
+        (the suite's final_params.pt). Collective on the flat methods."""
+        return self.backend.committed_vector()
+
+    # -- checkpoints ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """This rank's training state between two steps, copied into host memory: the parameters,
+        its optimizer shard, the gradients carried into the next step (dpu/wp/acco), its data
+        position and the RNG states. Save each rank's (torch.save(state, f"ckpt.rank{rank}.pt"))."""
+        shared, own = self.backend.state_dicts()
+        return _host_copy(
+            {
+                "version": STATE_VERSION,
+                "method": self.method,
+                "world_size": self.world_size,
+                "rank": self.rank,
+                "step": self.step_count,
+                "shared": shared,
+                "own": own,
+                "rng": rng_state(),
+            }
+        )
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from this rank's state_dict() (a fresh Overlapped over the same model
+        architecture, settings and data order; an iterable's first micro-batches are skipped)."""
+        for key, want in (("method", self.method), ("world_size", self.world_size), ("rank", self.rank)):
+            if state.get(key) != want:
+                raise ValueError(
+                    f"the checkpoint's {key} is {state.get(key)!r}, this run's {want!r}: load the state_dict "
+                    f"saved by the same rank of a {self.method} run of {self.world_size} ranks"
+                )
+        if state.get("version") != STATE_VERSION or not 0 <= int(state["step"]) < self.steps:
+            raise ValueError(
+                f"the checkpoint (version {state.get('version')}, step {state.get('step')}) cannot continue "
+                f"this run of {self.steps} steps: give steps beyond the checkpoint's"
+            )
+        self.backend.load_state_dicts(state["shared"], state["own"])
+        set_rng_state(state["rng"])
+        self.step_count = int(state["step"])
+
+    # -- the end ----------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the communication thread and drop the engine's references to its process groups.
+        The model keeps its parameters (views into the engine's buffer)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.backend.close()
+        self.backend.release()
+
+    def __enter__(self) -> Overlapped:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
