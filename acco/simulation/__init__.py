@@ -1,0 +1,15 @@
+"""The methods' schedules simulated at cluster scale (8–1024 GPUs): a discrete-event model of each
+round — compute per micro-batch, the sync's reduce-scatter / optimizer step / all-gather on a
+hierarchical topology, each method's overlap rule — with per-worker speed drawn from a straggler
+distribution.
+
+It predicts TIME ONLY: samples/s, GPU idle fraction, time per committed step and, for the adaptive
+methods, the effective batch per step. It does not predict loss: a method that commits larger,
+fewer or staler steps trains differently, and nothing here says by how much.
+
+    models.py      the model shapes (GPT-Neo 125M-2.7B, Llama-2 7B-70B) and their FLOPs
+    topology.py    GPUs per node, intra/inter-node links, hierarchical ring collectives, sync times
+    stragglers.py  per-worker slowdown factors: none, log-normal, heavy tail, one slow node
+    schedules.py   the methods' rounds as events, vectorised over scenarios and workers (numpy)
+    sweep.py       a scenario -> each method's outputs; grids of scenarios for the figures
+"""

@@ -1,0 +1,181 @@
+"""The scale simulator's arithmetic on cases with known answers (acco/simulation)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from acco.analytic import costmodel
+from acco.simulation import schedules
+from acco.simulation.models import MODELS
+from acco.simulation.stragglers import Stragglers, parse
+from acco.simulation.sweep import run, scenario
+from acco.simulation.topology import all_reduce_s, reduce_scatter_s, sync_s, topology
+
+
+def ones(rounds, workers, batch=1):
+    return np.ones((rounds, batch, workers))
+
+
+@pytest.mark.parametrize("c,m", [(1.0, 0.4), (0.4, 1.0), (1.0, 1.0)])
+def test_perfect_overlap_round_is_max_of_compute_and_sync(c, m):
+    # ACCO deterministic: 1 micro-batch of time c per round, two rounds per committed step
+    t = schedules.overlapped(np.array([c]), ones(40, 4), np.array([m]), per_round=1, rounds_per_step=2)
+    assert t.step_s[0] == pytest.approx(2 * max(c, m))
+    assert t.micro_batches[0] == 2 * 4
+    assert t.idle[0] == pytest.approx(1 - c / max(c, m))
+    # DPU / WP: one round per committed step
+    t = schedules.overlapped(np.array([c]), ones(40, 4), np.array([m]), per_round=1, rounds_per_step=1)
+    assert t.step_s[0] == pytest.approx(max(c, m))
+
+
+@pytest.mark.parametrize("accum", [1, 2, 4])
+def test_no_overlap_ddp_step_is_accum_compute_plus_sync(accum):
+    t = schedules.ddp(np.array([0.3]), ones(10, 8), np.array([0.5]), accum)
+    assert t.step_s[0] == pytest.approx(accum * 0.3 + 0.5)
+    assert t.idle[0] == pytest.approx(0.5 / (accum * 0.3 + 0.5))
+
+
+def test_one_slow_worker_ddp_waits_adaptive_acco_fills():
+    mu, m, slow = 1.0, 0.5, 4.0
+    f = ones(60, 4)
+    f[..., 3] = slow
+    ddp = schedules.ddp(np.array([mu]), f, np.array([m]), accum=2)
+    assert ddp.step_s[0] == pytest.approx(2 * slow * mu + m)  # everyone waits for the slow one
+    busy_fast, busy_slow = 2 * mu / ddp.step_s[0], 2 * slow * mu / ddp.step_s[0]
+    assert ddp.busy[0] == pytest.approx((3 * busy_fast + busy_slow) / 4)
+    det = schedules.overlapped(np.array([mu]), f, np.array([m]), 1, 2, adaptive=False)
+    ada = schedules.overlapped(np.array([mu]), f, np.array([m]), 1, 2, adaptive=True)
+    # the slow worker sets the round (its one micro-batch, 4 s > the sync) in both modes
+    assert det.step_s[0] == pytest.approx(2 * slow * mu)
+    assert ada.step_s[0] == pytest.approx(2 * slow * mu)
+    # deterministic: the fast workers do one micro-batch and wait; adaptive: they fill the round
+    assert det.micro_batches[0] == 2 * 4
+    assert ada.micro_batches[0] == pytest.approx(2 * (1 + 3 * slow))
+    assert ada.idle[0] == pytest.approx(0.0, abs=1e-9)
+    assert det.idle[0] > 0.5
+
+
+def test_adaptive_fits_whole_micro_batches_under_a_long_sync():
+    # sync 2.5 micro-batches long: adaptive rounds do ceil(2.5) = 3, deterministic ones wait
+    t = schedules.overlapped(np.array([1.0]), ones(30, 2), np.array([2.5]), 1, 2, adaptive=True)
+    assert t.step_s[0] == pytest.approx(2 * 3.0)
+    assert t.micro_batches[0] == pytest.approx(2 * 2 * 3)
+    d = schedules.overlapped(np.array([1.0]), ones(30, 2), np.array([2.5]), 1, 2, adaptive=False)
+    assert d.step_s[0] == pytest.approx(2 * 2.5)
+
+
+@pytest.mark.parametrize("H,F,tau,m", [(8, 1, 0, 3.0), (8, 4, 1, 3.0), (8, 4, 1, 0.2), (16, 2, 3, 5.0)])
+def test_local_methods_match_the_cost_models_closed_form(H, F, tau, m):
+    c = 0.5  # one inner step (accum micro-batches of 0.25 s)
+    t = schedules.local(np.array([0.25]), ones(6 * H, 4), np.array([m / F]), accum=2, H=H, F=F, tau=tau)
+    T = 5 * H  # the steady periods: costmodel.run_time's per-step rate without its final sync
+    name = "streaming_diloco" if F > 1 else "diloco"
+    final_sync = m if F > 1 else 0.0  # the streaming formula ends with every fragment's last sync
+    expected = (costmodel.run_time(name, T, c, m, local=(H, F, tau)) - final_sync) / T
+    assert t.step_s[0] == pytest.approx(expected)
+
+
+def test_ring_all_reduce_time_formula():
+    S, B, a = 1e9, 100e9 / 8, 30e-6
+    # one GPU per node: the flat ring over the network, 2(N−1)α + 2(N−1)/N·S/B
+    topo = topology(1, 16, 100, alpha_inter_us=30)
+    assert all_reduce_s(S, topo) == pytest.approx(2 * 15 * a + 2 * 15 / 16 * S / B)
+    # one node: the ring on NVLink
+    topo = topology(8, 1, intra_gbytes=300, alpha_intra_us=10)
+    assert all_reduce_s(S, topo) == pytest.approx(2 * 7 * 10e-6 + 2 * 7 / 8 * S / 300e9)
+    # hierarchical: the intra ring, then the node's NIC moves (n−1)/n of the buffer
+    topo = topology(8, 4, 100, intra_gbytes=300, alpha_intra_us=10, alpha_inter_us=30)
+    assert reduce_scatter_s(S, topo) == pytest.approx(7 * 10e-6 + 7 / 8 * S / 300e9 + 3 * a + 3 / 4 * S / B)
+    # buckets pay the latency again, not the bandwidth
+    assert reduce_scatter_s(S, topo, buckets=10) - reduce_scatter_s(S, topo) == pytest.approx(9 * (7 * 10e-6 + 3 * a))
+
+
+def test_sync_bytes_follow_table1():
+    topo = topology(8, 8, 100, gpu="H100")
+    P, N, hbm = 1e9, 64, 3.35e12
+    # bf16 gradients out, bf16 parameters back, AdamW on the shard (30 B per parameter touched)
+    assert sync_s("ddp", P, topo) == pytest.approx(2 * reduce_scatter_s(2 * P, topo) + P / N * 30 / hbm)
+    # a tentative step (acco, wp) also saves and restores master, m, v
+    assert sync_s("acco", P, topo) == pytest.approx(2 * reduce_scatter_s(2 * P, topo) + P / N * 54 / hbm)
+    # fp32 gradients (train.grad_dtype=fp32)
+    assert sync_s("ddp", P, topo, grad_bytes=4) == pytest.approx(
+        reduce_scatter_s(4 * P, topo) + reduce_scatter_s(2 * P, topo) + P / N * 30 / hbm
+    )
+    # local methods: the fp32 pseudo-gradient and fp32 φ, one fragment of F
+    assert sync_s("streaming_diloco", P, topo, fragments=4) == pytest.approx(
+        2 * reduce_scatter_s(4 * P / 4, topo) + P / 4 / N * 20 / hbm
+    )
+
+
+def test_model_sizes_are_the_published_ones():
+    published = {"125m": 125e6, "1.3b": 1.3e9, "2.7b": 2.7e9, "7b": 6.74e9, "13b": 13.0e9, "70b": 69.0e9}
+    for key, size in published.items():
+        assert MODELS[key].params == pytest.approx(size, rel=0.03), key
+
+
+def test_stragglers_shapes():
+    rng = np.random.default_rng(0)
+    f = Stragglers("lognormal", sigma=0.3).factors(rng, 400, 2, 64, 8)
+    assert f.mean() == pytest.approx(1.0, abs=0.01) and (f > 0).all()
+    f = Stragglers("slow_node", factor=3).factors(rng, 5, 1, 16, 8)
+    assert (f[..., :8] == 3).all() and (f[..., 8:] == 1).all()
+    f = Stragglers("tail", p=0.01, factor=5).factors(rng, 1000, 1, 100, 8)
+    assert set(np.unique(f)) == {1.0, 5.0} and (f == 5).mean() == pytest.approx(0.01, abs=0.002)
+    assert parse("tail:0.01:3") == Stragglers("tail", p=0.01, factor=3)
+    with pytest.raises(ValueError):
+        parse("gamma:1")
+
+
+def test_sweep_is_deterministic_and_paired():
+    sc = [scenario("125m", topology(8, 4, 50), stragglers=Stragglers("lognormal", sigma=0.2), rounds=40)]
+    a, b = run(sc), run(sc)
+    assert [r["step_s"] for r in a] == [r["step_s"] for r in b]
+    by = {r["method"]: r for r in a}
+    assert by["ddp"]["speedup_vs_ddp"] == 1.0
+    # the same samples per committed step for the deterministic methods
+    assert by["acco"]["batch_per_step"] == by["ddp"]["batch_per_step"] == by["diloco"]["batch_per_step"]
+    assert by["acco_adaptive"]["batch_per_step"] >= by["acco"]["batch_per_step"]
+    assert not run([scenario("70b", topology(8, 8, 100), rounds=16)], ["ddp"])[0]["fits"]
+
+
+def cli(*args):
+    return subprocess.run(
+        [sys.executable, "experiments/simulate.py", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_prints_every_method():
+    out = cli("--gpus-per-node", "8", "--nodes", "2", "--inter-gbps", "100", "--model", "125m", "--rounds", "16")
+    assert out.returncode == 0, out.stderr
+    for method in ("ddp", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco"):
+        assert f"\n{method} " in out.stdout
+    assert "not loss" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--nodes", "0"], "--nodes"),
+        (["--model", "9b"], "--model"),
+        (["--accum", "3"], "--accum"),
+        (["--inter-gbps", "-1"], "--inter-gbps"),
+        (["--stragglers", "lognormal"], "--stragglers"),
+        (["--H", "32", "--F", "5"], "--F"),
+        (["--nonsense"], "nonsense"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(args, word, capsys):
+    from acco.simulation.cli import main
+
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and word in lines[0]
+    assert captured.out == ""
+
+
+def test_cli_bad_input_from_the_script():
+    out = cli("--model", "9b")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
