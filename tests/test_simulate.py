@@ -179,3 +179,15 @@ def test_cli_bad_input_exits_2_with_one_line(args, word, capsys):
 def test_cli_bad_input_from_the_script():
     out = cli("--model", "9b")
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("c,m", [(1.0, 0.3), (0.3, 1.0)])
+def test_whole_run_times_equal_the_cost_models_run_time(c, m):
+    # prologue round, overlapped rounds, the T-th commit: costmodel.run_time's closed forms
+    T = 7
+    acco = schedules.overlapped(np.array([c]), ones(2 * T + 2, 3), np.array([m]), 1, 2)
+    assert acco.commit_s[T - 1, 0] == pytest.approx(costmodel.run_time("acco", T, c, m))
+    dpu = schedules.overlapped(np.array([c]), ones(T + 2, 3), np.array([m]), 1, 1)
+    assert dpu.commit_s[T - 1, 0] == pytest.approx(costmodel.run_time("dpu", T, c, m))
+    ddp = schedules.ddp(np.array([c]), ones(T, 3), np.array([m]), 1)
+    assert ddp.commit_s[T - 1, 0] == pytest.approx(costmodel.run_time("ddp", T, c, m))

@@ -18,7 +18,8 @@ ends and per scenario the time the communication lane ends, with the overlap rul
 
 Outputs per scenario: time per committed step (steady state: the first rounds left out), busy
 fraction (compute seconds / (N × elapsed); idle = 1 − busy) and micro-batches per committed step
-summed over workers (its mean and 5th/95th percentiles: adaptive methods vary).
+summed over workers (its mean and 5th/95th percentiles: adaptive methods vary); and the time every
+committed step ends (`commit_s`, prologue and all), for windows like the measured runs' own.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ class Timing:
     micro_batches: np.ndarray  # (B,) mean micro-batches per committed step, all workers together
     micro_batches_p5: np.ndarray
     micro_batches_p95: np.ndarray
+    commit_s: np.ndarray  # (steps, B) when each committed step ends, from the first compute's start
 
     @property
     def idle(self) -> np.ndarray:
         return np.clip(1.0 - self.busy, 0.0, 1.0)  # float round-off can put busy a hair above 1
 
 
-def _per_step_stats(per_step: np.ndarray, step_s, busy) -> Timing:
+def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray) -> Timing:
     """per_step: (steps, B) micro-batches per committed step."""
     return Timing(
         np.asarray(step_s, float),
@@ -51,6 +53,7 @@ def _per_step_stats(per_step: np.ndarray, step_s, busy) -> Timing:
         per_step.mean(0),
         np.percentile(per_step, 5, axis=0),
         np.percentile(per_step, 95, axis=0),
+        commit_s,
     )
 
 
@@ -60,7 +63,7 @@ def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int) -> Timing:
     c = accum * mu[None, :, None] * f
     step = c.max(-1) + m[None, :]
     busy = c.sum(-1).sum(0) / (N * step.sum(0))
-    return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy)
+    return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy, np.cumsum(step, axis=0))
 
 
 def overlapped(
@@ -79,10 +82,10 @@ def overlapped(
     usable = skip + ((R - skip) // rounds_per_step) * rounds_per_step
     cend = np.zeros((B, N))
     s_prev = np.zeros(B)
-    sync_end = np.zeros((usable, B))
-    counts = np.zeros((usable, B))
+    sync_end = np.zeros((R, B))
+    counts = np.zeros((R, B))
     busy = np.zeros(B)
-    for r in range(usable):
+    for r in range(R):
         start = np.maximum(cend, s_prev[:, None]) if r else np.zeros((B, N))
         t = mu[:, None] * f[r]  # one micro-batch of each worker in this round
         s = start.max(-1) + (m if r else 0.0)  # sync r (round r−1's gradients) ends
@@ -91,7 +94,7 @@ def overlapped(
             n = np.maximum(n, np.ceil((s[:, None] - start) / t - EPS))
         cend = start + n * t
         sync_end[r], counts[r] = s, n.sum(-1)
-        if r >= skip:
+        if skip <= r < usable:
             busy += (n * t).sum(-1)
         s_prev = s
     elapsed = sync_end[usable - 1] - sync_end[skip - 1]
@@ -99,7 +102,9 @@ def overlapped(
     # a committed step's gradients: the rounds whose syncs it covers (round r's sync carries r−1)
     per_round_counts = counts[skip - 1 : usable - 1]
     per_step = per_round_counts.reshape(steps, rounds_per_step, B).sum(1)
-    return _per_step_stats(per_step, elapsed / steps, busy / (N * elapsed))
+    # commit k (k = 1, 2, ...) ends with sync k·rounds_per_step (ACCO: its commit rounds)
+    commits = sync_end[rounds_per_step::rounds_per_step]
+    return _per_step_stats(per_step, elapsed / steps, busy / (N * elapsed), commits)
 
 
 def local(
@@ -118,6 +123,7 @@ def local(
     comm_free = np.zeros(B)
     pending: list[tuple[int, np.ndarray]] = []
     boundary = np.zeros((periods, B))
+    commits = np.zeros((periods * H, B))
     busy = np.zeros(B)
     every = H // F
     for s in range(1, periods * H + 1):
@@ -131,8 +137,9 @@ def local(
             pending.append((s + tau, comm_free))
         while pending and pending[0][0] == s:  # it lands: every worker waits for it
             t = np.maximum(t, pending.pop(0)[1][:, None])
+        commits[s - 1] = t.max(-1)
         if s % H == 0:
             boundary[s // H - 1] = t.max(-1)
     elapsed = boundary[-1] - boundary[0]
     steps = (periods - 1) * H
-    return _per_step_stats(np.full((steps, B), float(accum * N)), elapsed / steps, busy / (N * elapsed))
+    return _per_step_stats(np.full((steps, B), float(accum * N)), elapsed / steps, busy / (N * elapsed), commits)
