@@ -228,6 +228,14 @@ class LinkConfig:
 
 
 @dataclass
+class ClockConfig:  # acco/engine/virtual_clock.py
+    mode: str = MISSING  # real | virtual
+    micro_batch_s: float | None = MISSING
+    sync_s: float | None = MISSING  # null: the link model (link.rate_mbit, link.delay_ms)
+    optimizer_step_s: float = MISSING
+
+
+@dataclass
 class HeteroConfig:
     slow_rank: int | None = MISSING
     factor: float = MISSING
@@ -266,6 +274,9 @@ class ClaimConfig:  # one claim of the paper, tested by analysis/claims.py
     expect: str = MISSING  # matches / worse / better: A against B
     question: str = "dynamics"  # dynamics (loss at equal work) or wall-clock (time on a link)
     if_not_reproduced: str = ""  # the report's reading of the runs when the verdict is not the paper's
+    tests: str = "size"  # what the paper claims: size (against the metric's margin) or sign (against 0)
+    looks: list[int] | None = None  # the planned looks, numbers of paired seeds (None: analysis/stats.py LOOKS)
+    versus: str | None = None  # a second metric: the claim is on the per-seed difference of the two gaps
 
 
 @dataclass
@@ -277,6 +288,7 @@ class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>
     runs: list[Any] | None = None  # the run list: {key: value or [values]} each (acco.config.experiments)
     rehearsal_maps: dict[str, Any] | None = None  # scale=rehearsal: paper value -> rehearsal value
     claims: list[ClaimConfig] = field(default_factory=list)  # what the reproduction report tests
+    lr_choice: dict[str, Any] | None = None  # how the experiment's rate was chosen (fig6: from lr_sweep's DDP runs)
 
 
 @dataclass
@@ -303,6 +315,7 @@ class RunConfig:
     optim: OptimConfig = MISSING
     final_eval: FinalEvalConfig = MISSING
     link: LinkConfig = MISSING
+    clock: ClockConfig = MISSING
     hetero: HeteroConfig = MISSING
     fault: FaultConfig = MISSING
     dist: DistConfig = MISSING

@@ -464,6 +464,32 @@ def out_dir_problem(out_dir: str | None) -> str | None:
     return None
 
 
+def check_clock(cfg: dict) -> None:
+    """clock.*: a mode, and on the virtual clock costs it can use (acco/engine/virtual_clock.py)."""
+    from ..engine.virtual_clock import MODES
+
+    clock = cfg.get("clock") or {}
+    mode = clock.get("mode", "real")
+    if mode not in MODES:
+        raise ConfigError(f"clock.mode must be one of {', '.join(MODES)}, got {mode!r}; set clock.mode=real or virtual")
+    for key in ("micro_batch_s", "sync_s", "optimizer_step_s"):
+        if clock.get(key) is not None:
+            _number(clock[key], f"clock.{key}", 0.0)
+    if mode != "virtual":
+        return
+    if clock.get("micro_batch_s") is None or clock["micro_batch_s"] <= 0:
+        raise ConfigError(
+            f"clock.mode=virtual needs the seconds of one micro-batch, got clock.micro_batch_s="
+            f"{clock.get('micro_batch_s')}; set e.g. clock.micro_batch_s=0.1"
+        )
+    rate = (cfg.get("link") or {}).get("rate_mbit") or 0
+    if clock.get("sync_s") is None and not rate > 0:
+        raise ConfigError(
+            "clock.mode=virtual with clock.sync_s=null takes a sync's time from the link model, and "
+            "link.rate_mbit is 0 (unlimited); set clock.sync_s (seconds) or link.rate_mbit > 0"
+        )
+
+
 def check_local_method(cfg: dict) -> None:
     """diloco / streaming_diloco: a schedule that can run, and a run of known length (it ends with
     every fragment synchronised after its last step)."""
@@ -602,6 +628,7 @@ def validate(
     check_link(
         cfg, external_launcher=launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") == "slurm"
     )
+    check_clock(cfg)
     check_run_settings(cfg, world)
     if (cfg.get("launcher") or {}).get("name") == "slurm":  # a Slurm profile's setup, options, env, signal
         from ..slurm.profile import check_profile

@@ -40,6 +40,7 @@ from .rounds import StepCallback, StopRule
 from .sharded_adamw import ShardedAdamW
 from .sync import Agreement, SyncKind, SyncResult, squared_norm
 from .trace import COMM, COMPUTE, TraceRecorder
+from .virtual_clock import VirtualClock
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,20 @@ def check_schedule(s: LocalSchedule) -> str | None:
     return None
 
 
+def fragment_kind(f: int) -> str:
+    """Fragment f's sync, as the virtual clock names its cost."""
+    return f"fragment {f}"
+
+
+@dataclass(frozen=True)
+class LocalCosts:
+    """What the virtual clock charges an inner step beside its micro-batches: the counts'
+    all-reduce (every rank waits for the slowest there) and the inner AdamW over the whole model."""
+
+    counts_s: float = 0.0
+    inner_step_s: float = 0.0
+
+
 def fragment_bounds(padded: int, world_size: int, fragments: int) -> list[tuple[int, int]]:
     """F contiguous [start, end) ranges of the padded flat vector, as equal as they can be, each a
     multiple of world_size long (each is reduce-scattered over the ranks on its own)."""
@@ -106,8 +121,13 @@ class LocalEngine:
         step_group,
         tracer: TraceRecorder,
         clip_norm: float = 0.0,
+        clock: VirtualClock | None = None,
+        clock_costs: LocalCosts | None = None,
     ):
+        """`clock` (clock.mode=virtual), with `clock_costs`: the virtual clock every inner step and
+        fragment sync advances (acco/engine/virtual_clock.py)."""
         self.flat, self.inner, self.schedule = flat, inner, schedule
+        self.clock, self.clock_costs = clock, clock_costs
         self.comm, self.runner, self.accum = comm, runner, accum
         self.rank, self.world_size = rank, world_size
         self.comm_group, self.step_group = comm_group, step_group
@@ -143,6 +163,11 @@ class LocalEngine:
         n_tot, loss_tot = self.agreement.all_reduce(
             count, self.runner.loss_sum, self.flat.grads, self.step_group, on_host=True
         )
+        if self.clock is not None:  # every rank's micro-batches, the counts' all-reduce, the inner AdamW
+            assert self.clock_costs is not None
+            self.clock.compute_all(self.accum)
+            self.clock.collective(self.clock_costs.counts_s)
+            self.clock.advance(self.clock_costs.inner_step_s)
         grad = self.flat.grads.to(torch.float32).div_(count)  # this worker's own mean gradient
         grad_norm = float("nan")
         if self.clip_norm > 0:
@@ -166,6 +191,8 @@ class LocalEngine:
         phi.copy_(self.anchor[a:b])  # φ_f onto the device: the outer step starts from it
         torch.sub(phi, self.inner.master[a:b], out=self.buffer[a:b])  # cast to the buffer
         self.last_start[f] = step
+        if self.clock is not None:  # starts when the last rank joins; waited for when it lands
+            self.clock.launch(fragment_kind(f), commits=False)
         self.in_flight = (f, self.comm.submit(lambda: self._outer_step(f)))
         self.lands_after = step + self.schedule.overlap_steps
 
@@ -193,6 +220,8 @@ class LocalEngine:
         with self.tracer.span("wait for sync", COMPUTE, cat="idle"):
             job.wait()
         self.in_flight = None
+        if self.clock is not None:
+            self.clock.finish()
         a, b = self.fragments[f]
         phi = self.staging[: b - a]  # φ'_f, on the device
         self.anchor[a:b].copy_(phi)
@@ -240,6 +269,7 @@ class LocalEngine:
             "last_start": list(self.last_start),
             "runner": self.runner.state_dict(),
             "rounds_micro_batches": list(self.rounds_micro_batches),
+            **({"clock": self.clock.state_dict()} if self.clock is not None else {}),
         }
 
     def load_state_dict(self, state: dict, anchor: torch.Tensor) -> None:
@@ -258,6 +288,8 @@ class LocalEngine:
             self.in_flight, self.lands_after = (f, done), int(flight["lands_after"])
         self.runner.load_state_dict(state["runner"])
         self.rounds_micro_batches = list(state["rounds_micro_batches"])
+        if self.clock is not None:
+            self.clock.load_state_dict(state["clock"])
 
 
 def run_local(engine: LocalEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:

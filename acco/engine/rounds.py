@@ -25,6 +25,7 @@ from .compute import MicroBatchRunner
 from .flat import FlatModel
 from .sync import Syncer, SyncKind, SyncResult
 from .trace import COMPUTE, TraceRecorder
+from .virtual_clock import VirtualClock
 
 StepCallback = Callable[[int, SyncResult], None]
 
@@ -40,7 +41,10 @@ class RoundEngine:
         adaptive: bool,
         tracer: TraceRecorder,
         max_accum_factor: int = 64,
+        clock: VirtualClock | None = None,
     ):
+        """`clock` (clock.mode=virtual): the virtual clock decides every rank's micro-batches per
+        round (acco/engine/virtual_clock.py) instead of the real sync's end."""
         self.flat = flat
         self.syncer = syncer
         self.buffer = syncer.buffer
@@ -58,13 +62,26 @@ class RoundEngine:
         # its end: see Trainer.budget_allows_more); None: always, while the sync runs
         self.may_extend: Callable[[int], bool] | None = None
         self.in_flight = 0  # micro-batches of this rank in a commit sync now running
+        self.clock = clock
 
     # -- building blocks ----------------------------------------------------------------------
     def _compute(self, minimum: int, job=None, label: str = "fwd+bwd") -> int:
+        if self.clock is not None:
+            return self._compute_virtual(minimum, job is not None, label)
         n = 0
         while n < minimum or (self.adaptive and job is not None and self._extend(job, n)):
             self.runner.run_one(label)
             n += 1
+        self.rounds_micro_batches.append(n)
+        return n
+
+    def _compute_virtual(self, minimum: int, beside_sync: bool, label: str) -> int:
+        """As many micro-batches as the virtual clock fits (every rank's count, decided alike on
+        every rank: the budget's may_extend is asked with each rank's own uncommitted count)."""
+        assert self.clock is not None
+        n = self.clock.compute_round(minimum, self.adaptive and beside_sync, self.max_micro_batches, self.may_extend)
+        for _ in range(n):
+            self.runner.run_one(label)
         self.rounds_micro_batches.append(n)
         return n
 
@@ -85,6 +102,8 @@ class RoundEngine:
         self.buffer.copy_(self.flat.grads)
         count, loss_sum = self.runner.count, self.runner.loss_sum
         self.in_flight = count if kind.commits else 0  # an estimate leaves them in the accumulator
+        if self.clock is not None:
+            self.clock.launch(kind.value, kind.commits)
         return self.comm.submit(lambda: self.syncer.sync(kind, count, loss_sum))
 
     def _finish(self, job) -> SyncResult:
@@ -92,12 +111,21 @@ class RoundEngine:
         with self.tracer.span("wait for sync", COMPUTE, cat="idle"):
             result = job.wait()
         self.in_flight = 0
+        if self.clock is not None:
+            modelled = self.clock.finish()
+            if modelled != result.micro_batches:  # the model must be what the ranks really did
+                raise RuntimeError(
+                    f"the virtual clock modelled {modelled} micro-batches in this sync, the ranks sent "
+                    f"{result.micro_batches}: its counts are out of step with the ranks'"
+                )
         self.flat.params.copy_(self.buffer)
         return result
 
     def _empty_accumulator(self) -> None:
         self.flat.zero_grads()
         self.runner.reset()
+        if self.clock is not None:
+            self.clock.empty()
 
     # -- rounds ---------------------------------------------------------------------------------
     def prologue(self, label: str = "fwd+bwd") -> None:
@@ -145,6 +173,8 @@ class RoundEngine:
         }
         if pending:
             state["grads"] = self.flat.grads
+        if self.clock is not None:
+            state["clock"] = self.clock.state_dict()
         return state
 
     def load_state_dict(self, state: dict, params: torch.Tensor) -> None:
@@ -154,6 +184,8 @@ class RoundEngine:
         self.rounds_micro_batches = list(state["rounds_micro_batches"])
         if "grads" in state:
             self.flat.grads.copy_(state["grads"])
+        if self.clock is not None:
+            self.clock.load_state_dict(state["clock"])
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """θ_t from the masters, through the communication thread (its group, its order)."""

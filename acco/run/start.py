@@ -291,10 +291,11 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
+        from ..engine.virtual_clock import is_virtual, unemulated_link
         from ..testbed.emulate import for_external_launcher, join
         from .worker import exit_now, run_rank
 
-        cfg = for_external_launcher(cfg)
+        cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
         # in a submitit job (Hydra's submitit launcher) the task returns: submitit pickles its result
         in_submitit = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
@@ -343,6 +344,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
 
+    from ..engine.virtual_clock import is_virtual, unemulated_link
     from ..testbed import emulate
     from .worker import spawned_worker
 
@@ -350,7 +352,10 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     from .supervise import forward_signals, record_failure, supervise
 
     try:
-        cfg, topology = emulate.prepare(cfg, world)  # link.*: namespaces + tc, or in-process delays
+        if is_virtual(cfg):  # link.* only feed the virtual clock's model: nothing to build
+            cfg = unemulated_link(cfg)
+        else:
+            cfg, topology = emulate.prepare(cfg, world)  # link.*: namespaces + tc, or in-process delays
         start_method = worker_start_method(cfg["dist"]["start_method"], cfg["device"])
         if start_method == "fork":
             preload_worker_modules(cfg)

@@ -37,6 +37,7 @@ from ..config.plain import plain
 from ..config.schema import typed
 from ..engine.audit import CollectiveAudit
 from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
+from ..engine.virtual_clock import is_virtual
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
 from ..train.post_training import FinalEvaluationError, final_evaluation, post_training_group
@@ -219,6 +220,12 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
             shutil.rmtree(partial, ignore_errors=True)
 
 
+def _link_report(cfg: DictConfig) -> dict:
+    """summary.json's `link` block; on the virtual clock it says the link was not emulated."""
+    note = (cfg.link.get("runtime") or {}).get("note")
+    return link_summary(cfg) | ({"note": note} if note else {})
+
+
 def _finish(
     cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error=None
 ) -> None:
@@ -281,7 +288,11 @@ def _finish(
             "final_eval_loss": last_eval,
             "samples": rows[-1]["samples"] if rows else 0,
             "hetero": plain(cfg.hetero),
-            "link": link_summary(cfg),
+            "link": _link_report(cfg),
+            # real, or the virtual clock's costs: then wall_time_s and total_wall_time_s are modelled seconds
+            "clock": trainer.clock_report()
+            if trainer is not None
+            else {"mode": "virtual" if is_virtual(cfg) else "real"},
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
             "final_eval_error": final_eval_error,

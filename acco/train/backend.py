@@ -17,6 +17,7 @@ import torch
 
 from ..engine.compute import MicroBatchRunner
 from ..engine.rounds import StepCallback, StopRule
+from ..engine.virtual_clock import VirtualClock
 
 
 class Backend(ABC):
@@ -26,6 +27,8 @@ class Backend(ABC):
     parameters_in_compute_dtype: bool
     # gradients carried from one committed step into the next (dpu/wp/acco): part of a checkpoint
     carries_gradients: bool
+    # clock.mode=virtual: the modelled time of every rank (acco/engine/virtual_clock.py); None: real time
+    clock: VirtualClock | None = None
 
     @abstractmethod
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:

@@ -14,13 +14,24 @@ from ..engine.compute import MicroBatchRunner
 from ..engine.flat import FlatModel
 from ..engine.rounds import RoundEngine, StepCallback, StopRule, run_acco, run_delayed, run_sequential
 from ..engine.sharded_adamw import ShardedAdamW
-from ..engine.sync import Syncer
+from ..engine.sync import Syncer, SyncKind
 from ..engine.trace import TraceRecorder
+from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_sync_costs
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
+from .signals import CHECKPOINT_SIGNALS
 
 FLAT_METHODS = ("ddp", "dpu", "wp", "acco")
+# the kinds of sync each method's rounds launch (the virtual clock needs a cost for each)
+SYNC_KINDS = {
+    "ddp": (SyncKind.COMMIT,),
+    "dpu": (SyncKind.COMMIT,),
+    "wp": (SyncKind.COMMIT, SyncKind.COMMIT_PREDICT),
+    "acco": (SyncKind.ESTIMATE, SyncKind.COMMIT),
+}
+# the sync's all-reduce of [count, loss sum, non-finite, one vote per checkpoint signal] in float64
+AGREEMENT_BYTES = 8 * (3 + len(CHECKPOINT_SIGNALS))
 
 
 class FlatBackend(Backend):
@@ -45,9 +56,12 @@ class FlatBackend(Backend):
         comm_group,
         may_extend: Callable[[int], bool] | None = None,
         grad_dtype: torch.dtype | None = None,
+        clock: ClockSettings | None = None,
     ):
         """`grad_dtype` (train.grad_dtype): the gradient accumulator's and the communication
-        buffer's dtype (default: the compute dtype); the parameters are stored in the compute dtype."""
+        buffer's dtype (default: the compute dtype); the parameters are stored in the compute dtype.
+        `clock` (clock.mode=virtual): the rounds run on the virtual clock (acco/engine/virtual_clock.py);
+        `slowdown` should then be 1 (the clock slows a heterogeneous worker, not a sleep)."""
         if method not in FLAT_METHODS:
             raise ValueError(f"unknown method {method!r}")
         self.method = method
@@ -99,8 +113,19 @@ class FlatBackend(Backend):
             autocast_dtype=compute_dtype,
             device_type=device.type,
         )
+        self.clock: VirtualClock | None = None
+        if clock is not None and clock.virtual:
+            costs = flat_sync_costs(
+                clock,
+                SYNC_KINDS[method],
+                world_size,
+                self.buffer.nbytes,
+                AGREEMENT_BYTES,
+                (optim["clip_norm"] or 0) > 0,
+            )
+            self.clock = VirtualClock(clock.micro_batch_costs(world_size), costs, rank)
         self.engine: RoundEngine | None = RoundEngine(
-            self.flat, self.syncer, self.comm, self.runner, accum, adaptive, tracer, max_accum_factor
+            self.flat, self.syncer, self.comm, self.runner, accum, adaptive, tracer, max_accum_factor, self.clock
         )
         self.engine.may_extend = may_extend
 

@@ -11,13 +11,22 @@ import torch
 from ..engine.comm_worker import CommWorker
 from ..engine.compute import MicroBatchRunner
 from ..engine.flat import FlatModel
-from ..engine.local_rounds import LocalEngine, LocalSchedule, run_local
+from ..engine.local_rounds import (
+    LocalCosts,
+    LocalEngine,
+    LocalSchedule,
+    fragment_bounds,
+    fragment_kind,
+    run_local,
+)
 from ..engine.rounds import StepCallback, StopRule
 from ..engine.sharded_adamw import ShardedAdamW
 from ..engine.trace import TraceRecorder
+from ..engine.virtual_clock import ClockSettings, VirtualClock, local_sync_collectives
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
+from .signals import CHECKPOINT_SIGNALS
 
 LOCAL_METHODS = ("diloco", "streaming_diloco")
 
@@ -53,7 +62,10 @@ class LocalBackend(Backend):
         tracer: TraceRecorder,
         comm_group,
         step_group,
+        clock: ClockSettings | None = None,
     ):
+        """`clock` (clock.mode=virtual): inner steps and fragment syncs on the virtual clock
+        (acco/engine/virtual_clock.py); `slowdown` should then be 1."""
         self.device = device
         self.flat = FlatModel(
             task.model,
@@ -82,6 +94,10 @@ class LocalBackend(Backend):
             autocast_dtype=compute_dtype,
             device_type=device.type,
         )
+        self.clock: VirtualClock | None = None
+        clock_costs = None
+        if clock is not None and clock.virtual:
+            self.clock, clock_costs = self._virtual_clock(clock, schedule, rank, world_size)
         self.engine: LocalEngine | None = LocalEngine(
             self.flat,
             inner,
@@ -95,8 +111,29 @@ class LocalBackend(Backend):
             step_group,
             tracer,
             optim["clip_norm"],
+            clock=self.clock,
+            clock_costs=clock_costs,
         )
         self.world_size = world_size
+
+    def _virtual_clock(
+        self, clock: ClockSettings, schedule: LocalSchedule, rank: int, world_size: int
+    ) -> tuple[VirtualClock, LocalCosts]:
+        """Each fragment's sync over its bytes (clock.sync_s: its share of the whole model's), the
+        inner step's counts all-reduce ([count, loss, non-finite, votes] in float64) and its AdamW
+        over the whole model: world_size x clock.optimizer_step_s, the step on one shard."""
+        padded = self.flat.layout.padded
+        item = self.flat.params.element_size()  # Δ is reduced in the buffer's (compute) dtype
+        costs = {
+            fragment_kind(f): clock.communication_s(local_sync_collectives(b - a, item), world_size, (b - a) / padded)
+            for f, (a, b) in enumerate(fragment_bounds(padded, world_size, schedule.fragments))
+        }
+        local = LocalCosts(
+            counts_s=clock.small_collective_s(8 * (3 + len(CHECKPOINT_SIGNALS)), world_size),
+            inner_step_s=world_size * clock.optimizer_step_s,
+        )
+        costs["inner step counts"] = local.counts_s
+        return VirtualClock(clock.micro_batch_costs(world_size), costs, rank), local
 
     @property
     def live(self) -> LocalEngine:

@@ -10,9 +10,11 @@ import torch
 from ..engine.rounds import StepCallback, StopRule
 from ..engine.torch_ddp import TorchDDPZero1
 from ..engine.trace import TraceRecorder
+from ..engine.virtual_clock import ClockSettings, VirtualClock, torch_ddp_collectives
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
+from .signals import CHECKPOINT_SIGNALS
 
 
 class TorchDDPBackend(Backend):
@@ -32,7 +34,13 @@ class TorchDDPBackend(Backend):
         tracer: TraceRecorder,
         group,
         comm_hook: str = "allreduce",
+        clock: ClockSettings | None = None,
+        rank: int = 0,
+        world_size: int = 1,
     ):
+        """`clock` (clock.mode=virtual, with this `rank` of `world_size`): every step on the virtual
+        clock, accum micro-batches on each rank, then the all-reduce and ZeRO's broadcast when the
+        slowest rank joins them (`slowdown` should then be 1)."""
         self.model = task.model
         self.accum = accum
         self.compute_dtype = compute_dtype
@@ -56,11 +64,23 @@ class TorchDDPBackend(Backend):
             comm_hook=comm_hook,
         )
         self.runner = self.torch_ddp.runner
+        self.clock: VirtualClock | None = None
+        if clock is not None and clock.virtual:
+            params = sum(p.numel() for p in self.torch_ddp.params)
+            wire = 2 if comm_hook.endswith("_bf16") else 4  # DDP's fp32 buckets, or the bf16 hook's wire
+            agreement = 8 * (2 + len(CHECKPOINT_SIGNALS))  # [count, loss sum, votes] in float64
+            comm = clock.communication_s(torch_ddp_collectives(params, wire, agreement), world_size)
+            sync = {"commit": comm + clock.optimizer_step_s}  # the AdamW step on this rank's ZeRO partition
+            self.clock = VirtualClock(clock.micro_batch_costs(world_size), sync, rank)
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
         t = start
         while not until.done(t):
-            on_step(t, self.torch_ddp.step())
+            result = self.torch_ddp.step()
+            if self.clock is not None:  # a·c_r on each rank, then the sync once the slowest joins
+                self.clock.compute_all(self.accum)
+                self.clock.collective(self.clock.sync_cost("commit"))
+            on_step(t, result)
             t += 1
 
     def carry_votes(self, votes) -> None:
@@ -73,10 +93,15 @@ class TorchDDPBackend(Backend):
 
     def state_dicts(self) -> tuple[dict, dict]:
         shared = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}}
-        return shared, {"torch_ddp": self.torch_ddp.state_dict()}
+        own = {"torch_ddp": self.torch_ddp.state_dict()}
+        if self.clock is not None:
+            own["clock"] = self.clock.state_dict()
+        return shared, own
 
     def load_state_dicts(self, shared: dict, own: dict) -> None:
         self.torch_ddp.load_state_dict(own["torch_ddp"], shared["model"])
+        if self.clock is not None:
+            self.clock.load_state_dict(own["clock"])
 
     def committed_vector(self) -> torch.Tensor:
         return self.torch_ddp.committed_vector()

@@ -22,6 +22,7 @@ from ..engine.compute import autocast
 from ..engine.rounds import StopRule
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
+from ..engine.virtual_clock import ClockSettings
 from ..run.files import MetricsWriter, reset_peak_memory
 from ..run.launch import training_group_options
 from ..run.progress import Progress, make_logger
@@ -69,7 +70,12 @@ class Trainer:
         self.steps = self.length.steps  # None: the budget alone ends the run
         self.until = StopRule(lambda t: self.length.done(t, self.samples), self.steps)
         self.accum = train.accum
-        slowdown = cfg.hetero.factor if cfg.hetero.slow_rank == rank else 1.0
+        # clock.mode=virtual: time is the schedule's modelled time (acco/engine/virtual_clock.py); a
+        # heterogeneous worker is then slower by the clock, not by a sleep
+        self.clock_settings = ClockSettings.from_config(cfg)
+        virtual = self.clock_settings.virtual
+        slowdown = cfg.hetero.factor if cfg.hetero.slow_rank == rank and not virtual else 1.0
+        clock = self.clock_settings if virtual else None
         self.lr_at = lr_schedule(cfg, world_size, task.samples_per_micro_batch, task.tokens_per_sample)
         # bf16 (train.precision): autocast compute for every method, bf16 storage on the flat path
         self.compute_dtype = compute_dtype(train, device)
@@ -133,7 +139,19 @@ class Trainer:
         if self.method == "ddp" and method.get("impl", "torch") == "torch":
             hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
             self.backend = TorchDDPBackend(
-                task, optim, self.accum, self.lr_at, slowdown, device, self.compute_dtype, tracer, group, hook
+                task,
+                optim,
+                self.accum,
+                self.lr_at,
+                slowdown,
+                device,
+                self.compute_dtype,
+                tracer,
+                group,
+                hook,
+                clock=clock,
+                rank=rank,
+                world_size=world_size,
             )
         elif self.method in LOCAL_METHODS:
             # the inner steps' counts are agreed on this thread's group: never behind a fragment's
@@ -152,6 +170,7 @@ class Trainer:
                 tracer,
                 comm_group=group,
                 step_group=self.control_group,
+                clock=clock,
             )
         else:
             self.backend = FlatBackend(
@@ -172,6 +191,7 @@ class Trainer:
                 comm_group=group,
                 may_extend=self.budget_allows_more if self.length.budget is not None else None,
                 grad_dtype=grad_dtype(train, device),
+                clock=clock,
             )
 
     @property
@@ -210,14 +230,28 @@ class Trainer:
             self.backend.run(self.until, self.on_step, start)
         finally:
             self.watchdog.stop()
-            self.wall_time_s = time.perf_counter() - self.start - self.eval_s + self.wall_offset
+            self.wall_time_s = self.wall_now()
+
+    def wall_now(self) -> float:
+        """Training time so far: on the virtual clock, rank 0's modelled seconds (a checkpoint
+        carries the clock itself); on the real clock the seconds since the start, without
+        evaluations and checkpoint saves, plus those before a resume."""
+        clock = self.backend.clock
+        if clock is not None:
+            return clock.now(0)
+        return time.perf_counter() - self.start - self.eval_s + self.wall_offset
+
+    def clock_report(self) -> dict:
+        """summary.json's `clock` block: the mode, and on the virtual clock the costs it used."""
+        clock = self.backend.clock
+        return self.clock_settings.report(clock.sync_costs if clock is not None else {}, self.world_size)
 
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
         self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
         inject_fault(self.fault, t + 1, self.rank)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
-        wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
+        wall = self.wall_now()
         every = self.eval_every
         eval_loss = None
         if self.task.val_batches and every > 0 and ((t + 1) % every == 0 or self.until.done(t + 1)):
@@ -298,7 +332,7 @@ class Trainer:
 
     def state_dicts(self, step: int) -> tuple[dict, dict]:
         """(the state every rank shares: the parameters; this rank's own state) after `step`."""
-        wall = time.perf_counter() - self.start - self.eval_s + self.wall_offset
+        wall = self.wall_now()
         own = {
             "step": step,
             "samples": self.samples,

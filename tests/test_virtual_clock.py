@@ -1,0 +1,270 @@
+"""The virtual clock (clock.mode=virtual, acco/engine/virtual_clock.py): the model's arithmetic, and
+real runs whose metrics.csv times are the model's while their losses are real.
+
+c = one micro-batch's seconds, a = train.accum, m = one sync's seconds:
+    DDP step a·c + m; deterministic ACCO round max(a·c, m) (a committed step is two rounds);
+    adaptive ACCO round max(a, ⌈m/c⌉) micro-batches; a rank k times slower costs k·c per micro-batch,
+    DDP waits for it, adaptive fast ranks fit more micro-batches beside the sync."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+
+import pytest
+
+from acco.analytic.costmodel import all_gather_time, all_reduce_time, reduce_scatter_time
+from acco.config.validate import ConfigError, check_clock
+from acco.engine.sync import SyncKind
+from acco.engine.virtual_clock import ClockSettings, VirtualClock, flat_sync_costs
+
+from .conftest import SMALL_LM, load_run, run_train
+
+
+# -- the model, as the engine drives it ---------------------------------------------------------------
+def ddp_step(clock: VirtualClock, accum: int) -> None:
+    """RoundEngine.sequential_round: an emptied accumulator, accum micro-batches, a blocking sync."""
+    clock.empty()
+    clock.compute_round(accum)
+    clock.launch("commit", commits=True)
+    clock.finish()
+
+
+def overlapped_round(clock: VirtualClock, kind: str, accum: int, adaptive: bool, **kw) -> list[int]:
+    """RoundEngine.overlapped_round (accumulating_round without the empty()): every rank's count."""
+    before = list(clock.pending)
+    clock.launch(kind, commits=kind != "estimate")
+    if kind != "estimate":
+        clock.empty()
+        before = [0] * clock.world
+    clock.compute_round(accum, extend=adaptive, **kw)
+    clock.finish()
+    return [p - b for p, b in zip(clock.pending, before)]
+
+
+@pytest.mark.parametrize("accum,c,m", [(1, 0.25, 1.0), (4, 0.5, 0.75), (3, 0.1, 7.0)])
+def test_a_ddp_step_costs_accum_micro_batches_then_the_sync(accum, c, m):
+    clock = VirtualClock([c, c, c], {"commit": m})
+    for step in range(1, 4):
+        ddp_step(clock, accum)
+        assert clock.times == pytest.approx([step * (accum * c + m)] * 3)
+
+
+@pytest.mark.parametrize("accum,c,m", [(2, 0.25, 1.0), (2, 1.0, 0.5), (3, 0.5, 1.5)])
+def test_a_deterministic_acco_round_costs_the_longer_of_compute_and_sync(accum, c, m):
+    """Prologue a·c, then each round max(a·c, m): a committed step (estimate + commit) 2·max(a·c, m)."""
+    clock = VirtualClock([c, c], {"estimate": m, "commit": m})
+    clock.empty()
+    clock.compute_round(accum)  # the prologue: G̃_0 at θ_0
+    assert clock.times == pytest.approx([accum * c] * 2)
+    for step in range(1, 4):
+        assert overlapped_round(clock, "estimate", accum, adaptive=False) == [accum, accum]
+        assert overlapped_round(clock, "commit", accum, adaptive=False) == [accum, accum]
+        assert clock.now(0) == pytest.approx(accum * c + 2 * step * max(accum * c, m))
+
+
+@pytest.mark.parametrize("accum,c,m", [(1, 0.25, 1.0), (2, 0.3, 1.0), (5, 0.1, 0.3), (1, 0.7, 0.5), (2, 0.2, 2.05)])
+def test_adaptive_acco_fits_as_many_micro_batches_as_start_before_the_sync_ends(accum, c, m):
+    """Every rank starts with the sync: max(a, ⌈m/c⌉) micro-batches, the round ends at max(n·c, m)."""
+    clock = VirtualClock([c, c], {"estimate": m, "commit": m})
+    expected = max(accum, math.ceil(m / c - 1e-12))
+    start = clock.now()
+    assert overlapped_round(clock, "commit", accum, adaptive=True) == [expected, expected]
+    assert clock.now() - start == pytest.approx(max(expected * c, m))
+
+
+def test_a_slow_rank_costs_factor_times_the_micro_batch_ddp_waits_for_it_and_fast_ranks_fit_more():
+    settings = ClockSettings("virtual", micro_batch_s=0.25, sync_s=1.0, slow_rank=1, factor=4.0)
+    costs = settings.micro_batch_costs(3)
+    assert costs == [0.25, 1.0, 0.25]
+    ddp = VirtualClock(costs, {"commit": 1.0})
+    ddp_step(ddp, accum=2)
+    assert ddp.times == [3.0, 3.0, 3.0]  # the slow rank's 2 x 1.0 s, then the sync for everyone
+    acco = VirtualClock(costs, {"commit": 1.0})
+    counts = overlapped_round(acco, "commit", accum=1, adaptive=True)
+    assert counts == [4, 1, 4]  # fast ranks fit m/c = 4 beside the sync, the slow rank its minimum
+    assert acco.times == [1.0, 1.0, 1.0]
+    # the next round: the slow rank's micro-batch ends as the sync does, so nobody waits
+    assert overlapped_round(acco, "commit", accum=1, adaptive=True) == [4, 1, 4]
+
+
+def test_a_sync_starts_when_the_last_rank_joins_it():
+    clock = VirtualClock([0.5, 0.5], {"commit": 1.0})
+    clock.times = [0.0, 2.0]  # rank 1 is behind: it joins at 2.0
+    counts = overlapped_round(clock, "commit", accum=1, adaptive=True)
+    assert counts == [6, 2]  # rank 0 computes from 0.0 until the sync's end at 3.0; rank 1 from 2.0
+    assert clock.times == [3.0, 3.0]
+
+
+def test_the_cap_and_the_budget_bound_an_adaptive_round_with_each_ranks_own_count():
+    clock = VirtualClock([0.1, 0.1], {"estimate": 1.0, "commit": 1.0})
+    assert overlapped_round(clock, "commit", accum=1, adaptive=True, cap=4) == [4, 4]
+    seen: list[int] = []
+
+    def may_extend(uncommitted: int) -> bool:
+        seen.append(uncommitted)
+        return uncommitted + 1 <= 3
+
+    clock.pending = [2, 0]  # an estimate round on top of different accumulators
+    assert overlapped_round(clock, "estimate", accum=1, adaptive=True, may_extend=may_extend) == [1, 3]
+    assert 2 + 1 in seen and 0 + 2 in seen  # asked with each rank's accumulator + this round's count
+
+
+def test_the_link_model_charges_the_ring_collectives_of_the_bytes_a_sync_moves():
+    """Without clock.sync_s: α = link.delay_ms per ring step, bytes at link.rate_mbit (costmodel's
+    formulas), plus the optimizer steps of the kind (WP's commit+predict: two)."""
+    settings = ClockSettings("virtual", micro_batch_s=0.1, rate_mbit=8.0, delay_ms=10.0, optimizer_step_s=0.05)
+    costs = flat_sync_costs(settings, [SyncKind.COMMIT, SyncKind.COMMIT_PREDICT], 2, 10**6, 48, clip=False)
+    # by hand, N = 2, 1e6 B/s: reduce-scatter 0.01 + 0.5 s, all-gather the same, counts 2 x 0.01 + 48 B
+    comm = 0.51 + 0.51 + 0.02 + 48e-6
+    assert costs == pytest.approx({"commit": comm + 0.05, "commit+predict": comm + 0.1})
+    alpha, beta = 0.01, 1e-6
+    four = flat_sync_costs(settings, [SyncKind.ESTIMATE], 4, 10**6, 48, clip=True)["estimate"]
+    assert four == pytest.approx(
+        reduce_scatter_time(1e6, 4, alpha, beta)
+        + all_reduce_time(48, 4, alpha, beta)
+        + all_reduce_time(8, 4, alpha, beta)
+        + all_gather_time(1e6, 4, alpha, beta)
+        + 0.05
+    )
+    fixed = ClockSettings("virtual", micro_batch_s=0.1, sync_s=2.0, rate_mbit=8.0)
+    assert flat_sync_costs(fixed, [SyncKind.ESTIMATE], 4, 10**6, 48, clip=False) == {"estimate": 2.0}
+
+
+def test_a_real_run_has_no_clock_and_a_config_without_the_block_is_real():
+    assert not ClockSettings.from_config({"clock": {"mode": "real"}}).virtual
+    assert not ClockSettings.from_config({}).virtual
+
+
+CLOCK_ERRORS = [
+    ({"mode": "virtual", "micro_batch_s": None, "sync_s": 1.0}, {}, "needs the seconds of one micro-batch"),
+    ({"mode": "virtual", "micro_batch_s": 0.0, "sync_s": 1.0}, {}, "needs the seconds of one micro-batch"),
+    ({"mode": "virtual", "micro_batch_s": 0.1, "sync_s": -1.0}, {}, "clock.sync_s must be >= 0"),
+    ({"mode": "virtual", "micro_batch_s": -0.1, "sync_s": 1.0}, {}, "clock.micro_batch_s must be >= 0"),
+    ({"mode": "virtual", "micro_batch_s": 0.1, "sync_s": 1.0, "optimizer_step_s": -1}, {}, "optimizer_step_s"),
+    ({"mode": "virtual", "micro_batch_s": 0.1, "sync_s": None}, {"rate_mbit": 0}, "set clock.sync_s"),
+    ({"mode": "modelled"}, {}, "clock.mode must be one of real, virtual"),
+]
+
+
+@pytest.mark.parametrize("clock,link,message", CLOCK_ERRORS)
+def test_bad_clock_settings_are_one_line(clock, link, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")) as err:
+        check_clock({"clock": clock, "link": link})
+    assert "\n" not in str(err.value)
+
+
+def test_good_clock_settings_pass():
+    check_clock({"clock": {"mode": "real", "micro_batch_s": None, "sync_s": None}})
+    check_clock({"clock": {"mode": "virtual", "micro_batch_s": 0.1, "sync_s": None}, "link": {"rate_mbit": 100}})
+
+
+# -- real runs on the virtual clock ---------------------------------------------------------------------
+def read_metrics(out: str) -> list[dict]:
+    with open(os.path.join(out, "metrics.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def walls(out: str) -> list[float]:
+    return [float(r["wall_time_s"]) for r in read_metrics(out)]
+
+
+VIRTUAL = [*SMALL_LM, "world_size=2", "clock.mode=virtual", "clock.micro_batch_s=0.25"]
+
+
+@pytest.mark.integration
+def test_virtual_clock_bad_input_exits_2_before_any_worker(tmp_path):
+    out = tmp_path / "run"
+    proc = run_train(["clock.mode=virtual", "clock.sync_s=1.0", f"out_dir={out}"], expect=2, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: clock.mode=virtual needs"), proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.integration
+def test_adaptive_acco_with_a_slow_rank_runs_on_the_model_and_reruns_identically(tmp_path):
+    """c = 0.25 s, rank 1 twice slower, m = 1 s, accum 2. Prologue: rank 0 at 0.5, rank 1 at 1.0;
+    the estimate sync runs 1.0-2.0: rank 0 fits 6 micro-batches from 0.5, rank 1 its 2; from then
+    on every round starts together and lasts m: rank 0 fits 4, rank 1 2. Committed steps end at
+    3, 5, 7, 9 s and each sums 12 micro-batches (the real sync's count equals the model's)."""
+    runs = []
+    for i in range(2):
+        out = str(tmp_path / f"acco{i}")
+        args = ["method=acco", "train.steps=4", "train.accum=2", "train.deterministic=false", "clock.sync_s=1.0"]
+        run_train([*VIRTUAL, *args, "hetero.slow_rank=1", "hetero.factor=2", f"out_dir={out}"])
+        runs.append(out)
+    rows = read_metrics(runs[0])
+    assert walls(runs[0]) == [3.0, 5.0, 7.0, 9.0]
+    assert [int(r["micro_batches"]) for r in rows] == [12] * 4
+    run = load_run(runs[0])["summary"]
+    assert run["total_wall_time_s"] == 9.0
+    assert [r["round_micro_batches"] for r in run["per_rank"]] == [[2, 6, 4, 4, 4, 4, 4, 4], [2] * 8]
+    assert run["clock"] == {
+        "mode": "virtual",
+        "micro_batch_s": 0.25,
+        "sync_s": {"estimate": 1.0, "commit": 1.0},
+        "optimizer_step_s": 0.0,
+        "link": {"rate_mbit": 0.0, "delay_ms": 0.0, "used": False, "emulated": False},
+        "world_size": 2,
+        "source": "config",
+    }
+    assert run["link"]["mode"] == "none" and "not emulated" in run["link"]["note"]
+    assert "slowdown" not in open(os.path.join(runs[0], "trace.json")).read()  # no sleep on the slow rank
+    assert read_metrics(runs[1]) == rows  # the same times and losses, to the last digit
+
+
+@pytest.mark.integration
+def test_torch_ddp_waits_for_its_slowest_rank_and_a_real_run_says_real(tmp_path):
+    """a = 2, c = 0.25 s, rank 1 four times slower, m = 0.5 s: each step 2 x 1.0 + 0.5 = 2.5 s."""
+    out = str(tmp_path / "ddp")
+    args = ["method=ddp", "method.impl=torch", "train.steps=3", "train.accum=2", "clock.sync_s=0.5"]
+    run_train([*VIRTUAL, *args, "hetero.slow_rank=1", "hetero.factor=4", f"out_dir={out}"])
+    assert walls(out) == [2.5, 5.0, 7.5]
+    assert load_run(out)["summary"]["clock"]["sync_s"] == {"commit": 0.5}
+    real = str(tmp_path / "real")
+    run_train([*SMALL_LM, "world_size=2", "method=ddp", "train.steps=1", f"out_dir={real}"])
+    assert load_run(real)["summary"]["clock"] == {"mode": "real"}
+
+
+@pytest.mark.integration
+def test_wp_on_the_link_model_pays_its_warmup_step_then_overlaps(tmp_path):
+    """Deterministic WP, warmup 1, accum 2, c = 0.25 s, the sync from the link model (5 Mbit/s,
+    5 ms per ring step) + 0.05 s per optimizer step: step 1 a·c + m_commit; a prologue a·c; step 2
+    max(a·c, m_predict) (the sync commits and predicts: two optimizer steps); step 3, the last,
+    its sync alone."""
+    out = str(tmp_path / "wp")
+    args = ["method=wp", "method.warmup_steps=1", "train.steps=3", "train.accum=2", "train.deterministic=true"]
+    link = ["link.rate_mbit=5", "link.delay_ms=5", "clock.optimizer_step_s=0.05"]
+    run_train([*VIRTUAL, *args, *link, f"out_dir={out}"])
+    summary = load_run(out)["summary"]
+    buffer_bytes = summary["per_rank"][0]["comm_buffer_bytes"]
+    settings = ClockSettings("virtual", 0.25, None, 0.05, rate_mbit=5.0, delay_ms=5.0)
+    costs = flat_sync_costs(settings, [SyncKind.COMMIT, SyncKind.COMMIT_PREDICT], 2, buffer_bytes, 48, clip=False)
+    assert summary["clock"]["sync_s"] == pytest.approx(costs)
+    assert summary["clock"]["link"]["used"] is True
+    commit, predict = costs["commit"], costs["commit+predict"]
+    assert predict > 0.5  # the sync is longer than a round's compute: overlap saves a·c, not m
+    step1 = 0.5 + commit
+    step2 = step1 + 0.5 + max(0.5, predict)
+    assert walls(out) == pytest.approx([step1, step2, step2 + predict], abs=1e-4)
+
+
+@pytest.mark.integration
+def test_diloco_and_streaming_diloco_on_the_virtual_clock(tmp_path):
+    """accum 2, c = 0.25 s (an inner step 0.5 s), clock.sync_s = 2 s for the whole model.
+    diloco, H = 2: every second step waits for its outer sync: 0.5, 3.0, 3.5, 6.0.
+    streaming, H = 4, F = 2, τ = 1: fragment 0's sync (m0, its share of 2 s) starts after step 2
+    and lands after step 3; after step 4, the last, fragment 1's sync, then fragment 0's once more."""
+    out = str(tmp_path / "diloco")
+    common = ["train.steps=4", "train.accum=2", "clock.sync_s=2.0"]
+    run_train([*VIRTUAL, "method=diloco", "method.sync_every=2", *common, f"out_dir={out}"])
+    assert walls(out) == [0.5, 3.0, 3.5, 6.0]
+    out = str(tmp_path / "streaming")
+    schedule = ["method.sync_every=4", "method.fragments=2", "method.overlap_steps=1"]
+    run_train([*VIRTUAL, "method=streaming_diloco", *schedule, *common, f"out_dir={out}"])
+    sync = load_run(out)["summary"]["clock"]["sync_s"]
+    m0, m1 = sync["fragment 0"], sync["fragment 1"]
+    assert m0 + m1 == pytest.approx(2.0) and sync["inner step counts"] == 0.0
+    step3 = max(1.5, 1.0 + m0)
+    assert walls(out) == pytest.approx([0.5, 1.0, step3, step3 + 0.5 + m1 + m0], abs=1e-4)
