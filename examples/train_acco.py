@@ -17,11 +17,11 @@ import acco
 from acco.data import RankBatchStream, prepare_story_data
 
 
-def main(method: str = "acco", **method_options) -> None:
+def main(method: str = "acco", lr: float = 2e-3, **method_options) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30, help="committed optimizer steps")
     parser.add_argument("--accum", type=int, default=2, help="micro-batches per round and rank")
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=lr)
     parser.add_argument("--deterministic", action="store_true", help="exactly --accum micro-batches per round")
     parser.add_argument("--out", help="rank 0 writes losses.json and final_params.pt into this folder")
     args = parser.parse_args()

@@ -49,16 +49,20 @@ def suite_losses(out_dir) -> list[float]:
 
 # the example's settings in the suite's terms: SMALL_LM is the example's model and data; its seeds
 # (model 0, stories 1234) are the suite's defaults; one intra-op thread per rank as torchrun's
-EXAMPLE_AS_SUITE = [*SMALL_LM, "world_size=2", "optim.lr=2e-3", "train.threads=1", "train.trace=false"]
+EXAMPLE_AS_SUITE = [*SMALL_LM, "world_size=2", "train.threads=1", "train.trace=false"]
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
     "script, args, suite",
     [
-        ("train_acco.py", ["--steps", "6", "--deterministic"], ["method=acco", "train.steps=6"]),
+        ("train_acco.py", ["--steps", "6", "--deterministic"], ["method=acco", "optim.lr=2e-3", "train.steps=6"]),
         # 10 inner steps: an outer step after step 8 and the final one after step 10
-        ("train_diloco.py", ["--steps", "10"], ["method=diloco", "method.sync_every=8", "train.steps=10"]),
+        (
+            "train_diloco.py",
+            ["--steps", "10"],
+            ["method=diloco", "method.sync_every=8", "optim.lr=1e-3", "train.steps=10"],
+        ),
     ],
 )
 def test_example_equals_the_suites_run(tmp_path, script, args, suite):
