@@ -225,10 +225,11 @@ class Overlapped:
                     warmup_steps, min_lr_ratio. For diloco/streaming_diloco it is the inner optimizer.
       precision     auto (bf16 on a GPU, fp32 on CPU) | bf16 | fp32; grad_dtype: auto | bf16 | fp32
                     (README, Precision).
-      process_group the ranks that train together (default: all); the engine makes groups of its
-                    own over them for its communication thread, so the caller's collectives and the
-                    engine's never interleave. Without one every rank of the default group must
-                    build its Overlapped at the same point.
+      process_group the ranks that train together (default: the default group, every process of
+                    which then builds its Overlapped at the same point); the engine makes groups of
+                    its own over those ranks for its communication thread (and, for the local
+                    methods, a gloo group for the inner steps' counts), so the caller's collectives
+                    and the engine's never interleave.
       device        where the model trains (default: the current CUDA device on an NCCL group, else
                     where the model's parameters are).
       **method_options  the method's own settings, over conf/method/<method>.yaml: warmup_steps
@@ -289,8 +290,10 @@ class Overlapped:
         self.compute_dtype = dtypes.compute_dtype(precision_cfg, self.device)
         ranks = dist.get_process_group_ranks(group)
         # the communication thread's collectives on a group of their own (the trainer's way): on
-        # NCCL with high-priority streams
-        comm_group = dist.new_group(ranks, pg_options=training_group_options(backend))
+        # NCCL with high-priority streams. Over a caller's group only its ranks take part in making
+        # it (local synchronization): the other processes need not build an Overlapped
+        local = process_group is not None
+        comm_group = dist.new_group(ranks, pg_options=training_group_options(backend), use_local_synchronization=local)
         self._stream = data if callable(getattr(data, "batch", None)) else _IterableStream(data)
         task = Task(model=model, loss_fn=_checked_loss(loss_fn, self.device), train_stream=self._stream)
         lr_at = per_step(make_lr_schedule(opt["lr"], opt["schedule"], opt["warmup_steps"], steps, opt["min_lr_ratio"]))
@@ -298,7 +301,7 @@ class Overlapped:
         self.backend: FlatBackend | LocalBackend
         if method in LOCAL_METHODS:
             # the inner steps' counts are agreed on the caller's thread, on a host (gloo) group
-            step_group = dist.new_group(ranks, backend="gloo")
+            step_group = dist.new_group(ranks, backend="gloo", use_local_synchronization=local)
             self.backend = LocalBackend(
                 task,
                 local_schedule(options),

@@ -205,6 +205,35 @@ def test_adaptive_acco_runs_at_least_its_minimum(resumed):
     assert len(resumed["adaptive"]) == 3 and all(n >= 8 for n in resumed["adaptive"])
 
 
+def _subgroup_worker(rank: int, world: int, port: int, out: str) -> None:
+    """Ranks 0 and 1 train in a group of their own; rank 2 builds nothing."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    pair = dist.new_group([0, 1])
+    if rank < 2:
+        model = small_model(0)
+        kw = {"steps": STEPS, "accum": 2, "deterministic": True, "optimizer": {"lr": 1e-2}, "process_group": pair}
+        with acco.Overlapped(model, mse, micro_batches(rank), **kw) as trainer:
+            losses = [trainer.step().loss_mean for _ in range(STEPS)]
+        if rank == 0:
+            torch.save(losses, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.integration
+def test_a_process_group_of_part_of_the_world_trains_as_a_world_of_its_ranks(resumed, tmp_path):
+    import torch.multiprocessing as mp
+
+    from acco.run.launch import free_port
+
+    out = str(tmp_path / "losses.pt")
+    mp.start_processes(_subgroup_worker, args=(3, free_port(), out), nprocs=3, start_method="spawn")
+    assert torch.load(out) == resumed["acco"]["whole"]
+
+
 # -- bad arguments -------------------------------------------------------------------------------------
 def _good() -> dict:
     return {"model": small_model(0), "loss_fn": mse, "data": micro_batches(0), "steps": 2}
