@@ -96,7 +96,16 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
         "device": summary.get("device") or cfg.get("device"),
+        # whose time wall_time_s is (acco/engine/virtual_clock.py): the machine's or the schedule's
+        # modelled one, with the modelled sync's seconds that set its comm/compute ratio
+        "clock": clock_of(cfg),
+        "sync_s": _get(cfg, "clock.sync_s") if clock_of(cfg) == "virtual" else None,
     }
+
+
+def clock_of(cfg: dict) -> str:
+    """'real' or 'virtual' (a config written before clock.mode existed ran on the real clock)."""
+    return str(_get(cfg, "clock.mode") or "real")
 
 
 TIMING_FILE = "timing.json"  # a run's span times, kept when its trace is slimmed away
@@ -165,10 +174,16 @@ def read_metrics(path: str) -> pd.DataFrame:
 
 
 def discover_runs(
-    root: str, exp: str | None = None, scale: str | None = None, completed_only: bool = True
+    root: str,
+    exp: str | None = None,
+    scale: str | None = None,
+    completed_only: bool = True,
+    clock: str | None = "real",
 ) -> list[Run]:
     """Every run folder `<root>/<scale>/<exp>/<name>/` with a summary.json (status completed unless
-    `completed_only=False`), sorted by experiment, scale and name."""
+    `completed_only=False`), sorted by experiment, scale and name. `clock`: only the runs on that
+    clock (real: measured wall-clock, the default, so modelled times never mix into measured
+    ones; virtual: analysis/clock_report.py's) or, None, every run."""
     runs: list[Run] = []
     for s in [scale] if scale else SCALES:
         sdir = os.path.join(root, s)
@@ -185,7 +200,10 @@ def discover_runs(
                     continue
                 if completed_only and summary.get("status") != "completed":
                     continue
-                runs.append(Run(rdir, e, s, name, _read_yaml(os.path.join(rdir, "config.yaml")), summary))
+                cfg = _read_yaml(os.path.join(rdir, "config.yaml"))
+                if clock is not None and clock_of(cfg) != clock:
+                    continue
+                runs.append(Run(rdir, e, s, name, cfg, summary))
     return sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
 
 

@@ -229,6 +229,13 @@ def table3_rows() -> list[dict]:
                 "sync_s": m,
                 "predicted_reduction_pct": 100 * (1 - acco / ddp),
                 "paper_reduction_pct": 100 * (1 - acco_s / ddp_s),
+                # what the prediction assumed and the paper's times (the virtual clock's presets)
+                "peak_flops": hw.peak_flops,
+                "mfu": hw.mfu,
+                "link_bytes_per_s": 1.0 / hw.link(n)[1],
+                "accum": w.accum,
+                "paper_ddp_s": ddp_s,
+                "paper_acco_s": acco_s,
             }
         )
     return out

@@ -1,0 +1,82 @@
+#!/usr/bin/env python
+"""Measure the virtual clock's costs on this machine, and the paper-scale presets from the cost model
+(acco/bench/calibrate.py), into results/cpu/clock/calibration.json.
+
+python experiments/calibrate_clock.py [--points fig7:500,fig8:45,...] [--steps 8]
+       [--out results/cpu/clock/calibration.json] [--runs-dir /tmp/acco_calibration] [--presets-only] [--merge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from acco.bench.calibrate import POINTS, Point, calibrate, machine_load, paper_presets
+from acco.config.experiments import experiment_ids, scales_of
+
+MIN_STEPS = 3  # the first step is left out, and a sync needs a step after it to be measured again
+
+
+def parse_points(text: str | None) -> tuple[tuple[Point, ...], str | None]:
+    """`fig7:500,fig8:45` -> points (the figures' own extra overrides kept); (points, problem)."""
+    if not text:
+        return POINTS, None
+    known = {(p.figure, float(p.rate_mbit)): p for p in POINTS}
+    out = []
+    for item in text.split(","):
+        fig, sep, rate = item.strip().partition(":")
+        if not sep:
+            return (), f"--points: '{item}' is not FIGURE:RATE_MBIT (e.g. fig8:45)"
+        if fig not in experiment_ids() or "cpu" not in scales_of(fig):
+            return (), f"--points: no CPU-scale experiment '{fig}' (conf/experiment/<id>/cpu.yaml)"
+        try:
+            r = float(rate)
+        except ValueError:
+            return (), f"--points: rate '{rate}' of {fig} is not a number (Mbit/s, 0 for no link)"
+        if r < 0:
+            return (), f"--points: rate {r:g} of {fig} is negative (Mbit/s, 0 for no link)"
+        extra = next((p.extra for (f, _), p in known.items() if f == fig), ())
+        out.append(known.get((fig, r), Point(fig, r, extra)))
+    return tuple(out), None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--points", default=None, help="FIGURE:RATE_MBIT,... (default: every wall-clock figure's links)")
+    p.add_argument("--steps", type=int, default=8, help="committed steps per calibration run (the first not measured)")
+    p.add_argument("--out", default=os.path.join("results", "cpu", "clock", "calibration.json"))
+    p.add_argument("--runs-dir", default=None, help="where the calibration runs go (default: a temporary folder)")
+    p.add_argument("--presets-only", action="store_true", help="only the paper-scale presets (no runs)")
+    p.add_argument("--merge", action="store_true", help="keep --out's other points (measure only --points again)")
+    a = p.parse_args(argv)
+    points, problem = parse_points(a.points)
+    if problem is None and a.steps < MIN_STEPS:
+        problem = f"--steps {a.steps}: need at least {MIN_STEPS} (the first step is not measured)"
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    previous = None
+    if a.merge and os.path.exists(a.out):
+        with open(a.out) as f:
+            previous = json.load(f)
+    if a.presets_only:
+        result = {"machine": {"before": machine_load()}, "points": [], "paper_presets": paper_presets()}
+    elif a.runs_dir:
+        os.makedirs(a.runs_dir, exist_ok=True)
+        result = calibrate(points, a.runs_dir, a.steps, previous=previous)
+    else:
+        with tempfile.TemporaryDirectory(prefix="acco_calibration_") as runs_dir:
+            result = calibrate(points, runs_dir, a.steps, previous=previous)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(f"calibration: {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
