@@ -191,3 +191,31 @@ def test_whole_run_times_equal_the_cost_models_run_time(c, m):
     assert dpu.commit_s[T - 1, 0] == pytest.approx(costmodel.run_time("dpu", T, c, m))
     ddp = schedules.ddp(np.array([c]), ones(T, 3), np.array([m]), 1)
     assert ddp.commit_s[T - 1, 0] == pytest.approx(costmodel.run_time("ddp", T, c, m))
+
+
+def fake_run(method, steps, accum=2, deterministic=True, world=2, **method_cfg):
+    from analysis.load import Run
+
+    config = {
+        "method": {"name": method, **method_cfg},
+        "train": {"accum": accum, "steps": steps, "deterministic": deterministic},
+        "data": {"micro_batch_size": 8},
+        "world_size": world,
+        "seed": 0,
+    }
+    summary = {"method": method, "world_size": world, "steps_completed": steps, "accum": accum}
+    return Run("/nonexistent", "figX", "cpu", method, config, summary)
+
+
+def test_validation_predicts_the_measured_window():
+    from analysis.sim_validation import predict
+
+    mu, m = 0.1, 0.25
+    assert predict(fake_run("ddp", 20), mu, m) == (pytest.approx(2 * mu + m), 2 * 2 * 8)
+    assert predict(fake_run("acco", 20, accum=1), mu, m)[0] == pytest.approx(2 * max(mu, m))
+    # DPU: 5 sequential warmup steps inside the window, then overlapped rounds
+    step = predict(fake_run("dpu", 20, warmup_steps=5), mu, m)[0]
+    # window: commit 19 − commit 1 = 4 more warmup steps + prologue + 13 overlapped rounds + last sync
+    assert step == pytest.approx((4 * (2 * mu + m) + 2 * mu + 13 * max(2 * mu, m) + m) / 18)
+    # DiLoCo H=32 over 32 steps: its only sync is at the last step, outside the window
+    assert predict(fake_run("diloco", 32, sync_every=32), mu, m)[0] == pytest.approx(2 * mu)
