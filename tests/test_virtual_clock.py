@@ -268,3 +268,75 @@ def test_diloco_and_streaming_diloco_on_the_virtual_clock(tmp_path):
     assert m0 + m1 == pytest.approx(2.0) and sync["inner step counts"] == 0.0
     step3 = max(1.5, 1.0 + m0)
     assert walls(out) == pytest.approx([0.5, 1.0, step3, step3 + 0.5 + m1 + m0], abs=1e-4)
+
+
+@pytest.mark.integration
+def test_a_budget_bounds_the_adaptive_counts_the_clock_allows(tmp_path):
+    """The run above with a budget of 150 samples (4 per micro-batch, 2 ranks) instead of 4 steps:
+    a rank extends a round only while (its uncommitted micro-batches + 1) x 2 x 4 fit in the samples
+    left, asked of every rank's model with that rank's own count. Step 3's estimate round (96
+    samples done, 4 of rank 0's in its accumulator) lets rank 0 do its 2 only, so step 3 sums 10
+    micro-batches; its commit round (6 of rank 0's in flight) and step 4's estimate round (136 done)
+    none beyond 2. Times stay the model's: the rounds last the sync's 1 s either way."""
+    out = str(tmp_path / "budget")
+    args = ["method=acco", "train.steps=null", "train.samples=150", "train.accum=2", "clock.sync_s=1.0"]
+    run_train([*VIRTUAL, *args, "hetero.slow_rank=1", "hetero.factor=2", f"out_dir={out}"])
+    rows = read_metrics(out)
+    assert [int(r["samples"]) for r in rows] == [48, 96, 136, 168]
+    assert [int(r["micro_batches"]) for r in rows] == [12, 12, 10, 8]
+    assert walls(out) == [3.0, 5.0, 7.0, 9.0]
+    per_rank = load_run(out)["summary"]["per_rank"]
+    assert [r["round_micro_batches"] for r in per_rank] == [[2, 6, 4, 4, 4, 2, 2, 2, 2], [2] * 9]
+
+
+@pytest.mark.integration
+def test_a_resumed_virtual_run_continues_the_clock(tmp_path):
+    """The clock is part of a checkpoint: resumed at step 2, steps 3 and 4 have the uninterrupted
+    run's times and losses."""
+    ref = str(tmp_path / "ref")
+    args = [*VIRTUAL, "method=acco", "train.steps=4", "train.accum=2", "clock.sync_s=1.0", "hetero.slow_rank=1"]
+    args += ["hetero.factor=2", "train.checkpoint_every=2"]
+    run_train([*args, f"out_dir={ref}"])
+    out = str(tmp_path / "resumed")
+    run_train([*args, f"out_dir={out}", f"resume={ref}/checkpoints/step_00000002"])
+    assert read_metrics(out) == read_metrics(ref)[2:]
+    assert load_run(out)["summary"]["total_wall_time_s"] == 9.0
+
+
+def test_the_engine_refuses_a_clock_out_of_step_with_the_real_sync():
+    """The sync's real global count must be the model's: a rank whose model counted micro-batches
+    the others did not compute stops at once (here the stub sync sees this rank's alone)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from acco.engine.comm_worker import CommWorker
+    from acco.engine.rounds import RoundEngine
+    from acco.engine.sync import SyncResult
+    from acco.engine.trace import TraceRecorder
+
+    grads = torch.zeros(4)
+    flat = SimpleNamespace(grads=grads, params=torch.zeros(4), zero_grads=grads.zero_)
+
+    class Runner:
+        count, loss_sum = 0, 0.0
+
+        def run_one(self, label: str) -> None:
+            self.count += 1
+            self.loss_sum += 1.0
+
+        def reset(self) -> None:
+            self.count, self.loss_sum = 0, 0.0
+
+    def sync(kind, count, loss_sum):  # every rank's count is this one's: the world is this rank alone
+        return SyncResult(kind, count, loss_sum / count, 1e-3, float("nan"), 1)
+
+    syncer = SimpleNamespace(buffer=torch.zeros(4), sync=sync)
+    comm = CommWorker(torch.device("cpu"), threaded=False)
+    alone = VirtualClock([0.25], {"commit": 1.0})
+    engine = RoundEngine(flat, syncer, comm, Runner(), 2, True, TraceRecorder(0, enabled=False), clock=alone)
+    assert engine.sequential_round().micro_batches == 2  # a model of the one rank there is: in step
+    pair = VirtualClock([0.25, 0.25], {"commit": 1.0})
+    engine = RoundEngine(flat, syncer, comm, Runner(), 2, True, TraceRecorder(0, enabled=False), clock=pair)
+    with pytest.raises(RuntimeError, match="modelled 4 micro-batches in this sync, the ranks sent 2"):
+        engine.sequential_round()
