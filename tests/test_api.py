@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -82,14 +83,15 @@ def test_example_equals_the_suites_run(tmp_path, script, args, suite):
 
 # -- checkpoint and resume through the API, every method ----------------------------------------------
 STEPS = 6
-# (method, its options, the step after which the first run stops and saves)
+# name: (method, its options, the step after which the first run stops and saves)
 RESUMES = {
-    "ddp": ({}, 3),
-    "dpu": ({"warmup_steps": 2}, 1),  # saved in the warmup, resumed across its end
-    "wp": ({"warmup_steps": 1}, 3),  # saved with gradients carried into the next step
-    "acco": ({}, 3),
-    "diloco": ({"sync_every": 2}, 3),  # between two outer steps
-    "streaming_diloco": ({"sync_every": 4, "fragments": 2, "overlap_steps": 1}, 2),  # a sync in flight
+    "ddp": ("ddp", {}, 3),
+    "dpu": ("dpu", {"warmup_steps": 2}, 1),  # saved in the warmup, resumed across its end
+    "wp": ("wp", {"warmup_steps": 1}, 3),  # saved with gradients carried into the next step
+    "acco": ("acco", {}, 3),
+    "acco bf16": ("acco", {"precision": "bf16", "grad_dtype": "fp32"}, 3),  # the GPU's storage, on CPU
+    "diloco": ("diloco", {"sync_every": 2}, 3),  # between two outer steps
+    "streaming_diloco": ("streaming_diloco", {"sync_every": 4, "fragments": 2, "overlap_steps": 1}, 2),  # in flight
 }
 
 
@@ -129,9 +131,10 @@ def train(method: str, options: dict, steps: int, rank: int, seed: int = 0, stat
         done = trainer.step_count == STEPS
         final = trainer.committed_vector() if done else None
         saved = None if done else trainer.state_dict()
-    if final is not None:  # after the last step the model holds θ_T
-        flat = torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
-        assert torch.equal(flat, final)
+    if final is not None:  # after the last step the model holds θ_T, stored in the compute dtype
+        dtype = torch.bfloat16 if options.get("precision") == "bf16" else torch.float32
+        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        assert flat.dtype == dtype and torch.equal(flat, final.to(dtype))
     return losses, final, saved
 
 
@@ -141,7 +144,7 @@ def _resume_worker(rank: int, world: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     results: dict = {}
-    for method, (options, stop) in RESUMES.items():
+    for name, (method, options, stop) in RESUMES.items():
         whole, final, _ = train(method, options, STEPS, rank)
         first, _, state = train(method, options, stop, rank)
         buf = io.BytesIO()  # through a file's bytes, as a checkpoint goes
@@ -150,7 +153,7 @@ def _resume_worker(rank: int, world: int, port: int, out: str) -> None:
         state = torch.load(buf, weights_only=False)
         # a fresh model of other initial values: everything comes from the state
         second, resumed, _ = train(method, options, STEPS, rank, seed=1, state=state)
-        results[method] = {"whole": whole, "resumed": first + second, "final": final, "final_resumed": resumed}
+        results[name] = {"whole": whole, "resumed": first + second, "final": final, "final_resumed": resumed}
     # a state refused by a run of another method; a loss that is not a scalar
     _, _, state = train("acco", {}, 1, rank)
     for name, build in (
@@ -183,9 +186,9 @@ def resumed(tmp_path_factory):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("method", list(RESUMES))
-def test_resume_through_the_api_is_exact(resumed, method):
-    run = resumed[method]
+@pytest.mark.parametrize("name", list(RESUMES))
+def test_resume_through_the_api_is_exact(resumed, name):
+    run = resumed[name]
     assert len(run["whole"]) == STEPS
     assert run["resumed"] == run["whole"]
     assert torch.equal(run["final_resumed"], run["final"])
@@ -205,8 +208,18 @@ def test_adaptive_acco_runs_at_least_its_minimum(resumed):
     assert len(resumed["adaptive"]) == 3 and all(n >= 8 for n in resumed["adaptive"])
 
 
+class IndexedBatches:
+    """The micro-batches of micro_batches(rank) as a stream with .batch(k) (acco.data's kind)."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+
+    def batch(self, k: int):
+        return next(itertools.islice(micro_batches(self.rank), k, None))
+
+
 def _subgroup_worker(rank: int, world: int, port: int, out: str) -> None:
-    """Ranks 0 and 1 train in a group of their own; rank 2 builds nothing."""
+    """Ranks 0 and 1 train in a group of their own, their data given as .batch(k); rank 2 builds nothing."""
     import torch.distributed as dist
 
     torch.set_num_threads(1)
@@ -215,7 +228,7 @@ def _subgroup_worker(rank: int, world: int, port: int, out: str) -> None:
     if rank < 2:
         model = small_model(0)
         kw = {"steps": STEPS, "accum": 2, "deterministic": True, "optimizer": {"lr": 1e-2}, "process_group": pair}
-        with acco.Overlapped(model, mse, micro_batches(rank), **kw) as trainer:
+        with acco.Overlapped(model, mse, IndexedBatches(rank), **kw) as trainer:
             losses = [trainer.step().loss_mean for _ in range(STEPS)]
         if rank == 0:
             torch.save(losses, out)
@@ -224,7 +237,7 @@ def _subgroup_worker(rank: int, world: int, port: int, out: str) -> None:
 
 
 @pytest.mark.integration
-def test_a_process_group_of_part_of_the_world_trains_as_a_world_of_its_ranks(resumed, tmp_path):
+def test_a_group_of_part_of_the_world_trains_as_a_world_of_its_ranks(resumed, tmp_path):
     import torch.multiprocessing as mp
 
     from acco.run.launch import free_port
