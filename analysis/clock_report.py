@@ -296,6 +296,38 @@ def verdict_lines(root: str, scale: str, experiments=EXPERIMENTS) -> list[str]:
     ]
 
 
+def beyond_diloco_lines(root: str, scale: str) -> list[str]:
+    """beyond_diloco's time to the target per link on the virtual clock (analysis/beyond_diloco.py
+    timing(clock="virtual")): the dynamics runs' steps x the modelled seconds per step."""
+    from analysis import beyond_diloco as bd
+    from analysis.figures import MissingRuns
+
+    if not discover_runs(root, bd.EXP, scale, clock="virtual"):
+        return []
+    try:
+        names = [r["variant"] for r in bd.dynamics(root, scale)]
+        common = bd.timing(root, scale, "common", clock="virtual")
+        hard = bd.timing(root, scale, "baseline", clock="virtual")
+    except MissingRuns as exc:
+        return [f"- beyond_diloco on the virtual clock: {exc}.", ""]
+    return [
+        "### beyond_diloco's time to the target per link, on the virtual clock",
+        "",
+        "The same steps to the target (the deterministic dynamics runs, seed by seed) times the seconds per step "
+        "modelled on each link (the link model: each sync's bytes at the link's rate; a micro-batch and an optimizer "
+        "step from the calibration). A modelled step's time is exact, so the intervals hold the seeds' steps to "
+        "the target only: the timing runs' noise (one measured run per method and link) has left them. "
+        "Target: the worst of the methods' final losses.",
+        "",
+        *bd._time_table(common, names),
+        "",
+        "Harder target, DDP's final loss:",
+        "",
+        *bd._time_table(hard, names),
+        "",
+    ]
+
+
 def _fig8_runs(root: str, scale: str) -> list[Run]:
     return discover_runs(root, "fig8", scale, clock="virtual")
 
@@ -416,6 +448,7 @@ def clock_section(results_root: str, scale: str = "cpu") -> str:
         *calibration_lines(cal),
         *validation_lines(val),
         *verdict_lines(results_root, scale),
+        *beyond_diloco_lines(results_root, scale),
         *decomposition_lines(results_root, scale, cal),
     ]
     if not cal and not val and len(body) <= 12:
