@@ -38,14 +38,18 @@ from torch import nn
 
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
-from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
+from .engine.schedule import SCHEDULES, LrAt, make_lr_schedule, per_step
 from .engine.sync import SyncResult
+from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
+from .engine.virtual_clock import ClockSettings
 from .run.launch import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
+from .train.backend import Backend
 from .train.backend_flat import FLAT_METHODS, FlatBackend
 from .train.backend_local import LOCAL_METHODS, LocalBackend, local_schedule
+from .train.backend_torch_ddp import TorchDDPBackend
 from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 
@@ -74,11 +78,12 @@ def optimizer_defaults() -> dict:
 
 
 def method_defaults(method: str) -> dict:
-    """conf/method/<method>.yaml's options (ddp: the flat engine's; its `impl` and `comm_hook`
-    choose between PyTorch's DDP and the flat engine in the suite, and do not apply here)."""
+    """conf/method/<method>.yaml's options, but for ddp's `impl`: flat here (the flat engine, like
+    the other methods), torch (PyTorch's DDP + ZeroRedundancyOptimizer) in the suite."""
     options = dict(_suite_defaults(os.path.join(CONF_DIR, "method", f"{method}.yaml")))
-    for key in ("name", "impl", "comm_hook"):
-        options.pop(key, None)
+    options.pop("name", None)
+    if method == "ddp":
+        options["impl"] = "flat"
     return options
 
 
@@ -205,6 +210,95 @@ def _check_optimizer(opt: dict) -> None:
         raise ValueError(f"optimizer schedule must be one of {', '.join(SCHEDULES)}, got {opt['schedule']!r}")
 
 
+def build_backend(
+    task: Task,
+    method: str,
+    options: dict,
+    optim: dict,
+    *,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    accum: int,
+    lr_at: LrAt,
+    compute_dtype: torch.dtype,
+    grad_dtype: torch.dtype,
+    deterministic: bool,
+    tracer: TraceRecorder,
+    comm_group,
+    step_group=None,
+    max_accum_factor: int = 64,
+    slowdown: float = 1.0,
+    may_extend: Callable[[int], bool] | None = None,
+    clock: ClockSettings | None = None,
+) -> Backend:
+    """The backend that runs `method`'s schedule (acco.Overlapped's, and the one the suite's Trainer
+    would build through it: see the report of issue 35): PyTorch's DDP + ZeRO-1 (ddp with
+    options["impl"] "torch", the suite's default, and options["comm_hook"]), the local methods'
+    (diloco, streaming_diloco: options are conf/method's sync_every ... outer_momentum; `step_group`
+    a host group for the inner steps' counts) or the flat engine's (ddp with impl "flat", dpu, wp:
+    options["warmup_steps"], acco). `optim`: conf/config.yaml's optim keys; `clock`: clock.mode=virtual."""
+    if deterministic and device.type == "cuda":
+        # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
+        # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
+    if method == "ddp" and options.get("impl", "torch") == "torch":
+        hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
+        return TorchDDPBackend(
+            task,
+            optim,
+            accum,
+            lr_at,
+            slowdown,
+            device,
+            compute_dtype,
+            tracer,
+            comm_group,
+            hook,
+            clock=clock,
+            rank=rank,
+            world_size=world_size,
+        )
+    if method in LOCAL_METHODS:
+        return LocalBackend(
+            task,
+            local_schedule(options),
+            optim,
+            rank,
+            world_size,
+            device,
+            accum,
+            lr_at,
+            slowdown,
+            compute_dtype,
+            tracer,
+            comm_group=comm_group,
+            step_group=step_group,
+            clock=clock,
+        )
+    return FlatBackend(
+        task,
+        method,
+        int(options.get("warmup_steps", 0)),
+        optim,
+        rank,
+        world_size,
+        device,
+        accum,
+        lr_at,
+        slowdown,
+        compute_dtype,
+        adaptive=not deterministic,
+        max_accum_factor=max_accum_factor,
+        tracer=tracer,
+        comm_group=comm_group,
+        may_extend=may_extend,
+        grad_dtype=grad_dtype,
+        clock=clock,
+    )
+
+
 class Overlapped:
     """One rank's share of data-parallel training with one of the suite's methods.
 
@@ -232,9 +326,14 @@ class Overlapped:
                     and the engine's never interleave.
       device        where the model trains (default: the current CUDA device on an NCCL group, else
                     where the model's parameters are).
-      **method_options  the method's own settings, over conf/method/<method>.yaml: warmup_steps
-                    (dpu, wp); sync_every, fragments, overlap_steps, mixing, outer_lr, outer_momentum
-                    (diloco, streaming_diloco); max_accum_factor (adaptive rounds' cap).
+      **method_options  the method's own settings, over conf/method/<method>.yaml: impl (ddp: flat,
+                    the default here, or torch: PyTorch's DistributedDataParallel +
+                    ZeroRedundancyOptimizer, the paper's baseline) and comm_hook (ddp impl torch);
+                    warmup_steps (dpu, wp); sync_every, fragments, overlap_steps, mixing, outer_lr,
+                    outer_momentum (diloco, streaming_diloco); max_accum_factor (adaptive rounds' cap).
+
+    deterministic=True on a GPU also turns on torch's deterministic algorithms for the process
+    (torch.use_deterministic_algorithms, warn_only), as the suite's deterministic runs do.
     """
 
     def __init__(
@@ -267,6 +366,14 @@ class Overlapped:
         for key in ("warmup_steps", "sync_every", "fragments", "overlap_steps"):
             if key in options and (not _is_int(options[key]) or options[key] < 0):
                 raise ValueError(f"{method} option {key} must be a whole number >= 0, got {options[key]!r}")
+        if method == "ddp" and options["impl"] not in ("flat", "torch"):
+            raise ValueError(
+                f"ddp option impl must be flat (the flat engine) or torch (PyTorch's DDP), got {options['impl']!r}"
+            )
+        if method == "ddp" and options["comm_hook"] not in COMM_HOOKS:
+            raise ValueError(
+                f"ddp option comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options['comm_hook']!r}"
+            )
         if not _is_int(max_accum_factor) or max_accum_factor < 1:
             raise ValueError(f"max_accum_factor must be a whole number >= 1, got {max_accum_factor!r}")
         if method in LOCAL_METHODS:
@@ -297,45 +404,28 @@ class Overlapped:
         self._stream = data if callable(getattr(data, "batch", None)) else _IterableStream(data)
         task = Task(model=model, loss_fn=_checked_loss(loss_fn, self.device), train_stream=self._stream)
         lr_at = per_step(make_lr_schedule(opt["lr"], opt["schedule"], opt["warmup_steps"], steps, opt["min_lr_ratio"]))
-        tracer = TraceRecorder(self.rank, enabled=False)
-        self.backend: FlatBackend | LocalBackend
-        if method in LOCAL_METHODS:
-            # the inner steps' counts are agreed on the caller's thread, on a host (gloo) group
-            step_group = dist.new_group(ranks, backend="gloo", use_local_synchronization=local)
-            self.backend = LocalBackend(
-                task,
-                local_schedule(options),
-                opt,
-                self.rank,
-                self.world_size,
-                self.device,
-                accum,
-                lr_at,
-                1.0,
-                self.compute_dtype,
-                tracer,
-                comm_group=comm_group,
-                step_group=step_group,
-            )
-        else:
-            self.backend = FlatBackend(
-                task,
-                method,
-                int(options.get("warmup_steps", 0)),
-                opt,
-                self.rank,
-                self.world_size,
-                self.device,
-                accum,
-                lr_at,
-                1.0,
-                self.compute_dtype,
-                adaptive=not deterministic,
-                max_accum_factor=max_accum_factor,
-                tracer=tracer,
-                comm_group=comm_group,
-                grad_dtype=dtypes.grad_dtype(precision_cfg, self.device),
-            )
+        # the local methods agree on the inner steps' counts on the caller's thread, on a host group
+        step_group = (
+            dist.new_group(ranks, backend="gloo", use_local_synchronization=local) if method in LOCAL_METHODS else None
+        )
+        self.backend = build_backend(
+            task,
+            method,
+            options,
+            opt,
+            rank=self.rank,
+            world_size=self.world_size,
+            device=self.device,
+            accum=accum,
+            lr_at=lr_at,
+            compute_dtype=self.compute_dtype,
+            grad_dtype=dtypes.grad_dtype(precision_cfg, self.device),
+            deterministic=deterministic,
+            max_accum_factor=max_accum_factor,
+            tracer=TraceRecorder(self.rank, enabled=False),
+            comm_group=comm_group,
+            step_group=step_group,
+        )
         self.model = model
         self.step_count = 0  # committed steps taken
         self._closed = False

@@ -86,6 +86,7 @@ STEPS = 6
 # name: (method, its options, the step after which the first run stops and saves)
 RESUMES = {
     "ddp": ("ddp", {}, 3),
+    "ddp torch": ("ddp", {"impl": "torch"}, 3),  # PyTorch's DDP + ZeroRedundancyOptimizer
     "dpu": ("dpu", {"warmup_steps": 2}, 1),  # saved in the warmup, resumed across its end
     "wp": ("wp", {"warmup_steps": 1}, 3),  # saved with gradients carried into the next step
     "acco": ("acco", {}, 3),
@@ -269,6 +270,7 @@ BAD = [
     ({"grad_dtype": "fp8"}, ValueError, "grad_dtype must be one of auto, bf16, fp32"),
     ({"process_group": "world"}, TypeError, "process_group must be a torch.distributed.ProcessGroup"),
     ({"warmup_steps": 3}, ValueError, "unknown acco option 'warmup_steps': the options are max_accum_factor"),
+    ({"method": "ddp", "impl": "fsdp"}, ValueError, "ddp option impl must be flat (the flat engine) or torch"),
     ({"method": "dpu", "warmup_steps": -1}, ValueError, "dpu option warmup_steps must be a whole number >= 0"),
     ({"method": "diloco", "max_accum_factor": 2}, ValueError, "unknown diloco option 'max_accum_factor'"),
     (
