@@ -219,3 +219,68 @@ def test_validation_predicts_the_measured_window():
     assert step == pytest.approx((4 * (2 * mu + m) + 2 * mu + 13 * max(2 * mu, m) + m) / 18)
     # DiLoCo H=32 over 32 steps: its only sync is at the last step, outside the window
     assert predict(fake_run("diloco", 32, sync_every=32), mu, m)[0] == pytest.approx(2 * mu)
+
+
+def drive_virtual_clock(method: str, costs: list[float], m: float, accum: int, steps: int, adaptive: bool):
+    """acco/engine/virtual_clock.py's VirtualClock called in the order acco/engine/rounds.py's
+    run_sequential / run_delayed / run_acco call it; (commit times, micro-batches per commit)."""
+    from acco.engine.virtual_clock import VirtualClock
+
+    clock = VirtualClock(costs, {"commit": m, "estimate": m})
+    commits, counts = [], []
+
+    def compute(beside_sync: bool):
+        clock.compute_round(accum, adaptive and beside_sync)
+
+    def finish():
+        counts.append(clock.finish())
+        commits.append(clock.now())
+
+    if method == "ddp":
+        for _ in range(steps):
+            clock.empty()
+            compute(False)
+            clock.launch("commit", True)
+            finish()
+        return commits, counts
+    clock.empty()
+    compute(False)  # the prologue
+    for _ in range(steps):
+        if method == "acco":  # estimate round: the accumulator keeps G̃ and adds G on top
+            clock.launch("estimate", False)
+            compute(True)
+            clock.finish()
+        clock.launch("commit", True)
+        clock.empty()
+        compute(True)
+        finish()
+    return commits, counts
+
+
+@pytest.mark.parametrize(
+    "method,c,m,adaptive,slow",
+    [
+        ("ddp", 0.3, 0.5, False, 1.0),
+        ("ddp", 0.3, 0.5, False, 3.0),
+        ("dpu", 1.0, 0.4, False, 1.0),
+        ("dpu", 0.4, 1.0, True, 1.0),
+        ("acco", 1.0, 0.4, False, 1.0),
+        ("acco", 0.4, 1.0, False, 1.0),
+        ("acco", 0.3, 1.0, True, 1.0),
+        ("acco", 0.3, 1.0, True, 3.0),
+    ],
+)
+def test_two_workers_equal_the_virtual_clock(method, c, m, adaptive, slow):
+    """At N = 2 the scale simulator and the engine's virtual clock (issue 31) give the same time
+    per committed step and the same micro-batches per step (the clock logs a step when rank 0's
+    round ends, the simulator when the sync ends: equal differences in steady state)."""
+    accum, steps = 2, 12
+    clock_t, clock_n = drive_virtual_clock(method, [c, c * slow], m, accum, steps, adaptive)
+    f = ones(2 * steps + 4, 2)
+    f[..., 1] = slow
+    if method == "ddp":
+        sim = schedules.ddp(np.array([c]), f, np.array([m]), accum)
+    else:
+        sim = schedules.overlapped(np.array([c]), f, np.array([m]), accum, 2 if method == "acco" else 1, adaptive)
+    assert np.diff(clock_t)[2:] == pytest.approx(np.diff(sim.commit_s[:steps, 0])[2:])
+    assert clock_n == list(sim.step_micro_batches[:steps, 0])

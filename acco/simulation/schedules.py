@@ -39,14 +39,16 @@ class Timing:
     micro_batches_p5: np.ndarray
     micro_batches_p95: np.ndarray
     commit_s: np.ndarray  # (steps, B) when each committed step ends, from the first compute's start
+    step_micro_batches: np.ndarray  # (steps, B) micro-batches each committed step sums, all workers
 
     @property
     def idle(self) -> np.ndarray:
         return np.clip(1.0 - self.busy, 0.0, 1.0)  # float round-off can put busy a hair above 1
 
 
-def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray) -> Timing:
-    """per_step: (steps, B) micro-batches per committed step."""
+def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray, every_step=None) -> Timing:
+    """per_step: (steps, B) micro-batches per committed step in the steady state; every_step: the
+    same for every committed step (default: per_step)."""
     return Timing(
         np.asarray(step_s, float),
         np.asarray(busy, float),
@@ -54,6 +56,7 @@ def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray) ->
         np.percentile(per_step, 5, axis=0),
         np.percentile(per_step, 95, axis=0),
         commit_s,
+        per_step if every_step is None else every_step,
     )
 
 
@@ -104,7 +107,10 @@ def overlapped(
     per_step = per_round_counts.reshape(steps, rounds_per_step, B).sum(1)
     # commit k (k = 1, 2, ...) ends with sync k·rounds_per_step (ACCO: its commit rounds)
     commits = sync_end[rounds_per_step::rounds_per_step]
-    return _per_step_stats(per_step, elapsed / steps, busy / (N * elapsed), commits)
+    # commit k sums rounds (k−1)·rounds_per_step … k·rounds_per_step − 1 (round 0: the prologue)
+    whole = (R // rounds_per_step) * rounds_per_step
+    every = counts[:whole].reshape(-1, rounds_per_step, B).sum(1)[: len(commits)]
+    return _per_step_stats(per_step, elapsed / steps, busy / (N * elapsed), commits, every)
 
 
 def local(
