@@ -85,11 +85,20 @@ def column_of(claim: Claim) -> str:
     return TARGET_COLUMN.get(claim.metric, "eval_loss" if "eval" in claim.metric else "train_loss")
 
 
+def _identity(run: Run) -> dict:
+    """The keys a claim's selectors read (analysis/claims.py identity where it exists)."""
+    from analysis import claims
+
+    ident = getattr(claims, "identity", None)
+    return ident(run.info, run.config) if ident is not None else run.info
+
+
 def groups(claim: Claim, runs: list[Run]) -> tuple[dict[int, Run], dict[int, Run]]:
-    infos = [r.info for r in runs]
-    sa, sb = resolve(claim.a, infos), resolve(claim.b, infos)
-    ga = by_seed([r for r in runs if selected(r.info, sa)], f"{claim.exp} {claim.name} (A)")
-    gb = by_seed([r for r in runs if selected(r.info, sb)], f"{claim.exp} {claim.name} (B)")
+    """The claim's A and B runs by seed, selected as analysis/claims.py evaluate selects them."""
+    ids = [_identity(r) for r in runs]
+    sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
+    ga = by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
+    gb = by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     return ga, gb
 
 
