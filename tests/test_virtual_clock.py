@@ -340,3 +340,17 @@ def test_the_engine_refuses_a_clock_out_of_step_with_the_real_sync():
     engine = RoundEngine(flat, syncer, comm, Runner(), 2, True, TraceRecorder(0, enabled=False), clock=pair)
     with pytest.raises(RuntimeError, match="modelled 4 micro-batches in this sync, the ranks sent 2"):
         engine.sequential_round()
+
+
+def test_a_checkpoint_from_before_the_clock_existed_resumes_on_the_real_clock():
+    import json
+
+    from acco.config.experiments import compose
+    from acco.train.checkpoint import _first_difference, identity, with_added_settings
+
+    now = identity(compose(["method=acco"]))
+    older = json.loads(json.dumps(now))
+    del older["clock"]
+    assert _first_difference(with_added_settings(older), now) is None
+    virtual = identity(compose(["method=acco", "clock.mode=virtual", "clock.micro_batch_s=0.1", "clock.sync_s=1"]))
+    assert (_first_difference(with_added_settings(older), virtual) or "").startswith("clock.")  # another run
