@@ -332,11 +332,14 @@ def markdown(df: pd.DataFrame, table: pd.DataFrame) -> str:
         f"efficiency η = {fit.get('efficiency', math.nan):.2f} of the configured rate "
         f"(costmodel.calibrate on {fit.get('samples', 0)} traced DDP syncs over shaped links).",
         "",
-        "## Median |error| per method over settings",
+        "## Median absolute error per method over settings",
         "",
         to_markdown(
             by_method.rename(
-                columns={"_err_seq": "|error| % (sequential primitives)", "_err_own": "|error| % (own primitives)"}
+                columns={
+                    "_err_seq": "abs. error % (sequential primitives)",
+                    "_err_own": "abs. error % (own primitives)",
+                }
             )
             .reset_index()
             .rename(columns={"m": "method"}),

@@ -77,6 +77,12 @@ def test_local_methods_match_the_cost_models_closed_form(H, F, tau, m):
     assert t.step_s[0] == pytest.approx(expected)
 
 
+def test_local_inner_step_adds_to_every_inner_step():
+    t = schedules.local(np.array([0.25]), ones(48, 2), np.array([2.0]), accum=2, H=8, inner_step_s=0.1)
+    assert t.step_s[0] == pytest.approx(2 * 0.25 + 0.1 + 2.0 / 8)
+    assert t.idle[0] == pytest.approx((2.0 / 8) / (0.6 + 2.0 / 8))
+
+
 def test_ring_all_reduce_time_formula():
     S, B, a = 1e9, 100e9 / 8, 30e-6
     # one GPU per node: the flat ring over the network, 2(N−1)α + 2(N−1)/N·S/B

@@ -114,9 +114,17 @@ def overlapped(
 
 
 def local(
-    mu: np.ndarray, f: np.ndarray, m_fragment: np.ndarray, accum: int, H: int, F: int = 1, tau: int = 0
+    mu: np.ndarray,
+    f: np.ndarray,
+    m_fragment: np.ndarray,
+    accum: int,
+    H: int,
+    F: int = 1,
+    tau: int = 0,
+    inner_step_s: np.ndarray | float = 0.0,
 ) -> Timing:
-    """diloco (F=1, tau=0) and streaming_diloco: a committed step is one inner step. Steady state:
+    """diloco (F=1, tau=0) and streaming_diloco: a committed step is one inner step (accum
+    micro-batches and the inner AdamW step over the whole model, `inner_step_s`). Steady state:
     whole periods of H inner steps after the first."""
     R, B, N = f.shape
     H, F, tau = int(H), int(F), int(tau)
@@ -133,7 +141,7 @@ def local(
     busy = np.zeros(B)
     every = H // F
     for s in range(1, periods * H + 1):
-        work = accum * mu[:, None] * f[s - 1]
+        work = accum * mu[:, None] * f[s - 1] + np.asarray(inner_step_s, float).reshape(-1, 1)
         t = t + work
         if s > H:
             busy += work.sum(-1)

@@ -21,7 +21,7 @@ import numpy as np
 from . import schedules
 from .models import ModelSpec, model
 from .stragglers import Stragglers
-from .topology import Topology, compute_s, sync_s
+from .topology import Topology, compute_s, inner_step_s, sync_s
 
 METHODS = ("ddp", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
 LABELS = {
@@ -80,6 +80,7 @@ def primitives(sc: Scenario) -> dict:
     P = sc.model.params
     return {
         "micro_batch_s": compute_s(sc.model.flops_per_micro_batch(), sc.topo),
+        "inner_step_s": inner_step_s(P, sc.topo),
         "sync_s": {
             m: sync_s(m, P, sc.topo, sc.grad_bytes, 2, ddp_bucket_mb=sc.ddp_bucket_mb)
             for m in ("ddp", "dpu", "wp", "acco", "acco_adaptive")
@@ -91,8 +92,9 @@ def primitives(sc: Scenario) -> dict:
     }
 
 
-def timings(method: str, mu, f, m, sc: Scenario) -> schedules.Timing:
-    """One method over B scenarios that share (accum, H, F, τ): mu, m of shape (B,)."""
+def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
+    """One method over B scenarios that share (accum, H, F, τ): mu, m, inner (the local methods'
+    inner optimizer step) of shape (B,)."""
     A = sc.accum
     if method == "ddp":
         return schedules.ddp(mu, f, m, A)
@@ -101,9 +103,9 @@ def timings(method: str, mu, f, m, sc: Scenario) -> schedules.Timing:
     if method in ("acco", "acco_adaptive"):
         return schedules.overlapped(mu, f, m, A // 2, 2, adaptive=method == "acco_adaptive")
     if method == "diloco":
-        return schedules.local(mu, f, m, A, sc.H, 1, 0)
+        return schedules.local(mu, f, m, A, sc.H, 1, 0, inner)
     if method == "streaming_diloco":
-        return schedules.local(mu, f, m, A, sc.H, sc.F, sc.tau)
+        return schedules.local(mu, f, m, A, sc.H, sc.F, sc.tau, inner)
     raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
 
 
@@ -139,10 +141,11 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
         )
         prims = [primitives(scenarios[i]) for i in idx]
         mu = np.array([p["micro_batch_s"] for p in prims])
+        inner = np.array([p["inner_step_s"] for p in prims])
         per_method = {}
         for method in methods:
             m = np.array([p["sync_s"][method] for p in prims])
-            per_method[method] = (timings(method, mu, f, m, first), m)
+            per_method[method] = (timings(method, mu, f, m, first, inner), m)
         for j, i in enumerate(idx):
             sc = scenarios[i]
             ddp_rate = None

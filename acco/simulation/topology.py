@@ -23,7 +23,8 @@ flat buffer, as `method.impl=flat` and ACCO do (the schedules then differ in not
 collectives' latency terms again. The
 optimizer step is memory-bound: bytes touched per parameter of the shard over the GPU's HBM
 bandwidth (AdamW: fp32 master, m, v read and written + gradient read + bf16 parameter written
-≈ 30 B; a tentative step (acco, wp) also saves and restores master, m, v: + 24 B).
+≈ 30 B; a tentative step (acco, wp) also saves and restores master, m, v: + 24 B). The local
+methods' inner AdamW is not sharded: 30 B per parameter of the whole model, every inner step.
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ def sync_s(
     return (
         reduce_scatter_s(grad_bytes * params, topo, buckets) + opt + all_gather_s(param_bytes * params, topo, buckets)
     )
+
+
+def inner_step_s(params: float, topo: Topology) -> float:
+    """The local methods' inner AdamW step: unsharded, over the whole model, every inner step."""
+    return params * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
 
 
 def compute_s(flops: float, topo: Topology) -> float:
