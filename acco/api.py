@@ -15,8 +15,10 @@ fast rank), so the loop hands over the data, not the batches. Every rank of the 
 builds one Overlapped and calls step() alike.
 
 It is the suite's own machinery, not a copy: the backends of acco/train/backend_flat.py (ddp on the
-flat engine, dpu, wp, acco) and backend_local.py (diloco, streaming_diloco), run one committed step
-at a time through the schedules of acco/engine/rounds.py and local_rounds.py; precision, gradient
+flat engine, dpu, wp, acco), backend_local.py (diloco, streaming_diloco) and backend_torch_ddp.py
+(ddp with impl="torch"), built by build_backend (the trainer's choice of backend, in one place) and
+run one committed step at a time through the schedules of acco/engine/rounds.py and
+local_rounds.py; precision, gradient
 dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
 the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml. A
 deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
