@@ -354,3 +354,16 @@ def test_a_checkpoint_from_before_the_clock_existed_resumes_on_the_real_clock():
     assert _first_difference(with_added_settings(older), now) is None
     virtual = identity(compose(["method=acco", "clock.mode=virtual", "clock.micro_batch_s=0.1", "clock.sync_s=1"]))
     assert (_first_difference(with_added_settings(older), virtual) or "").startswith("clock.")  # another run
+
+
+def test_a_virtual_run_needs_no_namespaces_for_its_link(tmp_path):
+    """link.* only feed the model: link.mode=netns under an external launcher is refused on the real
+    clock (it cannot make namespaces there), not on the virtual one (it makes none)."""
+    from acco.config.experiments import compose
+    from acco.config.validate import validate
+
+    link = ["method=acco", "link.rate_mbit=10", "link.mode=netns", f"out_dir={tmp_path / 'run'}"]
+    virtual = ["clock.mode=virtual", "clock.micro_batch_s=0.1"]
+    assert validate(compose([*link, *virtual]), launcher_world_size=2) == 2
+    with pytest.raises(ConfigError, match="link.mode=netns needs the local launcher"):
+        validate(compose(link), launcher_world_size=2)

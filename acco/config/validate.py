@@ -623,10 +623,14 @@ def validate(
     task = cfg.get("task")
     if not isinstance(task, str) or ":" not in task:
         raise ConfigError(f"task must look like 'package.module:function', got {task!r}")
+    from ..engine.virtual_clock import is_virtual
     from ..testbed.link import check_link
 
+    # on the virtual clock the link is only numbers for its model: no namespaces are made, so none are needed
+    link_cfg = cfg if not is_virtual(cfg) else {**cfg, "link": {**(cfg.get("link") or {}), "mode": "delay"}}
     check_link(
-        cfg, external_launcher=launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") == "slurm"
+        link_cfg,
+        external_launcher=launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") == "slurm",
     )
     check_clock(cfg)
     check_run_settings(cfg, world)
