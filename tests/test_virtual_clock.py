@@ -365,5 +365,5 @@ def test_a_virtual_run_needs_no_namespaces_for_its_link(tmp_path):
     link = ["method=acco", "link.rate_mbit=10", "link.mode=netns", f"out_dir={tmp_path / 'run'}"]
     virtual = ["clock.mode=virtual", "clock.micro_batch_s=0.1"]
     assert validate(compose([*link, *virtual]), launcher_world_size=2) == 2
-    with pytest.raises(ConfigError, match="link.mode=netns needs the local launcher"):
+    with pytest.raises(ValueError, match="link.mode=netns needs the local launcher"):
         validate(compose(link), launcher_world_size=2)
