@@ -290,3 +290,24 @@ def test_two_workers_equal_the_virtual_clock(method, c, m, adaptive, slow):
         sim = schedules.overlapped(np.array([c]), f, np.array([m]), accum, 2 if method == "acco" else 1, adaptive)
     assert np.diff(clock_t)[2:] == pytest.approx(np.diff(sim.commit_s[:steps, 0])[2:])
     assert clock_n == list(sim.step_micro_batches[:steps, 0])
+
+
+def test_simulation_section_reads_results_sim_alone(tmp_path):
+    from analysis.simulation import simulation_section
+
+    empty = simulation_section(str(tmp_path))
+    assert "not loss" in empty and "No validation table yet" in empty
+    sim = tmp_path / "sim"
+    sim.mkdir()
+    import pandas as pd
+
+    pd.DataFrame(
+        {
+            "method": ["ACCO", "ACCO", "DDP"],
+            "error % (sequential)": ["-10.0 % [-14.0, -6.0]", "+2.0 %", "-6.0 % [-7.0, -5.0]"],
+            "error % (own)": ["-4.0 % [-5.0, -3.0]", "no trace", "-6.0 % [-7.0, -5.0]"],
+        }
+    ).to_csv(sim / "validation.csv", index=False)
+    text = simulation_section(str(tmp_path))
+    assert "ACCO 6 % from sequential primitives, 4 % from its own" in text
+    assert "DDP 6 % from sequential primitives, 6 % from its own" in text
