@@ -125,7 +125,6 @@ class ClockSettings:
         """summary.json's `clock` block."""
         if not self.virtual:
             return {"mode": "real"}
-        alpha, beta = self._alpha_beta()
         return {
             "mode": "virtual",
             "micro_batch_s": self.micro_batch_s,
