@@ -66,7 +66,7 @@ NOT_IDENTITY_TRAIN = {
 }
 # settings added after checkpoints were first written, with the value that means what a checkpoint
 # without them did: such a checkpoint still resumes a run that leaves them at that value
-ADDED_SINCE = {
+ADDED_SINCE: dict[str, dict[str, object]] = {
     "train": {"grad_dtype": "auto"},
     "clock": {"mode": "real", "micro_batch_s": None, "sync_s": None, "optimizer_step_s": 0.0},
 }
