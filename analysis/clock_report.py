@@ -383,7 +383,11 @@ def decomposition_lines(root: str, scale: str, cal: dict) -> list[str]:
     runs = _fig8_runs(root, scale)
     measured = _fig8_measured(runs)
     if measured:
-        out += ["From the fig8 runs on the virtual clock (paired seeds; time to DDP's final validation loss):", ""]
+        out += [
+            "From the fig8 runs on the virtual clock (paired seeds; time to the pair's common validation loss, the "
+            "worse of the two final ones; the loss at equal samples as the claims read it):",
+            "",
+        ]
         out += _md(measured)
     out += [
         "Reading: at the Table-3-implied ratio deterministic ACCO is slower than DDP, and overlap alone cannot "
@@ -399,7 +403,7 @@ def decomposition_lines(root: str, scale: str, cal: dict) -> list[str]:
 
 def _fig8_measured(runs: list[Run]) -> list[dict]:
     """Per (layout, modelled sync) of the fig8 virtual runs: DDP against deterministic and adaptive
-    ACCO, time to DDP's final validation loss, the loss at equal samples, steps and samples per step."""
+    ACCO, time to the pair's common validation loss, the loss at equal samples, steps and samples per step."""
     if not runs:
         return []
     out = []
@@ -413,7 +417,8 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
                 continue
             ta, tb = {}, {}
             for s in sorted(set(acco) & set(ddp)):
-                target = float(curve(ddp[s], "eval_loss", "wall_time_s")[1][-1])  # DDP's final loss
+                # the pair's common loss (the worse of the two final ones), as the claims read it
+                target = max(float(curve(r, "eval_loss", "wall_time_s")[1][-1]) for r in (acco[s], ddp[s]))
                 ta[s] = time_to_loss(*curve(acco[s], "eval_loss", "wall_time_s"), target)
                 tb[s] = time_to_loss(*curve(ddp[s], "eval_loss", "wall_time_s"), target)
             va, vb = at_equal(acco, ddp, "eval_loss", "samples")
@@ -423,7 +428,7 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
                     "layout": layout,
                     "modelled sync s": f"{sync:g}" if sync is not None else "link model",
                     "ACCO": label,
-                    "time to DDP's loss, vs DDP": f"{paired_gap(ta, tb).describe()} (reached {reached} of {len(ta)})",
+                    "time to the common loss, vs DDP": f"{paired_gap(ta, tb).describe()} ({reached} of {len(ta)})",
                     "loss at equal samples, vs DDP": paired_gap(va, vb).describe(),
                     "ACCO steps (mean)": f"{np.mean([len(r.metrics()) for r in acco.values()]):.0f}",
                     "samples per step, ACCO / DDP": f"{_per_step(acco):.0f} / {_per_step(ddp):.0f}",
