@@ -58,10 +58,10 @@ def _already_cut(path: str) -> bool:
 def slim(root: str, scale: str, seconds: float) -> dict:
     kept, removed = [], 0
     timeline_runs = set()
-    runs = discover_runs(root, scale=scale, completed_only=False)
+    runs = discover_runs(root, scale=scale, completed_only=False, clock=None)  # the virtual clock's too
     for exp in sorted({r.exp for r in runs}):
         seen = set()
-        for run in (r for r in runs if r.exp == exp):
+        for run in (r for r in runs if r.exp == exp and r.info["clock"] == "real"):  # timelines: measured
             if run.method not in seen and run.trace_path:
                 seen.add(run.method)
                 timeline_runs.add(run.path)
