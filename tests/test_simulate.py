@@ -1,5 +1,6 @@
 """The scale simulator's arithmetic on cases with known answers (acco/simulation)."""
 
+import os
 import subprocess
 import sys
 
@@ -146,10 +147,12 @@ def test_sweep_is_deterministic_and_paired():
     assert not run([scenario("70b", topology(8, 8, 100), rounds=16)], ["ddp"])[0]["fits"]
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def cli(*args):
-    return subprocess.run(
-        [sys.executable, "experiments/simulate.py", *args], capture_output=True, text=True, timeout=120
-    )
+    script = os.path.join(ROOT, "experiments", "simulate.py")
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
 def test_cli_prints_every_method():
