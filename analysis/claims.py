@@ -2,20 +2,35 @@
 and this module tests them on a results folder by the rule of analysis/stats.py.
 
 A claim compares two groups of runs of one experiment, A and B, on one per-run number, paired by
-seed, and says which verdict the paper implies:
+seed, and says which verdict the paper implies and whether the paper's claim is about the sign or
+the size of the gap:
 
     claims:
     - name: ACCO matches DDP
       paper: same training curve (Fig. 5a)
-      a: {method: acco, steps: min}     # run identity keys of analysis/load.py run_info
-      b: {method: ddp, steps: min}      # min / max / 2nd: that value among the experiment's runs
+      a: {method: acco, steps: min}     # run identity keys (identity(): analysis/load.py run_info
+      b: {method: ddp, steps: min}      #   plus samples and lr); min / 2nd / max: that value among the runs
       metric: final_loss                # a key of METRICS
       expect: matches                   # matches / worse / better (A against B)
+      tests: size                       # size (against the metric's margin) or sign (against 0)
+      looks: [5]                        # optional: the planned looks (default analysis/stats.py LOOKS)
+      versus: final_loss                # optional: the per-seed gap on `metric` minus the gap on this
+                                        #   one ("especially early"; tests: sign)
       question: dynamics                # or wall-clock: which of the two questions it answers
       if_not_reproduced: ...            # optional: the report's reading when the verdict differs
 
-`evaluate(...)` gives the verdict with the paired gap, the report's first table lists every claim,
-and experiments/reproduce.py asks `seeds_wanted(...)` which groups need more seeds (up to the cap)."""
+Losses are read at equal samples: for each seed, both runs at the smaller of their two sample
+totals (the same point for runs sized alike; an adaptive run's extra samples are not counted).
+Each metric has a margin computed from B's runs at the look's seeds (`margin`, with the sentence the
+report prints): one standard deviation of B's own seed-to-seed spread of the number, in % of its
+mean (a method's effect inside it is smaller than what changing the seed does); for a time or a
+speed, of B's seconds per sample (its runs do the same work per seed, so that spread is the clock's
+timing noise, not a loss curve's crossing point). A loss curve's own progress near the end of a
+cosine schedule was tried first and rejected: the rate is near zero there, so B's gain over its last
+10 % of samples is below the batches' noise (it came out negative on the committed fig5 runs).
+
+`evaluate(...)` gives the verdict with the look it was taken at, the report's first table lists every
+claim, and experiments/reproduce.py asks `seeds_wanted(...)` for the next planned look's seeds."""
 
 from __future__ import annotations
 
@@ -26,51 +41,89 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.load import Run
-from analysis.stats import MIN_SEEDS, SEED_CAP, PairedGap, Verdict, decide, paired_gap
+from analysis.stats import (
+    LOOKS,
+    TESTS,
+    Design,
+    Look,
+    Verdict,
+    relative_gaps,
+    sequential,
+)
 from analysis.tables import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
 
-TAIL = 0.1  # "final loss" = mean training loss over the last 10 % of steps (less noise)
+TAIL = 0.1  # "final loss" = mean training loss over the last 10 % of the samples (less noise)
 EARLY = 0.25  # "early loss" = the loss where a quarter of the samples has been seen
-SEED_BATCH = 2  # seeds added per pass beyond MIN_SEEDS, while a claim is undecided
 
 
-# -- per-run numbers --------------------------------------------------------------------------------
-def final_loss(run: Run) -> float:
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
+# -- per-run numbers, at equal samples ---------------------------------------------------------------
+def _train(run: Run):
+    return run.metrics().dropna(subset=["train_loss"]).sort_values("step").reset_index(drop=True)
+
+
+def end_samples(run: Run) -> float:
+    m = _train(run)
+    return float(m["samples"].iloc[-1]) if len(m) and "samples" in m else math.nan
+
+
+def final_loss(run: Run, upto: float | None = None) -> float:
+    """Mean training loss over the last TAIL of the samples up to `upto` (default: the run's end)."""
+    m = _train(run)
     if m.empty:
         return float("nan")
-    k = max(1, int(round(len(m) * TAIL)))
-    return float(m["train_loss"].tail(k).mean())
+    x = m["samples"].to_numpy(float)
+    end = x[-1] if upto is None else min(upto, x[-1])
+    window = m["train_loss"][(x > (1 - TAIL) * end) & (x <= end)]
+    if window.empty:  # fewer steps than the tail holds: the last one
+        window = m["train_loss"][x <= end].tail(1)
+    return float(window.mean())
 
 
-def loss_at_fraction(run: Run, frac: float, x: str = "samples") -> float:
-    """Training loss (mean of a 5-step window) where `x` first reaches `frac` of its final value."""
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step").reset_index(drop=True)
+def loss_at_fraction(run: Run, frac: float, x: str = "samples", upto: float | None = None) -> float:
+    """Training loss (mean of a 5-step window) where `x` first reaches `frac` of its final value (or
+    of `upto`)."""
+    m = _train(run)
     if m.empty:
         return float("nan")
-    i = int(np.searchsorted(m[x].to_numpy(float), frac * float(m[x].iloc[-1])))
+    end = float(m[x].iloc[-1]) if upto is None else upto
+    i = int(np.searchsorted(m[x].to_numpy(float), frac * end))
     return float(m["train_loss"].iloc[max(0, i - 2) : i + 3].mean())
 
 
-def early_loss(run: Run) -> float:
-    return loss_at_fraction(run, EARLY)
+def early_loss(run: Run, upto: float | None = None) -> float:
+    return loss_at_fraction(run, EARLY, upto=upto)
 
 
-def samples_per_s(run: Run) -> float:
+def samples_per_s(run: Run, upto: float | None = None) -> float:
     s = run.summary
     return float(s.get("samples") or 0) / float(s.get("total_wall_time_s") or np.nan)
 
 
-def wall_time(run: Run) -> float:
+def wall_time(run: Run, upto: float | None = None) -> float:
     return float(run.summary.get("total_wall_time_s") or np.nan)
 
 
-def final_eval_loss(run: Run) -> float:
+def eval_loss_at(run: Run, samples: float) -> float:
+    """The validation loss at `samples` (linear between the logged evaluations; nan outside them)."""
+    m = run.metrics().dropna(subset=["eval_loss"]).sort_values("samples")
+    if m.empty:
+        return float("nan")
+    x, y = m["samples"].to_numpy(float), m["eval_loss"].to_numpy(float)
+    if samples < x[0] - 1e-9 or samples > x[-1] + 1e-9:
+        return float("nan")
+    return float(np.interp(samples, x, y))
+
+
+def final_eval_loss(run: Run, upto: float | None = None) -> float:
     m = run.metrics().dropna(subset=["eval_loss"]).sort_values("step")
-    return float(m["eval_loss"].iloc[-1]) if len(m) else float("nan")
+    if m.empty:
+        return float("nan")
+    if upto is None or "samples" not in m or upto >= float(m["samples"].iloc[-1]):
+        return float(m["eval_loss"].iloc[-1])
+    return eval_loss_at(run, upto)
 
 
-def heldout_ppl(run: Run) -> float:
+def heldout_ppl(run: Run, upto: float | None = None) -> float:
     return float(((run.summary.get("final_eval") or {}).get("heldout") or {}).get("perplexity") or np.nan)
 
 
@@ -79,33 +132,104 @@ def time_to(run: Run, target: float, column: str) -> float:
     return time_to_loss(*loss_curve(run, column), target)
 
 
+def seconds_per_sample(run: Run) -> float:
+    s = run.summary
+    return float(s.get("total_wall_time_s") or np.nan) / float(s.get("samples") or np.nan)
+
+
+# -- margins ------------------------------------------------------------------------------------------
+def _mean(values: Iterable[float]) -> float:
+    v = [x for x in values if math.isfinite(x)]
+    return float(np.mean(v)) if v else math.nan
+
+
+def _seed_spread(fn: Callable[[Run], float]) -> Callable[[list[Run]], float]:
+    """One standard deviation of B's own seed-to-seed variation of the number, in % of its mean."""
+
+    def margin(runs: list[Run]) -> float:
+        v = [x for x in (fn(r) for r in runs) if math.isfinite(x)]
+        return 100.0 * float(np.std(v, ddof=1) / abs(np.mean(v))) if len(v) > 1 else math.nan
+
+    return margin
+
+
+_SPREAD_WORDS = (
+    "one sd of B's own seed-to-seed spread of this number (a gap inside it is smaller than what a seed changes)"
+)
+_TIMING_WORDS = (
+    "one sd of B's timing noise: the seed-to-seed spread of its seconds per sample (the same work each, "
+    "so the clock's spread, not a crossing point's)"
+)
+_timing_noise = _seed_spread(seconds_per_sample)
+
+
 @dataclass(frozen=True)
 class Metric:
     label: str
-    fn: Callable[[Run], float] | None  # None: a paired metric (see paired_values)
+    fn: Callable[..., float] | None  # fn(run, upto=None); None: a paired metric (see paired_values)
+    margin: Callable[[list[Run]], float]  # from B's runs at the look's seeds, in %
+    margin_how: str  # the sentence the report prints for it
     higher_is_better: bool = False
+    at_equal_samples: bool = False  # read both runs of a seed at the smaller of their sample totals
 
 
 METRICS: dict[str, Metric] = {
-    "final_loss": Metric(f"final training loss (mean of the last {TAIL:.0%} of steps)", final_loss),
-    "early_loss": Metric(f"training loss at {EARLY:.0%} of the samples", early_loss),
-    "final_eval_loss": Metric("final validation loss", final_eval_loss),
-    "heldout_ppl": Metric("held-out perplexity (final evaluation)", heldout_ppl),
-    "wall_time": Metric("wall-clock seconds for the run", wall_time),
-    "samples_per_s": Metric("samples per second", samples_per_s, higher_is_better=True),
+    "final_loss": Metric(
+        f"final training loss (mean over the last {TAIL:.0%} of the samples)",
+        final_loss,
+        _seed_spread(final_loss),
+        _SPREAD_WORDS,
+        at_equal_samples=True,
+    ),
+    "early_loss": Metric(
+        f"training loss at {EARLY:.0%} of the samples",
+        early_loss,
+        _seed_spread(early_loss),
+        _SPREAD_WORDS,
+        at_equal_samples=True,
+    ),
+    "final_eval_loss": Metric(
+        "final validation loss",
+        final_eval_loss,
+        _seed_spread(final_eval_loss),
+        _SPREAD_WORDS,
+        at_equal_samples=True,
+    ),
+    "heldout_ppl": Metric(
+        "held-out perplexity (final evaluation)",
+        heldout_ppl,
+        _seed_spread(heldout_ppl),
+        _SPREAD_WORDS,
+    ),
+    "wall_time": Metric("wall-clock seconds for the run", wall_time, _timing_noise, _TIMING_WORDS),
+    "samples_per_s": Metric("samples per second", samples_per_s, _timing_noise, _TIMING_WORDS, higher_is_better=True),
     # per seed, the target is the worse of the pair's final losses, which both runs reach
-    "time_to_target": Metric(f"wall-clock seconds to the pair's common training loss ({SMOOTH_STEPS}-step mean)", None),
-    "time_to_eval_target": Metric("wall-clock seconds to the pair's common validation loss", None),
+    "time_to_target": Metric(
+        f"wall-clock seconds to the pair's common training loss ({SMOOTH_STEPS}-step mean)",
+        None,
+        _timing_noise,
+        _TIMING_WORDS,
+    ),
+    "time_to_eval_target": Metric(
+        "wall-clock seconds to the pair's common validation loss", None, _timing_noise, _TIMING_WORDS
+    ),
 }
 
 
 def paired_values(metric: str, a: Mapping[int, Run], b: Mapping[int, Run]) -> tuple[dict, dict]:
-    """seed -> number for each side (a paired metric needs both runs of a seed to compute either)."""
+    """seed -> number for each side (a paired metric needs both runs of a seed to compute either; a
+    loss is read at the pair's common samples)."""
     m = METRICS[metric]
-    if m.fn is not None:
+    if m.fn is not None and not m.at_equal_samples:
         return {s: m.fn(r) for s, r in a.items()}, {s: m.fn(r) for s, r in b.items()}
-    column = TARGET_COLUMN[metric]
     va, vb = {}, {}
+    if m.fn is not None:
+        for s in sorted(set(a) & set(b)):
+            upto = min(end_samples(a[s]), end_samples(b[s]))
+            upto_or_end = upto if math.isfinite(upto) else None
+            va[s], vb[s] = m.fn(a[s], upto_or_end), m.fn(b[s], upto_or_end)
+        return va, vb
+    column = TARGET_COLUMN[metric]
     for s in sorted(set(a) & set(b)):
         ends = [loss_curve(r, column)[1] for r in (a[s], b[s])]
         target = max(float(e[-1]) for e in ends) if all(len(e) for e in ends) else math.nan
@@ -115,6 +239,13 @@ def paired_values(metric: str, a: Mapping[int, Run], b: Mapping[int, Run]) -> tu
 
 # -- selecting runs ---------------------------------------------------------------------------------
 ORDINALS = {"min": 0, "2nd": 1, "max": -1}
+
+
+def identity(info: Mapping, config: Mapping) -> dict:
+    """A run's identity for the claims' selectors: analysis/load.py run_info plus its sample budget
+    and peak learning rate (fig10's ladder rungs, a rate chosen among several)."""
+    train, optim = config.get("train") or {}, config.get("optim") or {}
+    return {**info, "samples": train.get("samples"), "lr": optim.get("lr")}
 
 
 def _sort_key(v) -> tuple:
@@ -166,16 +297,30 @@ class Claim:
     # what the report adds when the verdict is not the paper's: what differs at this scale and why
     # (a reading of the runs, written after them; the verdict itself follows the rule alone)
     if_not_reproduced: str = ""
+    tests: str = "size"  # what the paper claims: the gap's size (against the margin) or its sign
+    looks: tuple[int, ...] = LOOKS  # the planned looks (stats.Design)
+    versus: str = ""  # a second metric: the claim is on the per-seed gap difference (metric - versus)
 
     @classmethod
     def from_config(cls, exp: str, raw: Mapping) -> Claim:
         metric = str(raw["metric"])
+        name = raw.get("name")
+        known = ", ".join(METRICS)
         if metric not in METRICS:
-            known = ", ".join(METRICS)
-            raise ValueError(f"{exp}: claim {raw.get('name')!r} has unknown metric {metric!r} (one of {known})")
+            raise ValueError(f"{exp}: claim {name!r} has unknown metric {metric!r} (one of {known})")
+        versus = str(raw.get("versus") or "")
+        if versus and versus not in METRICS:
+            raise ValueError(f"{exp}: claim {name!r} has unknown versus metric {versus!r} (one of {known})")
+        tests = str(raw.get("tests") or "size")
+        if tests not in TESTS:
+            raise ValueError(f"{exp}: claim {name!r} has tests={tests!r}: one of {', '.join(TESTS)}")
+        if versus and tests != "sign":
+            raise ValueError(f"{exp}: claim {name!r} compares two gaps (versus): it can only test a sign (tests: sign)")
+        looks = tuple(int(n) for n in (raw.get("looks") or LOOKS))
+        Design(looks)  # refuses a bad plan here, with the claim's config
         return cls(
             exp=exp,
-            name=str(raw["name"]),
+            name=str(name),
             paper=str(raw.get("paper", "")),
             a=dict(raw["a"]),
             b=dict(raw["b"]),
@@ -183,30 +328,41 @@ class Claim:
             expect=Verdict(str(raw["expect"])),
             question=str(raw.get("question") or "dynamics"),
             if_not_reproduced=str(raw.get("if_not_reproduced") or ""),
+            tests=tests,
+            looks=looks,
+            versus=versus,
         )
+
+    @property
+    def design(self) -> Design:
+        return Design(self.looks)
+
+    def margin_how(self) -> str:
+        if self.versus:
+            return "none: a difference of two gaps, its sign only"
+        return METRICS[self.metric].margin_how
 
 
 @dataclass(frozen=True)
 class Outcome:
     claim: Claim
     verdict: Verdict | None  # None: one side has no completed runs
-    gap: PairedGap | None
+    look: Look | None
     values_a: dict[int, float]  # seed -> the claim's number, for each side's runs
     values_b: dict[int, float]
 
     @property
+    def gap(self):
+        """The interval at the look the verdict was taken at (stats.PairedGap)."""
+        return None if self.look is None else self.look.gap
+
+    @property
     def mean_a(self) -> float:
-        return _mean(self.values_a)
+        return _mean(self.values_a.values())
 
     @property
     def mean_b(self) -> float:
-        return _mean(self.values_b)
-
-    @property
-    def spread_b_pct(self) -> float:
-        """B's seed-to-seed spread, (max − min) / mean in percent (DDP's, where B is the baseline)."""
-        v = [x for x in self.values_b.values() if math.isfinite(x)]
-        return 100.0 * (max(v) - min(v)) / _mean(self.values_b) if len(v) > 1 else math.nan
+        return _mean(self.values_b.values())
 
     @property
     def reproduced(self) -> bool | None:
@@ -222,28 +378,33 @@ def claims_of(block: Mapping) -> list[Claim]:
 
 
 def evaluate(claim: Claim, runs: list[Run]) -> Outcome:
-    """The claim tested on the experiment's completed runs at one scale."""
-    infos = [r.info for r in runs]
-    sa, sb = resolve(claim.a, infos), resolve(claim.b, infos)
-    ga = by_seed([r for r in runs if selected(r.info, sa)], f"{claim.exp} {claim.name} (A)")
-    gb = by_seed([r for r in runs if selected(r.info, sb)], f"{claim.exp} {claim.name} (B)")
+    """The claim tested on the experiment's completed runs at one scale, by the stopping rule."""
+    ids = [identity(r.info, r.config) for r in runs]
+    sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
+    ga = by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
+    gb = by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     if not ga or not gb:
         return Outcome(claim, None, None, {}, {})
     va, vb = paired_values(claim.metric, ga, gb)
-    gap = paired_gap(va, vb)
-    return Outcome(claim, decide(gap, higher_is_better=METRICS[claim.metric].higher_is_better), gap, va, vb)
+    gaps = relative_gaps(va, vb)
+    if claim.versus:
+        wa, wb = paired_values(claim.versus, ga, gb)
+        second = relative_gaps(wa, wb)
+        gaps = {s: g - second[s] for s, g in gaps.items() if s in second}
+        margin: float | Callable = math.nan
+    else:
+        fn = METRICS[claim.metric].margin
+
+        def margin(seeds: tuple[int, ...]) -> float:
+            return fn([gb[s] for s in seeds if s in gb])
+
+    look = sequential(gaps, claim.design, margin, claim.tests, METRICS[claim.metric].higher_is_better)
+    return Outcome(claim, look.verdict, look, va, vb)
 
 
-def _mean(values: Mapping[int, float]) -> float:
-    v = [x for x in values.values() if math.isfinite(x)]
-    return float(np.mean(v)) if v else math.nan
-
-
-def seeds_wanted(outcome: Outcome, cap: int = SEED_CAP) -> int:
-    """How many paired seeds the claim's groups should have next: MIN_SEEDS first, then SEED_BATCH
-    more per pass while undecided, never beyond the cap; 0 once decided (or with a side missing)."""
-    if outcome.verdict is not Verdict.MORE_SEEDS or outcome.gap is None:
+def seeds_wanted(outcome: Outcome) -> int:
+    """How many paired seeds the claim's groups should have next: the next planned look's n while
+    undecided, 0 once decided (or at its last look, or with a side missing)."""
+    if outcome.look is None:
         return 0
-    n = outcome.gap.n
-    want = min(cap, MIN_SEEDS if n < MIN_SEEDS else n + SEED_BATCH)
-    return want if want > n else 0
+    return outcome.look.next_n

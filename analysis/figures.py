@@ -311,17 +311,52 @@ def fig9(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
 
 
 def fig10(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
-    """DPU with 1 vs 2 accumulation steps per worker; loss vs wall-clock time and vs samples."""
-    return _two_panel(
-        root,
-        "fig10",
-        scale,
-        save,
-        ["wall_time_s", "samples"],
-        "Fig. 10 — DPU with 1 vs 2 accumulation steps",
-        by="accum",
-        smooth=smooth,
-    )
+    """DPU with 1 vs 2 accumulation steps per worker. With a budget ladder (runs sized by
+    `train.samples`, analysis/ladder.py): (a) loss vs samples at the largest budget, (b) accum 1's
+    paired gap to accum 2 at 25 % of the samples and at the end, against the budget, with the
+    intervals the claims use. Without one: loss vs wall-clock time and vs samples."""
+    from analysis.ladder import budget_of, rungs
+
+    runs = discover_runs(root, "fig10", scale)
+    budgets = sorted({b for b in (budget_of(r) for r in runs) if b is not None})
+    if len(budgets) < 2:
+        return _two_panel(
+            root,
+            "fig10",
+            scale,
+            save,
+            ["wall_time_s", "samples"],
+            "Fig. 10 — DPU with 1 vs 2 accumulation steps",
+            by="accum",
+            smooth=smooth,
+        )
+    top = [r for r in runs if budget_of(r) == budgets[-1]]
+    df = load_experiment(root, "fig10", scale, runs=top)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _plot_curves(left, df, "samples", "train_loss", by="accum", smooth=smooth, xlabel="samples")
+    left.set_title(f"(a) the largest budget, {budgets[-1]} samples")
+    rows = rungs(root, scale)
+    for key, color, label in (("early", "C2", "at 25 % of the samples"), ("final", "C3", "at the end")):
+        pts = [(r["samples"], r[key].look.gap) for r in rows if r[key].look is not None and r[key].look.gap.n > 1]
+        if not pts:
+            continue
+        x = np.array([p[0] for p in pts], dtype=float)
+        mean = np.array([g.mean_pct for _, g in pts])
+        lo, hi = np.array([g.lo_pct for _, g in pts]), np.array([g.hi_pct for _, g in pts])
+        right.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o-", color=color, capsize=4, label=label)
+    right.axhline(0, color="0.5", lw=0.8)
+    right.set_xscale("log", base=2)
+    right.set_xticks(budgets)
+    right.set_xticklabels([str(b) for b in budgets])
+    right.minorticks_off()
+    right.set_xlabel("budget (samples; each a cosine over its own budget)")
+    right.set_ylabel("accum 1 vs accum 2, paired by seed (%)")
+    right.set_title("(b) the gap against the budget (95 % CI, fixed n)")
+    right.grid(alpha=0.3)
+    right.legend(fontsize=8)
+    _title(fig, df, "Fig. 10 — DPU with 1 vs 2 accumulation steps, budget ladder")
+    fig.tight_layout()
+    return _finish(fig, root, "fig10", scale, save)
 
 
 def _layout_order(runs: list[Run], scale: str) -> list[str]:

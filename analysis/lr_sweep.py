@@ -1,9 +1,10 @@
-"""The learning-rate sweep (experiment lr_sweep): ACCO's paired gap to DDP at equal samples, per rate.
+"""The learning-rate sweep (experiment lr_sweep): ACCO's paired gap to DDP at equal samples, per rate,
+and the rate DDP does best at, which fig6 runs at (conf/experiment_info/fig6.yaml lr_choice).
 
 `rows(root, scale)` gives one row per learning rate (DDP's final loss over seeds and its seed spread,
-ACCO's mean paired gap with its 95 % interval and the verdict of analysis/stats.py); `figure(...)`
-draws both panels: the final losses against the rate, and the gap with its interval against the
-±2 % band."""
+ACCO's mean paired gap with its interval at the fixed n of DESIGN, the final loss's margin and the
+verdict of analysis/stats.py); `ddp_best_lr(...)` applies fig6's rule; `figure(...)` draws both
+panels: the final losses against the rate, and the gap with its interval against each rate's margin."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import numpy as np
 
 from analysis.figures import MissingRuns, _finish, plt
 from analysis.load import Run, discover_runs
-from analysis.report import Group, compare, final_loss
-from analysis.stats import TOL_PCT
+from analysis.report import Group, compare_look, final_loss
+from analysis.stats import Design
 
 EXP = "lr_sweep"
+DESIGN = Design((3,))  # a fixed n of 3 paired seeds per rate, stated in conf/experiment/lr_sweep/cpu.yaml
 
 
 def lr_of(run: Run) -> float:
@@ -38,7 +40,8 @@ def rows(root: str, scale: str = "cpu") -> list[dict]:
         acco = Group("ACCO", [r for r in at if r.method == "acco"])
         if not ddp.runs or not acco.runs:
             continue
-        verdict, gap = compare(acco, ddp, final_loss)
+        look = compare_look(acco, ddp, "final_loss", DESIGN)
+        verdict, gap = look.verdict, look.gap
         out.append(
             {
                 "lr": lr,
@@ -46,12 +49,31 @@ def rows(root: str, scale: str = "cpu") -> list[dict]:
                 "ddp_spread_pct": spread_pct(ddp),
                 "acco_final": acco.mean(final_loss),
                 "gap": gap,
+                "margin_pct": look.margin_pct,
+                "look": look,
                 "verdict": verdict,
             }
         )
     if not out:
         raise MissingRuns(f"no learning rate with both DDP and ACCO runs in {EXP}")
     return out
+
+
+def ddp_means(root: str, scale: str = "cpu") -> dict[float, tuple[float, int]]:
+    """rate -> (DDP's mean final training loss, its number of seeds) over the sweep's DDP runs."""
+    runs = [r for r in discover_runs(root, EXP, scale) if r.method == "ddp"]
+    out = {}
+    for lr in sorted({lr_of(r) for r in runs}):
+        g = Group("DDP", [r for r in runs if lr_of(r) == lr])
+        out[lr] = (g.mean(final_loss), len(g.runs))
+    return out
+
+
+def ddp_best_lr(root: str, scale: str = "cpu") -> float:
+    """fig6's rule (conf/experiment_info/fig6.yaml lr_choice): the rate with DDP's lowest mean final
+    training loss among the sweep's DDP runs; nan without any."""
+    means = {lr: m for lr, (m, _) in ddp_means(root, scale).items() if m == m}
+    return min(means, key=means.__getitem__) if means else float("nan")
 
 
 def figure(root: str, scale: str = "cpu", save: bool = True):
@@ -66,16 +88,23 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
         left.plot(lrs, [r[key] for r in data], "-o", color=color, label=label)
     left.set_xscale("log")
     left.set_xlabel("peak learning rate")
-    left.set_ylabel("final training loss (last 10 % of steps)")
+    left.set_ylabel("final training loss (last 10 % of the samples)")
     left.set_title("final loss per seed (dots) and mean")
     left.legend()
     mean = np.array([r["gap"].mean_pct for r in data])
     lo = np.array([r["gap"].lo_pct for r in data])
     hi = np.array([r["gap"].hi_pct for r in data])
-    right.axhspan(-TOL_PCT, TOL_PCT, color="0.85", label=f"±{TOL_PCT:g} % (matches)")
+    margin = np.array([r["margin_pct"] for r in data])
+    right.fill_between(lrs, -margin, margin, color="0.85", label="±m: one sd of DDP's seed spread")
     right.axhline(0, color="0.5", lw=0.8)
     right.errorbar(
-        lrs, mean, yerr=[mean - lo, hi - mean], fmt="o-", color="C3", capsize=4, label="ACCO vs DDP, 95 % CI"
+        lrs,
+        mean,
+        yerr=[mean - lo, hi - mean],
+        fmt="o-",
+        color="C3",
+        capsize=4,
+        label=f"ACCO vs DDP, {DESIGN.confidence:.0%} CI (fixed n = {DESIGN.looks[0]})",
     )
     for lr, r in zip(lrs, data):
         right.annotate(f"n={r['gap'].n}", (lr, r["gap"].hi_pct), textcoords="offset points", xytext=(0, 4), ha="center")

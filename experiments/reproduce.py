@@ -14,10 +14,11 @@ budget, ...) is run again, and says in which settings. Every run shows
 "run k of N: <experiment>/<run>" with an ETA for the whole job; a local run's output goes to
 <run folder>/train.log as it runs (and to the terminal); a failed run does not stop the others.
 At the cpu scale (--add-seeds; --no-add-seeds turns it off) the claims each experiment lists
-(conf/experiment_info/<id>.yaml, tested by analysis/claims.py) that still need more seeds then get
-them: the runs of both groups again with seeds up to what the claim needs, two more per pass, up to
-the cap of analysis/stats.py. The end: one table per pass (each run's status, wall time, a failure's
-log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only
+(conf/experiment_info/<id>.yaml, tested by analysis/claims.py) that are undecided at a planned look
+then get the seeds of their next planned look (analysis/stats.py's stopping rule: the default looks at
+5 and 10 paired seeds; a claim with one fixed n gets none), the runs of both groups again with those
+seeds; no other number of seeds is ever looked at. The end: one table per pass (each run's status,
+wall time, a failure's log and last error line), then the figures; exit code 1 if a run failed. Tables (table1-3) only
 plot: they are computed from other experiments' runs (table2, table3 from fig7/fig11/fig8).
 
 With --launcher slurm every run of every experiment is submitted first, then waited for (--no-wait:
@@ -83,6 +84,7 @@ def error(message: str) -> int:
 def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
     """One run composed (a bad override fails here, before any run): its name, overrides, folder, cost
     for the ETA (steps x workers), whether it is complete, and its identity (analysis/load.py run_info)."""
+    from analysis.claims import identity
     from analysis.load import run_info
 
     common = [f"experiment={exp}/{scale}", *base]
@@ -95,12 +97,26 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
         "args": [*common, *run],
         "run": list(run),
         "out_dir": out_dir,
-        "cost": float((cfg.get("train") or {}).get("steps") or 0) * int(cfg.get("world_size") or 1),
+        "cost": run_cost(cfg),
         # a completed run made from other settings (the experiment's file changed since) is run again
         "stale": stale,
         "complete": completed and not stale,
-        "info": run_info(cfg),
+        "info": identity(run_info(cfg), cfg),
     }
+
+
+def run_cost(cfg: dict) -> float:
+    """A run's weight for the ETA: its steps x workers, or for a budget its samples x workers over
+    the samples a committed step holds without adaptive extras (0: unknown)."""
+    train = cfg.get("train") or {}
+    world = int(cfg.get("world_size") or 1)
+    if train.get("steps"):
+        return float(train["steps"]) * world
+    if train.get("samples"):
+        per_step = world * int(train.get("accum") or 1) * int((cfg.get("data") or {}).get("micro_batch_size") or 1)
+        per_step *= 2 if (cfg.get("method") or {}).get("name") == "acco" else 1
+        return float(train["samples"]) / per_step * world
+    return 0.0
 
 
 def stale_settings(out_dir: str, cfg: dict) -> list[str]:
@@ -115,7 +131,7 @@ def stale_settings(out_dir: str, cfg: dict) -> list[str]:
 
 
 def weigh(runs: list[dict]) -> list[dict]:
-    if any(r["cost"] <= 0 for r in runs):  # a budget instead of steps somewhere: weigh runs alike
+    if any(r["cost"] <= 0 for r in runs):  # a run of unknown length somewhere: weigh runs alike
         for r in runs:
             r["cost"] = 1.0
     return runs
@@ -137,7 +153,8 @@ def without_seed(run: list[str]) -> list[str]:
 def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -> list[dict]:
     """The runs the experiments' undecided claims need (analysis/claims.py): for each claim whose
     verdict is 'needs more seeds', every configured run of its groups A and B with the seeds up to
-    seeds_wanted (paired: both groups get the same seeds), those not already there."""
+    its next planned look (seeds_wanted; paired: both groups get the same seeds), those not already
+    there."""
     from analysis.claims import claims_of, evaluate, resolve, seeds_wanted, selected
     from analysis.load import discover_runs
 
@@ -227,15 +244,18 @@ def run_slurm(title: str, todo: list[str], scale: str, base: list[str], wait: bo
 
 
 def add_seeds(title: str, todo: list[str], scale: str, base: list[str], results: str) -> list[MultiRun]:
-    """Passes of more_seed_runs until every claim is decided or at the seed cap (a run that fails is
-    not tried again in this job)."""
-    jobs, tried = [], set()
+    """Passes of more_seed_runs until every claim is decided or at its last planned look (a run that
+    fails is not tried again in this job)."""
+    jobs: list[MultiRun] = []
+    tried: set[str] = set()
     while True:
         extra = [r for r in more_seed_runs(todo, scale, base, results) if not r["complete"] and r["name"] not in tried]
         if not extra:
             return jobs
         tried |= {r["name"] for r in extra}
-        print(f"{len(extra)} more runs: claims that need more seeds (rule: analysis/stats.py)", flush=True)
+        print(
+            f"{len(extra)} more runs: claims undecided at a planned look need the next (analysis/stats.py)", flush=True
+        )
         jobs.append(run_local(f"{title}: more seeds", extra))
 
 
@@ -254,8 +274,8 @@ def main(argv=None) -> int:
         "--add-seeds",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="after the configured runs, add seeds (up to the cap) to the groups of every claim that needs more "
-        "(default: on at the cpu scale; local launcher only)",
+        help="after the configured runs, add the seeds of the next planned look to the groups of every claim "
+        "undecided at a look (default: on at the cpu scale; local launcher only)",
     )
     parser.add_argument(
         "--no-wait",

@@ -1,7 +1,8 @@
 """The paper's claims as data (analysis/claims.py): every experiment's claims parse and name groups its
 runs have; selectors with min / 2nd / max pick the right runs; a claim's verdict follows the rule on
-synthetic runs (one that must come out *worse*, one *inconclusive* at the cap, a paired time to a
-target); and experiments/reproduce.py plans exactly the seeds an undecided claim needs."""
+synthetic runs (one that must come out *worse*, one *inconclusive* at its last look, a paired time to
+a target, a sign claim against a size claim, a difference of gaps, losses read at equal samples); and
+experiments/reproduce.py plans exactly the seeds the next planned look needs."""
 
 from __future__ import annotations
 
@@ -15,20 +16,31 @@ import pytest
 import yaml
 
 from acco.config.experiments import compose, expand_runs, experiment_block, scales_of
-from analysis.claims import METRICS, Claim, claims_of, evaluate, resolve, seeds_wanted
+from analysis.claims import METRICS, Claim, claims_of, evaluate, final_loss, identity, resolve, seeds_wanted
 from analysis.load import Run, run_info
-from analysis.stats import MIN_SEEDS, SEED_CAP, Verdict
+from analysis.stats import MIN_SEEDS, SEED_CAP, Sign, Size, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_FIGURES = ["fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 
 
-def synthetic_run(method: str, seed: int, final: float, steps: int = 50, s_per_step: float = 1.0, **cfg) -> Run:
+def synthetic_run(
+    method: str,
+    seed: int,
+    final: float,
+    steps: int = 50,
+    s_per_step: float = 1.0,
+    early: float = 0.0,
+    tau: float = 8.0,
+    **cfg,
+) -> Run:
     """A run whose training loss decays to `final` (held for the last 10 % of steps), one step per
-    `s_per_step` seconds, with a validation loss every 10 steps."""
+    `s_per_step` seconds, with a validation loss every 10 steps; `early` adds that much loss to the
+    first half of the run; tau=None: no flat tail, a slow decay that still falls at the end."""
     step = np.arange(1, steps + 1)
-    loss = final + 3.0 * np.exp(-step / 8.0)
-    loss[-max(1, steps // 10) :] = final
+    loss = final + 3.0 * np.exp(-step / (tau or 40.0)) + np.where(step <= steps // 2, early, 0.0)
+    if tau:
+        loss[-max(1, steps // 10) :] = final
     metrics = pd.DataFrame(
         {
             "step": step,
@@ -54,9 +66,9 @@ def synthetic_run(method: str, seed: int, final: float, steps: int = 50, s_per_s
     return Run(f"/nonexistent/{method}_{seed}", "synthetic", "cpu", f"{method}_seed={seed}", config, summary, metrics)
 
 
-def claim(metric: str = "final_loss", expect: str = "matches", a=None, b=None) -> Claim:
+def claim(metric: str = "final_loss", expect: str = "matches", a=None, b=None, **more) -> Claim:
     raw = {"name": "t", "a": a or {"method": "acco"}, "b": b or {"method": "ddp"}, "metric": metric, "expect": expect}
-    return Claim.from_config("synthetic", raw)
+    return Claim.from_config("synthetic", {**raw, **more})
 
 
 def pairs(ddp: list[float], acco: list[float], **kw) -> list[Run]:
@@ -75,9 +87,10 @@ def test_every_figure_lists_claims_its_runs_can_test(exp):
         assert claims, f"{exp}/{scale} lists no claims"
         # one composition per run apart from its seed (seeds do not change which group a run is in)
         unseeded = {tuple(o for o in run if not o.startswith("seed=")) for run in expand_runs(block)}
-        infos = [run_info(compose([f"experiment={exp}/{scale}", *run])) for run in sorted(unseeded)]
+        cfgs = [compose([f"experiment={exp}/{scale}", *run]) for run in sorted(unseeded)]
+        infos = [identity(run_info(cfg), cfg) for cfg in cfgs]
         for c in claims:
-            assert c.metric in METRICS
+            assert c.metric in METRICS and c.tests in ("size", "sign")
             for side in (c.a, c.b):
                 chosen = resolve(side, infos)
                 assert None not in chosen.values(), (exp, scale, c.name, side)
@@ -113,7 +126,7 @@ def test_a_claim_that_must_come_out_inconclusive_at_the_cap():
     assert seeds_wanted(out) == 0  # nothing more to add at the cap
     below = evaluate(claim(), pairs([2.0] * 6, [2.0 * (1 + g / 100) for g in gaps[:6]]))
     assert below.verdict is Verdict.MORE_SEEDS and below.reproduced is None
-    assert seeds_wanted(below) == 8  # two more per pass
+    assert seeds_wanted(below) == SEED_CAP  # the next planned look, not one more seed at a time
 
 
 def test_too_few_seeds_ask_for_the_minimum_first():
@@ -183,3 +196,53 @@ def test_reproduce_plans_the_seeds_an_undecided_claim_needs(tmp_path):
     # equal losses and times decide the claims at 5 seeds (a perplexity these runs lack cannot be
     # decided by more seeds either): nothing left to run
     assert [r for r in reproduce.more_seed_runs(["fig7"], "cpu", base, str(tmp_path)) if not r["complete"]] == []
+
+
+def test_claims_parse_their_kind_looks_and_versus_and_refuse_bad_ones():
+    c = claim(tests="sign", looks=[3], versus="early_loss", expect="worse")
+    assert (c.tests, c.looks, c.versus, c.design.confidence) == ("sign", (3,), "early_loss", pytest.approx(0.95))
+    with pytest.raises(ValueError, match="tests='magnitude'"):
+        claim(tests="magnitude")
+    with pytest.raises(ValueError, match="can only test a sign"):
+        claim(versus="early_loss")
+    with pytest.raises(ValueError, match="unknown versus metric"):
+        claim(tests="sign", versus="speed")
+    with pytest.raises(ValueError, match="looks must be increasing"):
+        claim(looks=[5, 3])
+
+
+def test_a_small_consistent_gap_is_worse_in_sign_and_matches_in_size():
+    """A 0.5 % deficit on every seed, inside the loss's margin: a sign claim says *worse*, a size claim
+    *matches*; both report the sign and the size."""
+    ddp = [2.0, 2.1, 1.9, 2.0, 2.05]
+    runs = pairs(ddp, [d * (1.005 + 0.0005 * s) for s, d in enumerate(ddp)], tau=None)
+    size = evaluate(claim(expect="matches", tests="size"), runs)
+    sign = evaluate(claim(expect="worse", tests="sign"), runs)
+    assert size.look.sign is sign.look.sign is Sign.ABOVE
+    assert size.look.margin_pct > 0.8 and size.look.size is Size.WITHIN
+    assert size.verdict is Verdict.MATCHES and sign.verdict is Verdict.WORSE
+
+
+def test_a_difference_of_gaps_tests_especially_early():
+    """A behind B by 10 % of the loss in the first half only: its gap at 25 % of the samples exceeds
+    its gap at the end on every seed, so the per-seed difference is *worse* (larger early)."""
+    ddp = [2.0, 2.1, 1.9, 2.0, 2.05]
+    runs = [synthetic_run("ddp", s, d) for s, d in enumerate(ddp)]
+    runs += [synthetic_run("acco", s, d, early=0.3 + 0.01 * s) for s, d in enumerate(ddp)]
+    out = evaluate(claim("early_loss", "worse", tests="sign", versus="final_loss"), runs)
+    assert out.verdict is Verdict.WORSE and out.look.gap.lo_pct > 0 and out.look.margin_pct != out.look.margin_pct
+
+
+def test_losses_are_read_at_the_pairs_common_samples():
+    """A run that trained twice the samples (an adaptive ACCO) is read at its partner's last sample
+    count, not at its own end: equal curves there match, though its own end is far lower."""
+    ddp = [synthetic_run("ddp", s, 2.0, tau=None) for s in range(5)]
+    longer = [synthetic_run("acco", s, 2.0, steps=100, tau=None) for s in range(5)]  # the same curve, twice as long
+    assert final_loss(longer[0]) < 0.9 * final_loss(ddp[0])
+    out = evaluate(claim(), ddp + longer)
+    assert out.verdict is Verdict.MATCHES and out.mean_a == pytest.approx(out.mean_b)
+
+
+def test_every_metric_states_how_its_margin_is_made():
+    for name, m in METRICS.items():
+        assert m.margin_how and callable(m.margin), name

@@ -142,9 +142,12 @@ def test_fig9_fig10_fig4_and_tables():
             }
         # fig10: DPU with 1 vs 2 micro-batches per step, over the same samples (accum 1: 2x steps)
         runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"])]
-        by_accum = {c["train"]["accum"]: c for c in runs}
-        assert set(by_accum) == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}
-        assert by_accum[1]["train"]["steps"] == 2 * by_accum[2]["train"]["steps"]
+        assert {c["train"]["accum"] for c in runs} == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}
+        if scale == "paper":
+            by_accum = {c["train"]["accum"]: c for c in runs}
+            assert by_accum[1]["train"]["steps"] == 2 * by_accum[2]["train"]["steps"]
+        else:  # the budget ladder: both arms at every rung, sized in samples, the same warmup samples
+            assert_fig10_ladder(runs)
     fig4 = cfg_of("fig4", "paper")
     llama = fig4["model"]["config"]
     assert (llama["hidden_size"], llama["num_hidden_layers"], llama["intermediate_size"]) == (4096, 32, 11008)
@@ -174,6 +177,47 @@ def test_fig9_fig10_fig4_and_tables():
         (43 * 60, 25 * 60),
         (3 * 3600 + 46 * 60, 29 * 60),
     ]
+
+
+def warmup_samples(cfg: dict) -> int:
+    """optim.warmup_steps in samples: a budgeted run counts them in nominal steps (acco/train/budget.py)."""
+    per_step = world(cfg) * cfg["train"]["accum"] * cfg["data"]["micro_batch_size"]
+    return cfg["optim"]["warmup_steps"] * per_step * (2 if cfg["method"]["name"] == "acco" else 1)
+
+
+def assert_fig10_ladder(runs: list[dict]) -> None:
+    rungs: dict[int, dict] = {}
+    for c in runs:
+        assert c["train"]["steps"] is None and c["train"]["samples"]
+        rungs.setdefault(c["train"]["samples"], {}).setdefault(c["train"]["accum"], set()).add(c["seed"])
+    budgets = sorted(rungs)
+    assert [b // budgets[0] for b in budgets] == [1, 2, 4, 8]
+    assert all(arms[1] == arms[2] and len(arms[1]) == 3 for arms in rungs.values())  # paired, fixed n = 3
+    assert len({warmup_samples(c) for c in runs}) == 1
+
+
+def test_fig10_ladder_reads_no_sample_twice():
+    """The top rung's samples are under one epoch of the synthetic training set (no re-reading)."""
+    from omegaconf import OmegaConf
+
+    from acco.tasks.lm import prepare_lm_data
+
+    runs = [cfg_of("fig10", "cpu", *r) for r in expand_runs(cfg_of("fig10", "cpu")["experiment"])]
+    top = max(c["train"]["samples"] for c in runs)
+    blocks = prepare_lm_data(OmegaConf.create(runs[0]["data"])).train_blocks.shape[0]
+    assert top < 0.5 * blocks
+
+
+def test_fig6_and_lr_sweep_share_one_setting():
+    """fig6's rate is chosen on lr_sweep's DDP runs: the two compose the same DDP run at fig6's rate
+    (so the sweep's runs at that rate are fig6's), both sized in samples."""
+    from acco.config.experiments import NOT_THE_RUN, changed_keys
+
+    fig6 = cfg_of("fig6", "cpu", "method=ddp", "seed=0")
+    sweep = cfg_of("lr_sweep", "cpu", "method=ddp", "train.accum=2", f"optim.lr={fig6['optim']['lr']}", "seed=0")
+    assert fig6["train"]["steps"] is None and fig6["train"]["samples"] == 4800
+    assert changed_keys(sweep, fig6) == [] and "experiment" in NOT_THE_RUN
+    assert fig6["model"]["name"] == sweep["model"]["name"] == "gptneo_tiny_untied"
 
 
 @pytest.mark.parametrize("exp", TRAINING)
