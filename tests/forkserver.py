@@ -52,7 +52,7 @@ PRELOAD = (
     "acco.tasks.lm",
     "acco.tasks.preflight",
     "acco.data.sources",
-    "acco.analytic.memory",
+    "acco.train.memory",
     "acco.evaluation",
     "acco.testbed.emulate",
     "acco.train.trainer",

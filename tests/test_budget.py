@@ -12,8 +12,8 @@ import os
 import pytest
 import torch
 
-from acco.analytic.reference import replay
 from acco.engine.schedule import make_lr_schedule
+from acco.train.reference import replay
 
 from .conftest import SMALL_LM, load_run, run_train
 

@@ -77,7 +77,7 @@ def references():
 
 
 def reference_of(cfg: dict, method: str, world: int, references: dict):
-    from acco.analytic.reference import replay
+    from acco.train.reference import replay
 
     key = (method, world)
     if key not in references:

@@ -138,7 +138,7 @@ def test_more_ranks_than_gpus_is_refused_before_any_worker_starts(tmp_path):
 )
 def test_local_methods_on_a_gpu_with_their_outer_state_in_host_memory(method, tmp_path):
     """φ in host memory, a fragment at a time on the GPU: the run still equals the reference."""
-    from acco.analytic.reference import replay
+    from acco.train.reference import replay
 
     out = str(tmp_path / "run")
     run_train([*method, *SMALL_LM, "device=cuda", "train.steps=8", "train.save_final_params=true", f"out_dir={out}"])

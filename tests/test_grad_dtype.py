@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from acco.analytic import memory as me
 from acco.config.experiments import compose
 from acco.config.validate import ConfigError, validate
 from acco.engine.flat import FlatModel
+from acco.train import memory as me
 from acco.train.precision import grad_dtype
 
 from .conftest import SMALL_LM, load_run, run_train

@@ -14,9 +14,9 @@ import re
 import pytest
 import yaml
 
-from acco.analytic import memory as me
-from acco.analytic import run_plan
 from acco.config.experiments import compose, expand_runs
+from acco.run import plan as run_plan
+from acco.train import memory as me
 from analysis.tables import TABLE1_FORMULAS, paper_block, round_half_up
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train

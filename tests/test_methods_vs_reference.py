@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from acco.analytic.reference import replay
+from acco.train.reference import replay
 
 from .conftest import SMALL_LM, load_run, rounding_mismatch, run_train
 

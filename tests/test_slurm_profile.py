@@ -158,7 +158,7 @@ def test_no_requeue_at_max_requeues_zero():
 
 
 def test_signal_delay_sized_from_the_checkpoint_at_paper_scale():
-    from acco.analytic.run_plan import DEFAULT_SIGNAL_DELAY_S, checkpoint_plan, signal_delay
+    from acco.run.plan import DEFAULT_SIGNAL_DELAY_S, checkpoint_plan, signal_delay
 
     cfg = compose(["experiment=fig8/paper", "method=acco", "layout=2x4", "launcher=slurm"])
     ckpt = checkpoint_plan(cfg)
@@ -189,7 +189,7 @@ def cfg_args(exp: str) -> list[str]:
 
 
 def test_time_limit_warnings():
-    from acco.analytic.run_plan import plan, time_limit_warnings
+    from acco.run.plan import plan, time_limit_warnings
 
     fig7 = ["experiment=fig7/paper", "method=acco", "launcher=slurm"]
     hours = plan(compose(fig7))["wall_clock_h"]  # ~2.3 h on A100s
@@ -212,7 +212,7 @@ def test_time_limit_warnings():
 
 
 def test_dry_run_says_checkpoints_signal_and_time_limit(capsys):
-    from acco.analytic.run_plan import dry_run
+    from acco.run.plan import dry_run
 
     lines: list[str] = []
     code = dry_run(

@@ -11,7 +11,7 @@ CUDA stream) built in this process, instrumented with CUDA events.
 - Throughput: fwd+bwd micro-batches of the real model at a given sequence length and micro-batch
   size, timed with CUDA events after warm-up; tokens/s and model-FLOPs utilisation
   MFU = 6·Ψ·tokens/s / peak (6Ψ per token: the usual model-FLOPs count, attention not included);
-  and the allocator's peak beside acco/analytic/memory.py's estimate for the same run.
+  and the allocator's peak beside acco/train/memory.py's estimate for the same run.
 
 Everything runs on CPU too (no events, wall-clock instead), which is how the CPU test suite keeps
 this code honest; the numbers only mean something on a GPU."""
@@ -262,7 +262,7 @@ def measure_sync_debug(overrides: list[str], warmup_micro_batches: int = 4) -> d
 def measure_throughput(overrides: list[str], micro_batches: int = 10, warmup: int = 3, steps: int = 2) -> dict:
     """One rank of ddp (flat) on one device: `steps` full training steps (so the sync's memory is
     in the peak), then `micro_batches` timed fwd+bwd micro-batches after `warmup` more."""
-    from ..analytic.memory import GB, breakdown, estimate, model_shape
+    from ..train.memory import GB, breakdown, estimate, model_shape
 
     cfg, trainer = start_rank(
         [*overrides, "method=ddp", "method.impl=flat", f"train.steps={steps}", "train.accum=1", "world_size=1"]

@@ -16,7 +16,7 @@ config.yaml read back) is checked with `check_config`.
 At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
 schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
 (acco.run.worker.run_rank; acco.run.start once the config is final; acco.bench.gpu.start_rank,
-experiments/prepare_data.py, acco.analytic.reference's entry points); given a view, `typed` returns
+experiments/prepare_data.py, acco.train.reference's entry points); given a view, `typed` returns
 it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
 view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
 code reads it without a default. Until then, and wherever plain data is needed (config.yaml,
@@ -142,7 +142,7 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     nodes: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
-    # null: sized from the run's estimated checkpoint save at the paper scale (acco/analytic/run_plan.py
+    # null: sized from the run's estimated checkpoint save at the paper scale (acco/run/plan.py
     # signal_delay), else 90
     signal_delay_s: int | None = MISSING
     max_requeues: int = MISSING

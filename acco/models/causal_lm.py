@@ -15,7 +15,7 @@ FAMILIES = {"gpt_neo": (GPTNeoConfig, GPTNeoForCausalLM), "llama": (LlamaConfig,
 
 
 def hf_config(model_cfg: DictConfig | dict, vocab_size: int | None = None, eos_id: int | None = None):
-    """`model_cfg`: a run's model section, or plain {family, config} (acco.analytic.memory)."""
+    """`model_cfg`: a run's model section, or plain {family, config} (acco.train.memory)."""
     family = model_cfg["family"]
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")

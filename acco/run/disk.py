@@ -4,7 +4,7 @@ full turns into (one clear error, not a traceback), and the leftovers of writers
 
 The estimate (`estimate`) counts, in bytes:
   * checkpoints: the parameters (once, in the model's storage dtype), every rank's optimizer shard
-    (Table 1's K bytes per parameter, acco/analytic/memory.py: fp32 master + AdamW moments), and for
+    (Table 1's K bytes per parameter, acco/train/memory.py: fp32 master + AdamW moments), and for
     dpu/wp/acco every rank's pending gradients (a full model-sized buffer each), plus 64 KiB per rank
     (RNG states, data position); at most train.keep_checkpoints + 1 of them are on disk at once (the
     newest ones plus the one being written, pruned only once it is complete);
@@ -34,7 +34,6 @@ GB = 1e9
 RESERVE = ".acco-reserve"  # pre-allocated by rank 0: freed so that the failure report still fits
 RESERVE_BYTES = 256 * 1024
 SMALL_FILES_BYTES = RESERVE_BYTES  # summary.json, config.yaml, eval.json, failure notes
-PER_RANK_CHECKPOINT_BYTES = 64 * 1024
 TRACE_EVENT_BYTES = 200
 METRICS_ROW_BYTES = 200
 TOKENIZER_BYTES = 4 * 1024 * 1024  # a saved tokenizer: up to a few MB (GPT-Neo's ~2 MB)
@@ -62,29 +61,6 @@ def fmt_gb(n: float) -> str:
 
 
 # -- the estimate --------------------------------------------------------------------------------
-def checkpoint_bytes(cfg: dict, world: int) -> int | None:
-    """One checkpoint of this run, every rank's files together (None: the model is not known)."""
-    from ..analytic.memory import model_shape, state_layout
-
-    try:
-        shape = model_shape(cfg)
-        layout = state_layout(cfg)
-    except (KeyError, ValueError, TypeError, ImportError):
-        return None
-    params = shape.params
-    method = cfg["method"]["name"]
-    if not layout.flat:  # PyTorch DDP + ZeRO: the model's fp32 state dict, each rank's optimizer partition
-        size = params * 4 + params * (layout.moment_bytes + layout.step_bytes)
-    else:
-        # the accumulated gradients waiting for the next round: the accumulator, whose dtype the
-        # communication buffer has (train.grad_dtype=fp32: fp32; a bf16 micro-batch buffer is empty)
-        pending = world * params * layout.buffer_bytes if method in ("dpu", "wp", "acco") else 0
-        size = params * layout.param_bytes + params * layout.K + pending
-        if layout.local_fragments:  # φ once; every rank's inner AdamW (whole model) and momentum shards
-            size = 4 * params + world * params * layout.K + 4 * params + 4 * params // layout.local_fragments
-    return size + world * PER_RANK_CHECKPOINT_BYTES
-
-
 def planned_steps(cfg: dict) -> int | None:
     steps = (cfg.get("train") or {}).get("steps")
     return int(steps) if steps else None
@@ -138,7 +114,7 @@ def complete_checkpoints(out_dir: str) -> list[str]:
 
 def estimate(cfg: dict, world: int) -> DiskEstimate:
     """The bytes the run will add to out_dir's filesystem (see the module docstring)."""
-    from ..analytic.memory import model_shape, state_layout
+    from ..train.memory import checkpoint_bytes, model_shape, state_layout
 
     out = DiskEstimate()
     train = cfg["train"]

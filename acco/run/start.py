@@ -219,7 +219,7 @@ def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
     say so on stderr when there is no estimate to hold it to)."""
     if not (cfg.get("experiment") and cfg.get("scale") == "paper"):
         return None
-    from ..analytic.memory import fit_problem
+    from ..train.memory import fit_problem
 
     try:
         return fit_problem(cfg, world)

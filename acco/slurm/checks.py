@@ -1,7 +1,7 @@
 """The up-front checks of a run written as an sbatch script (experiments/make_sbatch.py): what
 experiments/submit.py checks through acco.run.start.check_run before it submits, so a script that
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
-against the profile's gpu_mem_gb (acco/analytic/memory.py), the data, tokenizer and model present
+against the profile's gpu_mem_gb (acco/train/memory.py), the data, tokenizer and model present
 (acco/tasks/preflight.py), the disk (acco/run/disk.py).
 
 Unlike check_run nothing is trained or resolved here: a model another run saves (fig8 fine-tunes

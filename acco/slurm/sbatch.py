@@ -35,7 +35,7 @@ DEFAULT_PROFILE = {
     "nodes": None,
     "tasks_per_node": None,
     "gpus_per_node": None,
-    "signal_delay_s": None,  # null: acco.analytic.run_plan.signal_delay
+    "signal_delay_s": None,  # null: acco.run.plan.signal_delay
     "max_requeues": 3,
     "log_dir": None,
     "setup": [],
@@ -203,7 +203,7 @@ def sbatch_script(
     for key in ("partition", "account", "qos", "constraint"):
         if profile.get(key):
             directives.append((key, profile[key]))
-    from ..analytic.run_plan import signal_delay
+    from ..run.plan import signal_delay
 
     requeues = int(profile.get("max_requeues") if profile.get("max_requeues") is not None else 3)
     directives += [

@@ -82,7 +82,7 @@ def executor_parameters(
     """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
     max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
     environment and extra #SBATCH options (acco/slurm/profile.py). Pure: no Slurm needed."""
-    from ..analytic.run_plan import signal_delay
+    from ..run.plan import signal_delay
     from .profile import job_env, sbatch_options, setup_lines
 
     prof = cfg["launcher"]
@@ -179,7 +179,7 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     `prepare(cfg)` lays out each run's folder first. Returns the submitit jobs."""
     if not slurm_reachable():
         raise ConfigError(f"launcher=slurm but no Slurm cluster answers here (sbatch/sinfo); {LOCAL_CLUSTER_HINT}")
-    from ..analytic.run_plan import time_limit_warnings
+    from ..run.plan import time_limit_warnings
 
     for cfg in cfgs:  # before anything is queued: runs that would outlast time x (requeues + 1)
         try:
@@ -198,7 +198,7 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     for members in groups.values():
         first_cfg, shape = members[0]
         exp = (first_cfg.get("experiment") or {}).get("id", "run")
-        from ..analytic.run_plan import signal_delay
+        from ..run.plan import signal_delay
 
         delay = max(signal_delay(cfg) for cfg, _ in members)  # the run with the largest checkpoint
         executor = make_executor(first_cfg, shape, f"acco-{exp}", delay)

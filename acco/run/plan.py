@@ -1,5 +1,5 @@
 """What a run will need before it is submitted (`experiments/reproduce.py <id> --dry-run`): GPUs and
-nodes from its layout, each GPU's memory (acco/analytic/memory.py), and its wall-clock and
+nodes from its layout, each GPU's memory (acco/train/memory.py), and its wall-clock and
 GPU-hours from the α-β cost model (acco/analytic/costmodel.py). Nothing is allocated, trained or submitted;
 no GPU, Slurm, data or model weights are needed.
 
@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass, replace
 
-from . import costmodel as cm
+from ..analytic import costmodel as cm
 from .memory import (
     GB,
     CheckpointSize,
@@ -236,7 +236,7 @@ def plan(cfg: dict) -> dict:
     samples = seq_samples * steps if method == "ddp" else warmup * seq_samples + (steps - warmup) * ovl_samples
     tokens = samples * seq
     wall = cm.run_time(method, steps, c, m, warmup, local)
-    from ..run.disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
+    from .disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
 
     disk = disk_estimate(dict(cfg, train=dict(cfg["train"], steps=steps), _resume=None), world)
     return {

@@ -157,7 +157,7 @@ def gpu_run(cfg: dict) -> bool:
 
 def precision(cfg: dict, gpu: bool) -> str:
     """ "bf16" or "fp32": the run's compute and low-precision storage on its device."""
-    from ..train.precision import precision_name
+    from .precision import precision_name
 
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
@@ -166,7 +166,7 @@ def grad_dtype_name(cfg: dict, gpu: bool) -> str:
     """ "bf16" or "fp32": the flat methods' gradient accumulator and reduce (train.grad_dtype)."""
     import torch
 
-    from ..train.precision import dtype_name, grad_dtype
+    from .precision import dtype_name, grad_dtype
 
     return dtype_name(grad_dtype(cfg["train"], torch.device("cuda" if gpu else "cpu")))
 
@@ -177,7 +177,7 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
         return TORCH_ZERO1  # fp32 parameters and gradients in either precision
     flat = FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
-    from ..train.backend_flat import FLAT_METHODS  # those train.grad_dtype applies to
+    from .backend_flat import FLAT_METHODS  # those train.grad_dtype applies to
 
     if flat is FLAT_BF16 and method["name"] in FLAT_METHODS and grad_dtype_name(cfg, gpu) == "fp32":
         flat = FLAT_BF16_FP32_GRADS
@@ -468,17 +468,39 @@ def breakdown(est: MemoryEstimate) -> str:
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
+PER_RANK_CHECKPOINT_BYTES = 64 * 1024  # a rank's own small files beside its state (rng, manifest)
+
+
+def checkpoint_bytes(cfg: dict, world: int) -> int | None:
+    """One checkpoint of this run, every rank's files together (None: the model is not known)."""
+    try:
+        shape = model_shape(cfg)
+        layout = state_layout(cfg)
+    except (KeyError, ValueError, TypeError, ImportError):
+        return None
+    params = shape.params
+    method = cfg["method"]["name"]
+    if not layout.flat:  # PyTorch DDP + ZeRO: the model's fp32 state dict, each rank's optimizer partition
+        size = params * 4 + params * (layout.moment_bytes + layout.step_bytes)
+    else:
+        # the accumulated gradients waiting for the next round: the accumulator, whose dtype the
+        # communication buffer has (train.grad_dtype=fp32: fp32; a bf16 micro-batch buffer is empty)
+        pending = world * params * layout.buffer_bytes if method in ("dpu", "wp", "acco") else 0
+        size = params * layout.param_bytes + params * layout.K + pending
+        if layout.local_fragments:  # φ once; every rank's inner AdamW (whole model) and momentum shards
+            size = 4 * params + world * params * layout.K + 4 * params + 4 * params // layout.local_fragments
+    return size + world * PER_RANK_CHECKPOINT_BYTES
+
+
 @dataclass(frozen=True)
 class CheckpointSize:
-    total_bytes: int  # every rank's files of one checkpoint together (acco/run/disk.py checkpoint_bytes)
+    total_bytes: int  # every rank's files of one checkpoint together (checkpoint_bytes)
     largest_rank_bytes: int  # rank 0's: the shared parameters file (model.pt) and its own state
 
 
 def checkpoint_size(cfg: dict, world: int) -> CheckpointSize | None:
     """One checkpoint of the run (acco/train/checkpoint.py): all of it, and what rank 0 writes alone,
     which the other ranks wait for. None when the model's size is not known."""
-    from ..run.disk import checkpoint_bytes
-
     total = checkpoint_bytes(cfg, world)
     if total is None:
         return None

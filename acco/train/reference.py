@@ -8,7 +8,7 @@ committed step whose global micro-batch count reaches it, and its schedule reads
 Deterministic mode only: every worker does exactly `accum` micro-batches per round. Worker w's
 k-th micro-batch is streams[w].batch(k), as in the distributed run.
 
-    python -m acco.analytic.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
+    python -m acco.train.reference RUN_DIR   # replays RUN_DIR's config.yaml and compares final_params.pt
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..config.schema import typed
 from ..engine.flat import ShardLayout, trainable_parameters
 from ..engine.local_rounds import LocalSchedule, fragment_bounds
 from ..engine.torch_ddp import adamw_param_groups
-from ..train.budget import lr_schedule, run_length
+from .budget import lr_schedule, run_length
 
 
 class Reference:
@@ -300,7 +300,7 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
     if length.budget is not None:  # the first micro-batch count whose samples reach the budget
         budget = -(-length.budget // (length.per_sample * ref.samples_per_micro_batch))
     if cfg.method.name in ("diloco", "streaming_diloco"):
-        from ..train.backend_local import local_schedule
+        from .backend_local import local_schedule
 
         padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
         ref.run_local(length.steps, local_schedule(cfg.method), padded)
@@ -316,7 +316,7 @@ def main(argv: list[str]) -> int:
     import yaml
 
     if len(argv) != 1:
-        print("usage: python -m acco.analytic.reference RUN_DIR", file=sys.stderr)
+        print("usage: python -m acco.train.reference RUN_DIR", file=sys.stderr)
         return 2
     run_dir = argv[0]
     with open(os.path.join(run_dir, "config.yaml")) as f:
