@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ..analytic import costmodel as cm
-from .memory import (
+from ..train.memory import (
     GB,
     CheckpointSize,
     checkpoint_size,
