@@ -4,6 +4,7 @@
 
 python experiments/calibrate_clock.py [--points fig7:500,fig8:45,...] [--steps 8]
        [--out results/cpu/clock/calibration.json] [--runs-dir /tmp/acco_calibration] [--presets-only] [--merge]
+python experiments/calibrate_clock.py --validate 100,25 [--reps 3] [--steps 8]   (against real runs)
 """
 
 from __future__ import annotations
@@ -51,13 +52,33 @@ def main(argv=None) -> int:
     p.add_argument("--runs-dir", default=None, help="where the calibration runs go (default: a temporary folder)")
     p.add_argument("--presets-only", action="store_true", help="only the paper-scale presets (no runs)")
     p.add_argument("--merge", action="store_true", help="keep --out's other points (measure only --points again)")
+    p.add_argument(
+        "--validate",
+        default=None,
+        metavar="RATES",
+        help="instead: validate the virtual clock against real runs on these links of the calibration in --out "
+        "(Mbit/s, e.g. 100,25), writing validation.csv and validation.md beside it",
+    )
+    p.add_argument("--reps", type=int, default=3, help="--validate: repetitions (real then virtual, interleaved)")
     a = p.parse_args(argv)
     points, problem = parse_points(a.points)
     if problem is None and a.steps < MIN_STEPS:
         problem = f"--steps {a.steps}: need at least {MIN_STEPS} (the first step is not measured)"
+    rates: list[float] = []
+    if problem is None and a.validate is not None:
+        try:
+            rates = [float(r) for r in a.validate.split(",") if r.strip()]
+        except ValueError:
+            problem = f"--validate {a.validate}: not a comma list of link rates (Mbit/s)"
+        if problem is None and not os.path.exists(a.out):
+            problem = f"--validate needs a calibration at {a.out}: run this command without --validate first"
+        if problem is None and a.reps < 2:
+            problem = f"--reps {a.reps}: an interval needs at least 2 repetitions"
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    if a.validate is not None:
+        return run_validation(a.out, rates, a.reps, a.steps, a.runs_dir)
     previous = None
     if a.merge and os.path.exists(a.out):
         with open(a.out) as f:
@@ -75,6 +96,22 @@ def main(argv=None) -> int:
         json.dump(result, f, indent=1)
         f.write("\n")
     print(f"calibration: {a.out}")
+    return 0
+
+
+def run_validation(calibration_path: str, rates: list[float], reps: int, steps: int, runs_dir: str | None) -> int:
+    from acco.bench.validate_clock import validate, write_csv
+    from analysis.clock_report import validation_lines
+
+    with open(calibration_path) as f:
+        calibration = json.load(f)
+    where = os.path.dirname(os.path.abspath(calibration_path))
+    with tempfile.TemporaryDirectory(prefix="acco_validation_") as tmp:
+        rows = validate(calibration, rates, reps, steps, runs_dir or tmp)
+    write_csv(rows, os.path.join(where, "validation.csv"))
+    with open(os.path.join(where, "validation.md"), "w") as f:
+        f.write("\n".join(validation_lines(rows)) + "\n")
+    print(f"validation: {os.path.join(where, 'validation.csv')}, validation.md")
     return 0
 
 

@@ -220,6 +220,8 @@ def test_clock_section_from_synthetic_results(tmp_path):
         (["--points", "fig8:fast"], "is not a number"),
         (["--points", "fig8:-5"], "negative"),
         (["--steps", "1"], "need at least 3"),
+        (["--validate", "fast"], "not a comma list of link rates"),
+        (["--validate", "25", "--reps", "1"], "at least 2 repetitions"),
     ],
 )
 def test_calibration_command_bad_input_exits_2(argv, words, capsys, tmp_path):
@@ -231,7 +233,9 @@ def test_calibration_command_bad_input_exits_2(argv, words, capsys, tmp_path):
     assert spec is not None and spec.loader is not None
     mod = util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert mod.main([*argv, "--out", str(tmp_path / "c.json")]) == 2
+    (tmp_path / "cal.json").write_text("{}")  # --validate reads a calibration: one exists here
+    out = tmp_path / ("cal.json" if "--validate" in argv else "c.json")
+    assert mod.main([*argv, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]
-    assert not (tmp_path / "c.json").exists()  # nothing ran, nothing written
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "validation.csv").exists()  # nothing ran
