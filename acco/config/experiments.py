@@ -6,7 +6,7 @@ and the experiment's block (`experiment: {id, title, paper, runs}`, the id, titl
 included from conf/experiment_info/<id>.yaml). The experiment's settings for one method come from
 conf/experiment_method/<id>/<scale>_<method>.yaml, which conf/config.yaml merges last. The rehearsal
 file includes the paper file and changes only sizes, paths and where it runs; its
-`experiment.rehearsal_maps` map the paper's run list to the rehearsal's (acco/rehearsal/overlay.py).
+`experiment.rehearsal_maps` map the paper's run list to the rehearsal's (acco/config/overlay.py).
 
     python experiments/train.py experiment=fig5/cpu method=acco
     python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
@@ -143,7 +143,7 @@ def run_specs(exp: dict) -> list[dict]:
     specs = list(exp.get("runs") or [])
     maps = exp.get("rehearsal_maps")
     if maps:
-        from ..rehearsal.overlay import map_run_specs
+        from .overlay import map_run_specs
 
         return map_run_specs(specs, maps, str(exp.get("id")))
     return specs

@@ -118,7 +118,7 @@ def _pattern(attention_types) -> list:
 def overlay_problems(paper: dict, rehearsal: dict) -> list[str]:
     """What a composed rehearsal config changes beyond sizes, paths and where it runs, against the
     composed paper config of the same run (one line each; [] when it is a faithful rehearsal)."""
-    from ..config.experiments import dotted_leaves
+    from .experiments import dotted_leaves
 
     a, b = dotted_leaves(paper), dotted_leaves(rehearsal)
     problems = []
