@@ -105,7 +105,8 @@ def main(argv: list[str]) -> int:
         local = os.path.join(CONF_DIR, "launcher", "slurm_local.yaml")
         default = "slurm_local" if scale in ("cpu", "rehearsal") and os.path.exists(local) else "slurm"
         profile_args.insert(0, f"launcher={default}")
-    from acco.config.validate import ConfigError, check_overrides, validate
+    from acco.config.validate import ConfigError, check_overrides
+    from acco.run.validate import validate
 
     try:  # an unknown key (launcher.foo=1, train.stepz=5) or profile: one line, before anything is composed
         check_overrides(profile_args + extra, CONF_DIR)

@@ -300,7 +300,7 @@ def main(argv=None) -> int:
         return error("--no-wait is for --launcher slurm (local runs are this process's own)")
     base = [f"results_root={args.results}", *args.overrides]
     if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
-        from acco.analytic.run_plan import dry_run
+        from acco.run.plan import dry_run
 
         profile = slurm_profile(args.scale, base) if args.launcher == "slurm" else []
         return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)

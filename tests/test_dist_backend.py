@@ -10,9 +10,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from acco.config.experiments import compose
-from acco.config.validate import ConfigError, validate
+from acco.config.validate import ConfigError
 from acco.engine import collectives
 from acco.run.launch import pick_device
+from acco.run.validate import validate
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from acco.config.experiments import CONF_DIR, ROOT, compose, expand_runs
-from acco.config.validate import ConfigError, check_overrides, parse_layout, validate
+from acco.config.validate import ConfigError, check_overrides, parse_layout
+from acco.run.validate import validate
 
 EXPERIMENTS = [
     "fig4",

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from acco.config.experiments import compose
-from acco.config.validate import ConfigError, validate
+from acco.config.validate import ConfigError
 from acco.engine.flat import FlatModel
+from acco.run.validate import validate
 from acco.train import memory as me
 from acco.train.precision import grad_dtype
 

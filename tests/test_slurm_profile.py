@@ -1,4 +1,4 @@
-"""What a launcher profile says beyond a job's shape (acco/slurm/profile.py) reaches both ways of
+"""What a launcher profile says beyond a job's shape (acco/config/slurm_profile.py) reaches both ways of
 submitting: the generated sbatch scripts and submitit's parameters; bad entries are one-line errors;
 the scripts requeue at most launcher.max_requeues times; the signal delay is sized from the
 estimated checkpoint save at the paper scale; the dry run and `run_plan.time_limit_warnings` warn
@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from acco.config.experiments import compose
-from acco.config.validate import ConfigError, validate
+from acco.config.validate import ConfigError
+from acco.run.validate import validate
 from acco.slurm.sbatch import sbatch_script
 
 from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
@@ -76,7 +77,7 @@ def test_profile_reaches_submitit(monkeypatch):
 
 
 def test_jobs_run_with_the_hub_off_unless_the_profile_says_otherwise():
-    from acco.slurm.profile import job_env
+    from acco.config.slurm_profile import job_env
 
     env = dict(job_env({"env": []}, environ={"HF_HUB_CACHE": "hub", "HF_HUB_OFFLINE": "0"}, repo_root="/r"))
     assert env == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_CACHE": "/r/hub"}
@@ -89,8 +90,8 @@ def test_checks_before_submission_see_the_hub_as_the_job_does(tmp_path, monkeypa
     hub on, and is refused where the job will look for it: with the hub off, in the hub cache."""
     import socket
 
+    from acco.config.slurm_profile import as_the_job_sees_the_hub
     from acco.data.sources import DataNotFoundError, hub_reachable
-    from acco.slurm.profile import as_the_job_sees_the_hub
     from acco.tasks.preflight import check_source
 
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy"):

@@ -10,7 +10,8 @@ import os
 import pytest
 
 from acco.config.experiments import CONF_DIR, compose
-from acco.config.validate import ConfigError, check_overrides, validate
+from acco.config.validate import ConfigError, check_overrides
+from acco.run.validate import validate
 
 from .conftest import ROOT, run_train
 

@@ -15,9 +15,9 @@ import os
 import pytest
 
 from acco.analytic.costmodel import all_gather_time, all_reduce_time, reduce_scatter_time
-from acco.config.validate import ConfigError, check_clock
+from acco.config.validate import ConfigError
 from acco.engine.sync import SyncKind
-from acco.engine.virtual_clock import ClockSettings, VirtualClock, flat_sync_costs
+from acco.engine.virtual_clock import ClockSettings, VirtualClock, check_clock, flat_sync_costs
 
 from .conftest import SMALL_LM, load_run, run_train
 
@@ -360,7 +360,7 @@ def test_a_virtual_run_needs_no_namespaces_for_its_link(tmp_path):
     """link.* only feed the model: link.mode=netns under an external launcher is refused on the real
     clock (it cannot make namespaces there), not on the virtual one (it makes none)."""
     from acco.config.experiments import compose
-    from acco.config.validate import validate
+    from acco.run.validate import validate
 
     link = ["method=acco", "link.rate_mbit=10", "link.mode=netns", f"out_dir={tmp_path / 'run'}"]
     virtual = ["clock.mode=virtual", "clock.micro_batch_s=0.1"]

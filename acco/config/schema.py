@@ -148,7 +148,7 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     max_requeues: int = MISSING
     wait: bool = MISSING
     log_dir: str = MISSING
-    # what a real cluster needs besides the shape (acco/slurm/profile.py): shell lines before the run
+    # what a real cluster needs besides the shape (acco/config/slurm_profile.py): shell lines before the run
     # (`module load ...`), extra `#SBATCH` options in long form (`--exclusive`, `--gres=gpu:4`), and
     # environment variables for the job (`NAME`: the submitting shell's value; `NAME=value`: that value)
     setup: list[str] = MISSING

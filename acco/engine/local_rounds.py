@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..config.validate import ConfigError, setting_int, setting_number
 from .collectives import all_gather_into, reduce_scatter_sum
 from .comm_worker import CommJob, CommWorker
 from .compute import MicroBatchRunner
@@ -300,3 +301,30 @@ def run_local(engine: LocalEngine, until: StopRule, on_step: StepCallback, start
         engine.after_step(t + 1, last=until.known_last(t))
         on_step(t, result)
         t += 1
+
+
+def check_local_method(cfg: dict) -> None:
+    """diloco / streaming_diloco: a schedule that can run, and a run of known length (it ends with
+    every fragment synchronised after its last step)."""
+    name = cfg["method"]["name"]
+    for key in ("sync_every", "fragments"):
+        setting_int(cfg, f"method.{key}", 1)
+    setting_int(cfg, "method.overlap_steps", 0)
+    m = cfg["method"]
+    schedule = LocalSchedule(
+        int(m["sync_every"]),
+        int(m["fragments"]),
+        int(m["overlap_steps"]),
+        setting_number(m.get("mixing"), "method.mixing", 0.0, 1.0),
+        setting_number(m.get("outer_lr"), "method.outer_lr", 0.0, strict_min=True),
+        setting_number(m.get("outer_momentum"), "method.outer_momentum", 0.0, 0.999999),
+    )
+    problem = check_schedule(schedule)
+    if problem:
+        raise ConfigError(f"method={name}: {problem}; see conf/method/{name}.yaml")
+    train = cfg["train"]
+    if not train.get("steps") or train.get("samples") or train.get("tokens"):
+        raise ConfigError(
+            f"method={name} needs a run of known length: set train.steps and train.samples=null "
+            f"train.tokens=null (its last step synchronises every fragment)"
+        )

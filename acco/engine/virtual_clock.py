@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..analytic.costmodel import all_gather_time, all_reduce_time, reduce_scatter_time
+from ..config.validate import ConfigError, setting_number
 from .sync import SyncKind
 
 MODES = ("real", "virtual")
@@ -295,3 +296,27 @@ class VirtualClock:
         self.times = [float(t) for t in state["times"]]
         self.pending = [int(p) for p in state["pending"]]
         self.sync_end = state.get("sync_end")
+
+
+def check_clock(cfg: dict) -> None:
+    """clock.*: a mode, and on the virtual clock costs it can use (acco/engine/virtual_clock.py)."""
+    clock = cfg.get("clock") or {}
+    mode = clock.get("mode", "real")
+    if mode not in MODES:
+        raise ConfigError(f"clock.mode must be one of {', '.join(MODES)}, got {mode!r}; set clock.mode=real or virtual")
+    for key in ("micro_batch_s", "sync_s", "optimizer_step_s"):
+        if clock.get(key) is not None:
+            setting_number(clock[key], f"clock.{key}", 0.0)
+    if mode != "virtual":
+        return
+    if clock.get("micro_batch_s") is None or clock["micro_batch_s"] <= 0:
+        raise ConfigError(
+            f"clock.mode=virtual needs the seconds of one micro-batch, got clock.micro_batch_s="
+            f"{clock.get('micro_batch_s')}; set e.g. clock.micro_batch_s=0.1"
+        )
+    rate = (cfg.get("link") or {}).get("rate_mbit") or 0
+    if clock.get("sync_s") is None and not rate > 0:
+        raise ConfigError(
+            "clock.mode=virtual with clock.sync_s=null takes a sync's time from the link model, and "
+            "link.rate_mbit is 0 (unlimited); set clock.sync_s (seconds) or link.rate_mbit > 0"
+        )

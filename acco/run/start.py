@@ -17,9 +17,10 @@ import yaml
 from ..config.experiments import experiment_dir, run_name, with_out_dir
 from ..config.plain import plain
 from ..config.schema import DEFAULT_TASK, check_config, typed
-from ..config.validate import ConfigError, out_dir_problem, validate
+from ..config.validate import ConfigError, out_dir_problem
 from .files import PREEMPTED_EXIT, read_summary
 from .launch import external_env, local_envs, worker_start_method
+from .validate import validate
 
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
 TRAIN = os.path.join(
@@ -247,13 +248,13 @@ def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
 
 def hub_as_the_job_sees_it(cfg: dict, external: bool):
     """Where the run goes to Slurm from here: its checks see the hub as its job will (switched off,
-    acco/slurm/profile.py), so a dataset the login node could still download but did not prepare
+    acco/config/slurm_profile.py), so a dataset the login node could still download but did not prepare
     is an error now, not in the job after its wait in the queue."""
     import contextlib
 
     if external or cfg["launcher"].get("name") != "slurm":
         return contextlib.nullcontext()
-    from ..slurm.profile import as_the_job_sees_the_hub
+    from ..config.slurm_profile import as_the_job_sees_the_hub
 
     return as_the_job_sees_the_hub(cfg["launcher"])
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 def script_problem(cfg: dict, world: int) -> str | None:
     """The first one-line problem of the run `cfg` (composed with its Slurm profile, validated),
     or None."""
+    from ..config.slurm_profile import sbatch_options
     from ..run.disk import check_disk
     from ..run.start import data_problem, memory_problem
-    from .profile import sbatch_options
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
     problem = memory_problem(cfg, world) or data_problem(cfg)

@@ -17,8 +17,8 @@ import os
 import re
 import shlex
 
+from ..config.slurm_profile import job_env, sbatch_options, setup_lines
 from ..run.files import PREEMPTED_EXIT
-from .profile import job_env, sbatch_options, setup_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -147,7 +147,7 @@ def sbatch_script(
 ) -> str:
     """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
     profile (a composed config's `launcher`; DEFAULT_PROFILE fills what it leaves out); `environ` (default
-    os.environ) the environment whose variables are passed on (acco/slurm/profile.py job_env);
+    os.environ) the environment whose variables are passed on (acco/config/slurm_profile.py job_env);
     `regenerate` the command that writes this script again."""
     environ = os.environ if environ is None else environ
     profile = {**DEFAULT_PROFILE, **(profile or {})}

@@ -81,9 +81,9 @@ def executor_parameters(
 ) -> dict:
     """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
     max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
-    environment and extra #SBATCH options (acco/slurm/profile.py). Pure: no Slurm needed."""
+    environment and extra #SBATCH options (acco/config/slurm_profile.py). Pure: no Slurm needed."""
+    from ..config.slurm_profile import job_env, sbatch_options, setup_lines
     from ..run.plan import signal_delay
-    from .profile import job_env, sbatch_options, setup_lines
 
     prof = cfg["launcher"]
     params = {

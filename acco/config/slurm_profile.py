@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from ..config.validate import ConfigError
+from .validate import ConfigError
 
 # variables every job gets when they are set where it is submitted: where the data, models and caches
 # are (the jobs read them when they compose their config and when they open the hub cache)

@@ -1,0 +1,84 @@
+"""A method's and its optimizer's settings, checked up front (acco/run/validate.py runs them): the
+method registry (acco.train.trainer.METHODS), DDP's implementations and communication hooks, the
+local methods' schedule (acco/engine/local_rounds.py), precision and the run's budget."""
+
+from __future__ import annotations
+
+from ..config.validate import ConfigError, setting_int, setting_number
+from ..engine.local_rounds import check_local_method
+from ..engine.schedule import SCHEDULES
+from .trainer import METHODS
+
+
+def check_method(cfg: dict) -> None:
+    """method.name in the registry, and the settings that method reads."""
+    method = (cfg.get("method") or {}).get("name")
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    if method == "ddp" and cfg["method"].get("impl", "torch") not in ("torch", "flat"):
+        raise ConfigError(
+            f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
+            f"set method.impl=torch or method.impl=flat"
+        )
+    from ..engine.torch_ddp import COMM_HOOKS
+
+    if method == "ddp" and cfg["method"].get("comm_hook", "allreduce") not in COMM_HOOKS:
+        raise ConfigError(
+            f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {cfg['method'].get('comm_hook')!r}; "
+            f"set e.g. method.comm_hook=allreduce"
+        )
+    if method in ("dpu", "wp"):
+        setting_int(cfg, "method.warmup_steps", 0)
+    if method in ("diloco", "streaming_diloco"):
+        check_local_method(cfg)
+
+
+def check_optimizer(cfg: dict) -> None:
+    """optim.*: AdamW's numbers and the learning-rate schedule."""
+    optim = cfg["optim"]
+    setting_number(optim.get("lr"), "optim.lr", 0.0, strict_min=True)
+    setting_number(optim.get("weight_decay"), "optim.weight_decay", 0.0)
+    setting_number(optim.get("eps"), "optim.eps", 0.0, strict_min=True)
+    setting_number(optim.get("clip_norm"), "optim.clip_norm", 0.0)
+    betas = optim.get("betas")
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise ConfigError(f"optim.betas must be a pair, got {betas!r}; set e.g. optim.betas=[0.9,0.95]")
+    for i, b in enumerate(betas):
+        setting_number(b, f"optim.betas[{i}]", 0.0, 0.999999)
+    if optim.get("schedule") not in SCHEDULES:
+        raise ConfigError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {optim.get('schedule')!r}")
+    setting_int(cfg, "optim.warmup_steps", 0)
+
+
+def check_precision_and_budget(cfg: dict) -> None:
+    """train.precision; train.samples / train.tokens budgets (at most one; tokens only where every
+    sample has the same length) and train.steps, which a budget may replace (null)."""
+    from ..train.precision import PRECISIONS
+
+    train = cfg["train"]
+    if train.get("precision", "auto") not in PRECISIONS:
+        raise ConfigError(
+            f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
+            f"set e.g. train.precision=bf16"
+        )
+    from ..train.precision import GRAD_DTYPES
+
+    if (train.get("grad_dtype") or "auto") not in GRAD_DTYPES:
+        raise ConfigError(
+            f"train.grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {train.get('grad_dtype')!r}; "
+            f"set e.g. train.grad_dtype=fp32"
+        )
+    tokens = setting_int(cfg, "train.tokens", 1, allow_none=True)
+    samples = setting_int(cfg, "train.samples", 1, allow_none=True)
+    if tokens is not None and samples is not None:
+        raise ConfigError(
+            f"train.tokens={tokens} and train.samples={samples} are both set; keep one budget "
+            f"(train.tokens=null or train.samples=null)"
+        )
+    if tokens is not None and (cfg.get("data") or {}).get("kind") == "instruct":
+        raise ConfigError(
+            f"train.tokens={tokens} needs packed pretraining data (a fixed number of tokens per "
+            f"sample); instruction data varies in length: use train.samples instead"
+        )
+    if train.get("steps") is None and tokens is None and samples is None:
+        raise ConfigError("train.steps is null and there is no budget; set train.steps, train.samples or train.tokens")
