@@ -27,11 +27,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install acco with its test, lint and eval (lm-eval) extras
 
-# ruff (rules and format in pyproject.toml) and mypy (pyproject.toml [tool.mypy]); CI runs it first.
-lint: $(STAMP) ## ruff check, ruff format --check, mypy
+# ruff (rules and format in pyproject.toml), mypy (pyproject.toml [tool.mypy]) and the layers of
+# acco (import-linter, pyproject.toml [tool.importlinter]: imports inside functions count); CI runs it first.
+lint: $(STAMP) ## ruff check, ruff format --check, mypy, lint-imports (the layers)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The test suite (CPU, gloo, 1-4 local worker processes, tiny models). Tests marked `integration`
 # start processes (the entry point, workers, a Slurm cluster, network namespaces); `gpu` ones skip

@@ -45,7 +45,7 @@ from .engine.sync import SyncResult
 from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
 from .engine.virtual_clock import ClockSettings
-from .run.launch import training_group_options
+from .runtime.launch import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
 from .train.backend import Backend

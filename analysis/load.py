@@ -17,9 +17,9 @@ import pandas as pd
 import yaml
 
 from acco.config.experiments import SCALES, experiment_dir
-from acco.run.files import METRIC_FIELDS
+from acco.runtime.files import METRIC_FIELDS
 
-METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/run/files.py)
+METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/runtime/files.py)
 RUN_COLUMNS = [
     "exp",
     "scale",

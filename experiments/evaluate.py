@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     from acco.config.schema import typed
     from acco.data.sources import DataNotFoundError
     from acco.data.tokenizer import load_tokenizer
-    from acco.run.files import write_json_atomic
+    from acco.runtime.files import write_json_atomic
     from acco.tasks.lm import lambada_final_eval, lambada_test_examples, prepare_lm_data
 
     device = torch.device(args.device)

@@ -45,8 +45,8 @@ from acco.config.experiments import (
     scales_of,
 )
 from acco.config.validate import ConfigError, check_overrides
-from acco.run.files import read_summary
-from acco.run.multirun import MultiRun, log_error_line, run_logged
+from acco.runtime.files import read_summary
+from acco.runtime.multirun import MultiRun, log_error_line, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -11,8 +11,8 @@ import sys
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.validate import ConfigError, check_overrides
-from acco.run.start import fail_config
 from acco.slurm.status import run_status
+from acco.start import fail_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.validate import ConfigError, check_overrides
-from acco.run.multirun import MultiRun, last_error_line, log_error_line
-from acco.run.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
+from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
+from acco.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +31,7 @@ class Planned(NamedTuple):
 
 def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     """The experiment's id and its runs, each checked (bad input: one `error:` line, exit 2, before
-    anything is submitted) unless it is skipped (acco/run/start.py resubmission)."""
+    anything is submitted) unless it is skipped (acco/start.py resubmission)."""
     try:
         check_overrides(overrides, CONF_DIR)
         base = compose(overrides)

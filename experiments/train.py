@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from acco.config.schema import register
 from acco.config.validate import ConfigError, check_overrides
-from acco.run.start import fail_config, run
+from acco.start import fail_config, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -168,7 +168,7 @@ def test_budget_run_resumes_exactly(budget_runs, tmp_path):
 def test_progress_shows_the_budget_fraction():
     import io
 
-    from acco.run.progress import Progress
+    from acco.runtime.progress import Progress
 
     out = io.StringIO()
     progress = Progress("acco", None, log_every=2, stream=out, budget=1000, unit="tokens", per_sample=10)

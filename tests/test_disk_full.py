@@ -14,8 +14,9 @@ import subprocess
 import pytest
 import yaml
 
-from acco.run.disk import checkpoint_bytes, sweep
+from acco.runtime.disk import sweep
 from acco.train.checkpoint import list_checkpoints, verify
+from acco.train.memory import checkpoint_bytes
 
 from .conftest import SMALL_LM, run_train
 

@@ -127,7 +127,7 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective():
     fires when the progress value stops changing, not while it changes or while paused."""
     import threading
 
-    from acco.run.watchdog import Watchdog
+    from acco.runtime.watchdog import Watchdog
 
     fired = threading.Event()
     reasons = []
@@ -166,7 +166,7 @@ def _hangs():
 
 
 def _fails_on_its_own(out_dir):
-    from acco.run.files import write_failure
+    from acco.runtime.files import write_failure
 
     write_failure(out_dir, 1, "rank 1: RuntimeError: CUDA error: an illegal memory access was encountered")
     sys.exit(1)

@@ -18,8 +18,8 @@ from acco.engine import sync as sync_module
 from acco.engine.sharded_adamw import ShardedAdamW
 from acco.engine.sync import Syncer, squared_norm
 from acco.engine.trace import TraceRecorder
-from acco.run import launch
-from acco.run.launch import DistEnv, cuda_allocator_settings, nccl_error_handling, training_group_options
+from acco.runtime import launch
+from acco.runtime.launch import DistEnv, cuda_allocator_settings, nccl_error_handling, training_group_options
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train
 from .test_gpu import GPUS, gpu, needs_cuda, needs_two
@@ -108,7 +108,7 @@ def test_final_parameters_are_gathered_to_the_host_in_chunks(monkeypatch):
 @needs_cuda
 def test_allocator_settings_reach_a_worker_before_cuda_starts():
     code = (
-        "from acco.run.launch import cuda_allocator_settings\n"
+        "from acco.runtime.launch import cuda_allocator_settings\n"
         "cuda_allocator_settings()\n"
         "import torch\n"
         "x = torch.zeros(1 << 20, device='cuda')\n"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from acco.run.lock import RunInUse, claim
+from acco.runtime.lock import RunInUse, claim
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_train
 

@@ -25,7 +25,7 @@ spec.loader.exec_module(reproduce)
 runs = reproduce.local_runs(["fig5"], "cpu", {base!r})
 by = {{(r["info"]["method"], r["info"]["seed"], r["info"]["steps"]): r for r in runs}}
 picked = [by[("ddp", 0, 2)], by[("acco", 0, 2)], by[("ddp", 1, 2)]][: {count}]
-from acco.run.files import read_summary
+from acco.runtime.files import read_summary
 for i, run in enumerate(picked):  # short folders (the composed names of tiny runs pass 255 characters)
     run["out_dir"] = os.path.join({tmp!r}, f"run{{i}}")
     run["args"].append("out_dir=" + run["out_dir"])
@@ -84,7 +84,7 @@ CHILD = """
 import multiprocessing as mp, os, sys
 
 def worker():
-    from acco.run.progress import Progress
+    from acco.runtime.progress import Progress
     p = Progress("acco", 2, 0, stream=sys.stderr, bar=True)
     p.update(1, 3.0, 4, 1.0, 1e-3, 1, None)
     p.close()

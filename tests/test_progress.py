@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from acco.run.progress import Progress, check_logger
+from acco.runtime.progress import Progress, check_logger
 from tests.conftest import run_train
 
 
@@ -101,7 +101,7 @@ def test_wandb_offline_run_records_every_metrics_row(tmp_path):
 
 
 def test_every_run_ends_with_one_closing_line():
-    from acco.run.progress import closing_line
+    from acco.runtime.progress import closing_line
 
     done = {
         "status": "completed",
@@ -129,7 +129,7 @@ def test_every_run_ends_with_one_closing_line():
 
 
 def test_a_resumed_run_keeps_its_wandb_run_id_a_run_started_over_gets_a_new_one(tmp_path):
-    from acco.run.progress import wandb_run_id
+    from acco.runtime.progress import wandb_run_id
 
     ids = iter(["first", "second", "third"])
     out = str(tmp_path)

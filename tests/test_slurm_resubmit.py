@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from acco.run.start import resubmission
 from acco.slurm import status
+from acco.start import resubmission
 
 from .conftest import ROOT, SMALL_LM
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)

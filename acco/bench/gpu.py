@@ -104,7 +104,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     from ..config.experiments import compose
     from ..config.schema import typed
     from ..engine.trace import TraceRecorder
-    from ..run.launch import DistEnv, free_port, init_process_group, pick_device
+    from ..runtime.launch import DistEnv, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
     from ..train.trainer import Trainer
 
@@ -326,7 +326,7 @@ def measure_overlap_ranks(overrides: list[str], world: int, out_dir: str) -> lis
 
     import torch.multiprocessing as mp
 
-    from ..run.launch import free_port
+    from ..runtime.launch import free_port
 
     if world == 1:
         return [measure_overlap(overrides)]

@@ -19,7 +19,7 @@ import sys
 
 import pandas as pd
 
-from ..run.multirun import MultiRun, last_error_line
+from ..runtime.multirun import MultiRun, last_error_line
 from . import SMALL_LM, model_fit, report
 from .plan import Calibration
 from .runner import METHODS, RunSpec, row_from_folder, run_one

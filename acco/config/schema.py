@@ -15,7 +15,7 @@ config.yaml read back) is checked with `check_config`.
 
 At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
 schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
-(acco.run.worker.run_rank; acco.run.start once the config is final; acco.bench.gpu.start_rank,
+(acco.run.worker.run_rank; acco.start once the config is final; acco.bench.gpu.start_rank,
 experiments/prepare_data.py, acco.train.reference's entry points); given a view, `typed` returns
 it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
 view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
@@ -259,7 +259,7 @@ class DistConfig:
     step_timeout_s: float = MISSING
     final_timeout_s: float | None = MISSING
     checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
-    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/run/start.py worker_start_method)
+    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/start.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
 

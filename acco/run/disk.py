@@ -19,26 +19,18 @@ Not counted: the data cache (its own filesystem check, `data_cache_problem`) and
 
 from __future__ import annotations
 
-import errno
 import glob
 import json
 import os
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ..engine.trace import PART
+from ..config.plain import plain
+from ..runtime.disk import RESERVE_BYTES, filesystem, fmt_gb, folder_bytes, free_bytes
 
-GB = 1e9
-RESERVE = ".acco-reserve"  # pre-allocated by rank 0: freed so that the failure report still fits
-RESERVE_BYTES = 256 * 1024
 SMALL_FILES_BYTES = RESERVE_BYTES  # summary.json, config.yaml, eval.json, failure notes
 TRACE_EVENT_BYTES = 200
 METRICS_ROW_BYTES = 200
 TOKENIZER_BYTES = 4 * 1024 * 1024  # a saved tokenizer: up to a few MB (GPT-Neo's ~2 MB)
-NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
-NO_SPACE_TEXT = ("no space left on device", "os error 28", "storagefull", "disk quota exceeded", "os error 122")
 OFF_SWITCH = "ACCO_DISK_CHECK"  # =0: skip the up-front check (an estimate wrong for a filesystem)
 
 
@@ -54,10 +46,6 @@ class DiskEstimate:
     def describe(self) -> str:
         parts = ", ".join(f"{k} {fmt_gb(v)}" for k, v in self.items.items() if v)
         return f"{fmt_gb(self.total)} ({parts})" if parts else fmt_gb(self.total)
-
-
-def fmt_gb(n: float) -> str:
-    return f"{n / GB:.3g} GB"
 
 
 # -- the estimate --------------------------------------------------------------------------------
@@ -90,19 +78,6 @@ def trace_events(cfg: dict, world: int) -> int:
         steps = max(0, min(steps, int(window[1])) - int(window[0]) + 1)
     rounds = 2 if cfg["method"]["name"] == "acco" else 1
     return world * steps * rounds * (2 * int(train.get("accum") or 1) + 10)
-
-
-def folder_bytes(path: str) -> int:
-    if os.path.isfile(path):
-        return os.path.getsize(path)
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total
 
 
 def complete_checkpoints(out_dir: str) -> list[str]:
@@ -138,41 +113,13 @@ def estimate(cfg: dict, world: int) -> DiskEstimate:
 
 
 # -- free space ----------------------------------------------------------------------------------
-def nearest_existing(path: str) -> str:
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
-def free_bytes(path: str) -> int:
-    return shutil.disk_usage(nearest_existing(path)).free
-
-
-def filesystem(path: str) -> str:
-    """The mount point holding `path` and its type, e.g. "/scratch (lustre)"."""
-    path = os.path.realpath(nearest_existing(path))
-    best, kind = "/", ""
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) < 3:
-                    continue
-                mount = fields[1].replace("\\040", " ")
-                inside = path == mount or path.startswith(mount.rstrip("/") + "/")
-                if inside and len(mount) >= len(best):
-                    best, kind = mount, fields[2]
-    except OSError:
-        pass
-    return f"{best} ({kind})" if kind else best
 
 
 def reclaimable(cfg: dict) -> int:
     """Bytes of an earlier run in out_dir that this one removes before it starts (not a resume)."""
     if cfg.get("_resume"):
         return 0
-    from .start import RUN_FILES
+    from ..runtime.files import RUN_FILES
 
     out_dir = cfg["out_dir"]
     names = [*RUN_FILES, "model", "checkpoints", "failures"]
@@ -261,112 +208,12 @@ def check_disk(cfg: dict, world: int) -> str | None:
 
 
 # -- a write that finds the disk full -------------------------------------------------------------
-class NoSpaceError(OSError):
-    """A run file could not be written for lack of space; str() is the one line to report."""
-
-    def __init__(self, message: str):
-        super().__init__(errno.ENOSPC, message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def is_no_space(exc: BaseException | None) -> bool:
-    """Whether `exc` (or an exception it came from) says the disk or the quota is full."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, NoSpaceError):
-            return True
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
-            return True
-        if any(t in str(exc).lower() for t in NO_SPACE_TEXT):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-def no_space_message(path: str, what: str, step: int | None, cfg=None, need: int | None = None) -> str:
-    """The one line: no space left on <filesystem> while writing <what> at step N; free X GB or set ..."""
-    shortfall, knob = need, ""
-    if cfg is not None:
-        try:
-            from ..config.plain import plain
-
-            run = plain(cfg)
-            est = estimate(dict(run, _resume=None), int(run.get("world_size") or 1))
-            out_dir = run["out_dir"]
-            written = folder_bytes(out_dir) if os.path.isdir(out_dir) else 0
-            missing = est.total - free_bytes(out_dir) - written
-            shortfall = max(missing, need or 0) or None
-            knob = fixes(est.items, run)
-        except Exception:  # the message must come out whatever the estimate can do
-            pass
-    where = f" at step {step}" if step is not None else ""
-    amount = f"free {fmt_gb(shortfall)}" if shortfall and shortfall > 0 else "free space"
-    also = f", set {knob}" if knob else ""
-    return (
-        f"no space left on {filesystem(path)} while writing {what}{where}; {amount} there{also} "
-        f"or set out_dir to a larger filesystem, then continue with resume=auto"
-    )
-
-
-@contextmanager
-def writing(path: str, what: str, step: int | None = None, cfg=None, need: int | None = None) -> Iterator[None]:
-    """Turn a write's lack of space into NoSpaceError with the one line to report. `need`: the
-    bytes the write needed (a write that fails without an errno, torch.save's RuntimeError, counts
-    as lack of space when fewer are free)."""
-    try:
-        yield
-    except NoSpaceError:
-        raise
-    except Exception as exc:
-        full = is_no_space(exc) or (need is not None and free_bytes(path) < need)
-        if not full:
-            raise
-        raise NoSpaceError(no_space_message(path, what, step, cfg, need)) from exc
-
-
-# -- the reserve and the sweep ---------------------------------------------------------------------
-def reserve(out_dir: str) -> None:
-    """Hold back room for the failure report (summary.json, failure notes): released first when
-    the disk is full, and at the end of the run."""
-    path = os.path.join(out_dir, RESERVE)
-    try:
-        with open(path, "wb") as f:
-            os.posix_fallocate(f.fileno(), 0, RESERVE_BYTES)
-    except OSError:  # already full, or no fallocate here: no reserve
-        release(out_dir)
-
-
-def release(out_dir: str) -> bool:
-    try:
-        os.remove(os.path.join(out_dir, RESERVE))
-        return True
-    except OSError:
-        return False
-
-
-# what our writers leave while they write: acco/atomic.py's temporary files, checkpoint.py's
-# unfinished folders, trace.py's parts, the model being saved
-LEFTOVERS = (".*.tmp-*", "checkpoints/.partial_step_*", "checkpoints/*/.*.tmp-*", "failures/.*.tmp-*", ".model.partial")
-
-
-def sweep(out_dir: str, traces: bool = True) -> list[str]:
-    """Remove the leftovers of writers that are gone (no writer of this run folder may be alive:
-    the launcher holds its lock, or every worker has ended). `traces`: the ranks' trace parts too."""
-    patterns = [*LEFTOVERS, PART.format(rank="*")] if traces else list(LEFTOVERS)
-    patterns.append(RESERVE)
-    removed = []
-    for pattern in patterns:
-        for path in glob.glob(os.path.join(glob.escape(out_dir), pattern)):
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.remove(path)
-                except OSError:
-                    continue
-            removed.append(path)
-    return removed
+def shortfall_advice(cfg, need: int | None) -> tuple[int | None, str]:
+    """(bytes the run still lacks on out_dir's filesystem, the setting that shrinks it most): what a
+    full disk's one line adds (acco/runtime/disk.py no_space_message)."""
+    run = plain(cfg)
+    est = estimate(dict(run, _resume=None), int(run.get("world_size") or 1))
+    out_dir = run["out_dir"]
+    written = folder_bytes(out_dir) if os.path.isdir(out_dir) else 0
+    missing = est.total - free_bytes(out_dir) - written
+    return max(missing, need or 0) or None, fixes(est.items, run)

@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from .files import read_failures, read_metrics, read_summary, write_json_atomic
+from ..runtime.files import read_failures, read_metrics, read_summary, write_json_atomic
 
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 # words of the errors a rank reports when it is a peer, not itself, that failed
@@ -28,7 +28,7 @@ PEER_ERRORS = (
     "watchdog",  # NCCL's: "Watchdog caught collective operation timeout"
 )
 # NCCL's watchdog SIGABRTs a rank whose collective outlived its timeout (unless blocking wait is on,
-# acco.run.launch.NCCL_ERROR_HANDLING; a user's own setting may still turn it off): that rank
+# acco.runtime.launch.NCCL_ERROR_HANDLING; a user's own setting may still turn it off): that rank
 # waited for a peer, it is not the one that failed
 WATCHDOG_ABORT = -signal.SIGABRT
 

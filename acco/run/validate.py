@@ -24,9 +24,9 @@ from ..config.validate import (
     setting_number,
 )
 from ..engine.virtual_clock import check_clock
+from ..runtime.files import read_summary
+from ..runtime.launch import START_METHODS, external_env, gpu_shortage
 from ..train.settings import check_method, check_optimizer, check_precision_and_budget
-from .files import read_summary
-from .launch import START_METHODS, external_env, gpu_shortage
 
 
 def check_gpus_per_node(

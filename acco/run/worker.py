@@ -38,16 +38,21 @@ from ..config.schema import typed
 from ..engine.audit import CollectiveAudit
 from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..engine.virtual_clock import is_virtual
+from ..runtime.disk import NoSpaceError, advise_with, release, reserve, writing
+from ..runtime.files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic, write_report
+from ..runtime.launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
 from ..train.post_training import FinalEvaluationError, final_evaluation, post_training_group
 from ..train.precision import precision_report
 from ..train.signals import Preempted, SignalLatch
 from ..train.trainer import Trainer
-from .disk import NoSpaceError, release, reserve, writing
-from .files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic, write_report
-from .launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
+from .disk import shortfall_advice
 from .supervise import is_peer_error
+
+# a full disk's one line names the shortfall and the setting to change, from the run's estimate
+# (acco/run/disk.py: it needs the model's size, which the write-time half below train/ cannot know)
+advise_with(shortfall_advice)
 
 
 def _read_json(path: str):

@@ -1,5 +1,5 @@
 """The up-front checks of a run written as an sbatch script (experiments/make_sbatch.py): what
-experiments/submit.py checks through acco.run.start.check_run before it submits, so a script that
+experiments/submit.py checks through acco.start.check_run before it submits, so a script that
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
 against the profile's gpu_mem_gb (acco/train/memory.py), the data, tokenizer and model present
 (acco/tasks/preflight.py), the disk (acco/run/disk.py).
@@ -16,7 +16,7 @@ def script_problem(cfg: dict, world: int) -> str | None:
     or None."""
     from ..config.slurm_profile import sbatch_options
     from ..run.disk import check_disk
-    from ..run.start import data_problem, memory_problem
+    from ..run.preflight import data_problem, memory_problem
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
     problem = memory_problem(cfg, world) or data_problem(cfg)

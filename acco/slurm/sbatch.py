@@ -6,7 +6,7 @@
     ...
     srun python experiments/train.py experiment=fig8/paper method=acco layout=2x4 out_dir='...'
 
-Each task srun starts is one rank (acco.run.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
+Each task srun starts is one rank (acco.runtime.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
 SLURM_LOCALID). The scripts are plain text that `sbatch` accepts unchanged; experiments/make_sbatch.py
 writes them (`make sbatch-<experiment>`)."""
 
@@ -18,7 +18,7 @@ import re
 import shlex
 
 from ..config.slurm_profile import job_env, sbatch_options, setup_lines
-from ..run.files import PREEMPTED_EXIT
+from ..runtime.files import PREEMPTED_EXIT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")

@@ -19,7 +19,7 @@ import sys
 import time
 
 from ..config.validate import ConfigError, parse_layout
-from ..run.files import read_summary
+from ..runtime.files import read_summary
 
 LOCAL_CLUSTER_HINT = "start the local test cluster with `sudo slurm/local-cluster/start`"
 
@@ -134,8 +134,8 @@ class SlurmRun:
     def __call__(self) -> str:
         import submitit
 
-        from ..run.launch import external_env, slurm_master_port
         from ..run.worker import run_rank
+        from ..runtime.launch import external_env, slurm_master_port
         from ..testbed.emulate import for_external_launcher, join
 
         dist_env = submitit.helpers.TorchDistributedEnvironment()
@@ -148,7 +148,7 @@ class SlurmRun:
         join(cfg, env)  # a link setting: in-process delays on the ranks
         run_rank(cfg, env)
         if env.rank == 0:  # the job's log ends as a local run's does
-            from ..run.start import say_how_it_ended
+            from ..runtime.progress import say_how_it_ended
 
             say_how_it_ended(self.cfg["out_dir"])
         return self.cfg["out_dir"]

@@ -250,7 +250,7 @@ def save(
 
 def _no_space(write, path: str, what: str, step: int, cfg) -> str | None:
     """Run `write`; the one-line report if the disk was full (other errors propagate)."""
-    from ..run.disk import NoSpaceError, writing
+    from ..runtime.disk import NoSpaceError, writing
 
     try:
         with writing(path, what, step, cfg):
@@ -269,7 +269,7 @@ def _agree(problem: str | None, rank: int, partial: str, collective: bool = True
         problem = box[0]
     if problem is None:
         return
-    from ..run.disk import NoSpaceError
+    from ..runtime.disk import NoSpaceError
 
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)

@@ -23,10 +23,10 @@ from ..engine.rounds import StopRule
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
-from ..run.files import MetricsWriter, reset_peak_memory
-from ..run.launch import training_group_options
-from ..run.progress import Progress, make_logger
-from ..run.watchdog import Watchdog, exit_on_stall
+from ..runtime.files import MetricsWriter, reset_peak_memory
+from ..runtime.launch import training_group_options
+from ..runtime.progress import Progress, make_logger
+from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
 from . import checkpoint
 from .backend import Backend
@@ -122,7 +122,7 @@ class Trainer:
             task.loss_fn = nan_injecting(task.loss_fn, cfg.fault.nan_at_step, lambda: self.steps_done)
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
         # communication thread's (so they never interleave with the main thread's collectives);
-        # on NCCL its kernels run on high-priority streams (acco.run.launch.training_group_options)
+        # on NCCL its kernels run on high-priority streams (acco.runtime.launch.training_group_options)
         group = dist.new_group(
             list(range(world_size)), timeout=step_timeout, pg_options=training_group_options(dist.get_backend())
         )

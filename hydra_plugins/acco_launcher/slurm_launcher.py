@@ -8,7 +8,7 @@ by its own layout, and a sweep may vary it (layout=1x2,2x1). So this launcher, t
 SlurmLauncher with `launch` replaced, first composes every job's config and checks it as train.py
 would (bad input: one line, exit 2, nothing submitted), then submits one job array per shape.
 In the job, every task runs the task function (experiments/train.py's main): one rank, from the
-Slurm step's variables (acco/run/launch.py external_env); rank 0's return is the job's.
+Slurm step's variables (acco/runtime/launch.py external_env); rank 0's return is the job's.
 conf/hydra/launcher/submitit_slurm.yaml selects it under the plugin's name. (Hydra accepts a
 launcher only from the hydra_plugins namespace, hence this package beside acco/.)"""
 
@@ -40,8 +40,8 @@ def job_shapes(configs: Sequence[tuple[dict, list[str]]], gpus_per_node: int | N
     """Each job's nodes, tasks per node and GPUs per node, from its run's layout / world size,
     after the checks train.py makes (exit 2 on the first bad run)."""
     from acco.config.validate import ConfigError
-    from acco.run.start import check_run, fail_config, named_and_checked
     from acco.slurm.submit import job_shape
+    from acco.start import check_run, fail_config, named_and_checked
 
     shapes = []
     for cfg, overrides in configs:
@@ -57,8 +57,8 @@ class SlurmLauncher(PluginSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
 
-        from acco.run.start import fail_config  # acco imported only when a sweep is launched
         from acco.slurm.submit import shape_parameters
+        from acco.start import fail_config  # acco imported only when a sweep is launched
 
         assert self.config is not None and self.hydra_context is not None
 

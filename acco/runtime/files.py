@@ -29,6 +29,9 @@ METRIC_FIELDS = [
     "grad_norm",
 ]
 
+# a run folder's files that a new run (not a resume) replaces
+RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
+
 
 def write_json_atomic(path: str, obj) -> None:
     with atomic_open(path, "w") as f:
@@ -38,7 +41,7 @@ def write_json_atomic(path: str, obj) -> None:
 
 def write_report(out_dir: str, path: str, obj) -> None:
     """A small file that must be written even on a full disk (summary.json, a failure note): on
-    lack of space the run's reserve (acco/run/disk.py) is released and the write tried again."""
+    lack of space the run's reserve (acco/runtime/disk.py) is released and the write tried again."""
     from .disk import is_no_space, release
 
     try:

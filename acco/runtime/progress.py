@@ -127,7 +127,7 @@ WANDB_RUN_ID = os.path.join("wandb", "acco-run-id")
 
 def wandb_run_id(out_dir: str, new_id) -> tuple[str, bool]:
     """(the W&B run id, whether it continues an earlier one). A run that continues from a checkpoint
-    (metrics.csv already holds its steps up to the checkpoint: acco/run/files.py MetricsWriter,
+    (metrics.csv already holds its steps up to the checkpoint: acco/runtime/files.py MetricsWriter,
     created before the logger) keeps the id of its first attempt, so a requeued or resubmitted job
     logs into the same W&B run; any other start gets a new id (`new_id()`)."""
     from .files import read_metrics
@@ -250,3 +250,14 @@ def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> st
     if status == "failed":
         return f"error: training failed ({summary.get('error') or '?'}); {facts}; see {out_dir}/summary.json"
     return f"acco: {status}: {facts} -> {out_dir}"
+
+
+def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: dict | None = None) -> None:
+    """The run's closing line (acco/runtime/progress.py closing_line), from its summary.json."""
+    from .files import read_summary
+
+    summary = summary if summary is not None else read_summary(out_dir) or {}
+    if not summary:  # rank 0 ended before it could write one: nothing more to say than the error above
+        print(f"acco: the run left no summary.json in {out_dir}", file=sys.stderr, flush=True)
+        return
+    print(closing_line(summary, out_dir, wall_s), file=sys.stderr, flush=True)

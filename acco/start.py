@@ -14,18 +14,17 @@ from typing import NamedTuple
 import torch
 import yaml
 
-from ..config.experiments import experiment_dir, run_name, with_out_dir
-from ..config.plain import plain
-from ..config.schema import DEFAULT_TASK, check_config, typed
-from ..config.validate import ConfigError, out_dir_problem
-from .files import PREEMPTED_EXIT, read_summary
-from .launch import external_env, local_envs, worker_start_method
-from .validate import validate
+from .config.experiments import experiment_dir, run_name, with_out_dir
+from .config.plain import plain
+from .config.schema import DEFAULT_TASK, check_config, typed
+from .config.validate import ConfigError, out_dir_problem
+from .run.preflight import data_problem, memory_problem
+from .run.validate import validate
+from .runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
+from .runtime.launch import external_env, local_envs, worker_start_method
+from .runtime.progress import say_how_it_ended
 
-RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
-TRAIN = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "experiments", "train.py"
-)
+TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
 
 
 def fail_config(message: str) -> None:
@@ -44,7 +43,7 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
     for name in ("model", "checkpoints", "failures") if not cfg.get("_resume") else ("failures",):
         if os.path.isdir(os.path.join(out_dir, name)):
             shutil.rmtree(os.path.join(out_dir, name))
-    from .disk import sweep
+    from .runtime.disk import sweep
 
     sweep(out_dir)  # temporary files, unfinished checkpoints, trace parts of a run that was killed
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
@@ -73,7 +72,7 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
-        from ..slurm.status import active_job
+        from .slurm.status import active_job
 
         running = active_job(dep_dir)
         if running is not None:  # submitted before (e.g. by its own experiment): not a second time
@@ -131,8 +130,8 @@ def resubmission(cfg: dict) -> Resubmission:
     other run continues from its newest checkpoint (resume=auto; none there: from scratch) unless
     overwrite=true: resubmitting after a cancel, a failure or a requeue cap never throws the
     training away, only overwrite=true starts over."""
-    from ..slurm.status import active_job
-    from ..slurm.submit import completed
+    from .slurm.status import active_job
+    from .slurm.submit import completed
 
     out_dir = cfg["out_dir"]
     active = active_job(out_dir)
@@ -156,7 +155,7 @@ def for_slurm_job(cfg: dict) -> tuple[dict, dict | None]:
 
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
-    from ..slurm.submit import submit, wait_for
+    from .slurm.submit import submit, wait_for
 
     cfg, resume = for_slurm_job(cfg)
     try:
@@ -189,7 +188,7 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     problem = None if external else memory_problem(cfg, world, note=True)
     if problem:
         fail_config(problem)
-    from .progress import check_logger
+    from .runtime.progress import check_logger
 
     problem = check_logger(cfg)
     if problem:
@@ -198,7 +197,7 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     # from here the config is final but for the notes below: read through its typed view (the
     # plain dict stays what config.yaml holds and what the workers are sent)
     view = typed(cfg)
-    from ..train.checkpoint import CheckpointError, resolve_resume
+    from .train.checkpoint import CheckpointError, resolve_resume
 
     try:  # where resume=auto|<path> continues from (None: from scratch)
         cfg["_resume"] = resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
@@ -207,56 +206,12 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     problem = data_problem(cfg, external, view)
     if problem:
         fail_config(problem)
-    from .disk import check_disk
+    from .run.disk import check_disk
 
     problem = check_disk(cfg, world)  # out_dir's filesystem (and the data cache's) can hold the run
     if problem:
         fail_config(problem)
     return cfg, world
-
-
-def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
-    """Before any submission of a paper-scale run: will each GPU hold it? (one line, or None; `note`:
-    say so on stderr when there is no estimate to hold it to)."""
-    if not (cfg.get("experiment") and cfg.get("scale") == "paper"):
-        return None
-    from ..train.memory import fit_problem
-
-    try:
-        return fit_problem(cfg, world)
-    except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
-        if note:
-            print(f"acco: no memory estimate: {exc}", file=sys.stderr, flush=True)
-        return None
-
-
-def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
-    """Every dataset, tokenizer and model the run reads is here (tasks/preflight.py), seen as its
-    job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""
-    if cfg.get("task") != DEFAULT_TASK:
-        return None
-    from ..data.sources import DataNotFoundError
-    from ..tasks.preflight import preflight
-
-    try:
-        with hub_as_the_job_sees_it(cfg, external):
-            preflight(typed(cfg) if view is None else view)
-    except DataNotFoundError as exc:
-        return str(exc)
-    return None
-
-
-def hub_as_the_job_sees_it(cfg: dict, external: bool):
-    """Where the run goes to Slurm from here: its checks see the hub as its job will (switched off,
-    acco/config/slurm_profile.py), so a dataset the login node could still download but did not prepare
-    is an error now, not in the job after its wait in the queue."""
-    import contextlib
-
-    if external or cfg["launcher"].get("name") != "slurm":
-        return contextlib.nullcontext()
-    from ..config.slurm_profile import as_the_job_sees_the_hub
-
-    return as_the_job_sees_the_hub(cfg["launcher"])
 
 
 def named_and_checked(cfg: dict, overrides: list[str]) -> dict:
@@ -292,9 +247,9 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
-        from ..engine.virtual_clock import is_virtual, unemulated_link
-        from ..testbed.emulate import for_external_launcher, join
-        from .worker import exit_now, run_rank
+        from .engine.virtual_clock import is_virtual, unemulated_link
+        from .run.worker import exit_now, run_rank
+        from .testbed.emulate import for_external_launcher, join
 
         cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
@@ -315,7 +270,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         if in_submitit:
             return code
         exit_now(code)
-    from .lock import RunInUse, claim
+    from .runtime.lock import RunInUse, claim
 
     try:  # this launcher is the only writer of the run folder until it returns
         lock = claim(out_dir)
@@ -345,12 +300,12 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
 
-    from ..engine.virtual_clock import is_virtual, unemulated_link
-    from ..testbed import emulate
-    from .worker import spawned_worker
+    from .engine.virtual_clock import is_virtual, unemulated_link
+    from .run.worker import spawned_worker
+    from .testbed import emulate
 
     topology = None
-    from .supervise import forward_signals, record_failure, supervise
+    from .run.supervise import forward_signals, record_failure, supervise
 
     try:
         if is_virtual(cfg):  # link.* only feed the virtual clock's model: nothing to build
@@ -368,7 +323,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     finally:
         if topology is not None:
             topology.destroy()
-    from .disk import sweep
+    from .runtime.disk import sweep
 
     sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
@@ -378,17 +333,6 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     if not outcome.ok:
         return 1
     return PREEMPTED_EXIT if summary.get("status") == "preempted" else 0
-
-
-def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: dict | None = None) -> None:
-    """The run's closing line (acco/run/progress.py closing_line), from its summary.json."""
-    from .progress import closing_line
-
-    summary = summary if summary is not None else read_summary(out_dir) or {}
-    if not summary:  # rank 0 ended before it could write one: nothing more to say than the error above
-        print(f"acco: the run left no summary.json in {out_dir}", file=sys.stderr, flush=True)
-        return
-    print(closing_line(summary, out_dir, wall_s), file=sys.stderr, flush=True)
 
 
 def preload_worker_modules(cfg: dict) -> None:
