@@ -16,6 +16,7 @@ between the first and the last committed steps)."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -82,6 +83,15 @@ def run_overrides(method: str, rate_mbit: float, steps: int, out_dir: str, clock
 
 
 def _train(args: list[str], timeout_s: float = 900) -> None:
+    """One run; a run whose folder already holds a completed one is kept (an interrupted validation
+    continues where it stopped)."""
+    out_dir = next(a.split("=", 1)[1] for a in args if a.startswith("out_dir="))
+    try:
+        with open(os.path.join(out_dir, "summary.json")) as f:
+            if json.load(f).get("status") == "completed":
+                return
+    except (OSError, ValueError):
+        pass
     proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
