@@ -128,6 +128,28 @@ def test_every_run_ends_with_one_closing_line():
     assert line == "error: training failed (rank 1 was killed by SIGKILL); 3 steps, wall 5s; see results/x/summary.json"
 
 
+def test_virtual_clock_runs_say_their_times_are_modelled():
+    """clock.mode=virtual: rank 0's seconds are the clock's model, and the log lines, the bar's rate and
+    the closing line say so; the launcher's own (real) count and real-clock runs stay unlabelled."""
+    from acco.runtime.progress import closing_line
+
+    out = io.StringIO()
+    feed(Progress("acco", 7, log_every=3, stream=out, modelled=True), 7)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and all(line.endswith("(modelled)") for line in lines), lines
+    assert "32.0 samples/s eta 2s (modelled)" in lines[0]
+    bar = io.StringIO()
+    feed(Progress("acco", 5, log_every=1, stream=bar, bar=True, modelled=True), 5)
+    assert "modelled samples/s=32.0" in bar.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    virtual = {"status": "completed", "steps_completed": 3, "steps": 3, "total_wall_time_s": 62.4}
+    virtual["clock"] = {"mode": "virtual", "micro_batch_s": 0.1}
+    assert closing_line(virtual, "results/x") == "acco: completed: 3/3 steps, wall 1m02s (modelled) -> results/x"
+    real = dict(virtual, clock={"mode": "real"})
+    assert closing_line(real, "results/x") == "acco: completed: 3/3 steps, wall 1m02s -> results/x"
+    launcher_count = dict(virtual, total_wall_time_s=None)
+    assert closing_line(launcher_count, "results/x", wall_s=5.2).endswith("wall 5s -> results/x")
+
+
 def test_a_resumed_run_keeps_its_wandb_run_id_a_run_started_over_gets_a_new_one(tmp_path):
     from acco.runtime.progress import wandb_run_id
 

@@ -19,7 +19,9 @@ def wants_bar(stream) -> bool:
 class Progress:
     """One committed step at a time. A bar only where someone watches a terminal: in a log file a
     bar's carriage returns turn into one unreadable line. A run with a budget (`budget` samples or
-    tokens, `per_sample` of them per sample) shows its progress as the budget's fraction."""
+    tokens, `per_sample` of them per sample) shows its progress as the budget's fraction. `modelled`:
+    the run is on the virtual clock (clock.mode=virtual), so its wall seconds, rate and ETA are the
+    clock's modelled time, and say so ("modelled"); the bar's own elapsed time and ETA stay real."""
 
     def __init__(
         self,
@@ -31,8 +33,10 @@ class Progress:
         budget: int | None = None,
         unit: str = "samples",
         per_sample: int = 1,
+        modelled: bool = False,
     ):
         self.method, self.steps, self.log_every = method, steps, log_every
+        self.modelled = modelled
         self.budget, self.unit, self.per_sample = budget, unit, per_sample
         self.stream = stream if stream is not None else sys.stderr
         if bar is None:
@@ -88,7 +92,7 @@ class Progress:
     ) -> None:
         rate = samples / max(wall_s, 1e-9)
         if self.bar is not None:  # tqdm computes the ETA from its own step (or budget) rate
-            post = {"loss": f"{loss:.4f}", "samples/s": f"{rate:.1f}"}
+            post = {"loss": f"{loss:.4f}", "modelled samples/s" if self.modelled else "samples/s": f"{rate:.1f}"}
             if eval_loss is not None:
                 post["eval"] = f"{eval_loss:.4f}"
             self.bar.set_postfix(post, refresh=False)
@@ -108,9 +112,10 @@ class Progress:
             where = f"step {step} {samples * self.per_sample}/{self.budget} {self.unit}"
         if self.log_every and (step % self.log_every == 0 or last):
             extra = f" eval {eval_loss:.4f}" if eval_loss is not None else ""
+            modelled = " (modelled)" if self.modelled else ""
             print(
                 f"[{self.method}] {where} loss {loss:.4f}{extra} lr {lr:.2e} "
-                f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s",
+                f"mb {micro_batches} {rate:.1f} samples/s eta {eta:.0f}s{modelled}",
                 file=self.stream,
                 flush=True,
             )
@@ -233,7 +238,10 @@ def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> st
         if summary.get(key) is not None:
             parts.append(f"{name} {summary[key]:.4f}")
     wall = summary.get("total_wall_time_s")
-    parts.append(f"wall {duration(wall if wall is not None else wall_s)}")
+    # on the virtual clock rank 0's wall time is the clock's modelled seconds (the launcher's own
+    # count, used where rank 0 could not say, is real)
+    modelled = wall is not None and (summary.get("clock") or {}).get("mode") == "virtual"
+    parts.append(f"wall {duration(wall if wall is not None else wall_s)}{' (modelled)' if modelled else ''}")
     facts = ", ".join(parts)
     if status == "completed" and summary.get("final_eval_error"):  # trained and saved; the evaluation can be redone
         return (

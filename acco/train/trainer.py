@@ -98,6 +98,7 @@ class Trainer:
                 budget=self.length.budget,
                 unit=self.length.unit,
                 per_sample=self.length.per_sample,
+                modelled=virtual,  # the virtual clock's seconds: the log line says they are modelled
             )
             self.logger = make_logger(cfg, cfg.out_dir)
         # training collectives wait at most dist.step_timeout_s for a peer: past that it crashed
