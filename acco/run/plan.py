@@ -333,7 +333,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
 
     from ..config.experiments import CONF_DIR, compose, expand_runs
     from ..config.validate import ConfigError, check_overrides
-    from .memory import fit_problem
+    from ..train.memory import fit_problem
 
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
         print(f"error: --dry-run estimates paper-scale GPU jobs; use --scale paper (got {scale})", file=sys.stderr)

@@ -392,7 +392,7 @@ def gpu_memory_gb(cfg: dict) -> tuple[float | None, str]:
 
         if torch.cuda.is_available():
             return torch.cuda.get_device_properties(0).total_memory / GB, "this GPU's"
-    from .costmodel import PRESETS
+    from ..analytic.costmodel import PRESETS
 
     hw = PRESETS.get(hardware_name(cfg))
     return (hw.memory_gb, f"the {hardware_name(cfg)} preset's") if hw is not None else (None, "")
