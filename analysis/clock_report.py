@@ -222,12 +222,13 @@ def validation_lines(rows: list[dict]) -> list[str]:
         "",
     ]
     keys = sorted({(r["method"], r["rate_mbit"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    table = []
+    table, gaps = [], {}
     for method, rate in keys:
         sel = [r for r in rows if r["method"] == method and r["rate_mbit"] == rate]
         real = {r["rep"]: r["real_s"] for r in sel}
         own = paired_gap({r["rep"]: r["virtual_own_s"] for r in sel}, real)
         cal = paired_gap({r["rep"]: r["virtual_cal_s"] for r in sel}, real)
+        gaps[(method, rate)] = own
         table.append(
             {
                 "method": method,
@@ -238,19 +239,38 @@ def validation_lines(rows: list[dict]) -> list[str]:
                 "error, own costs": own.describe(),
                 "virtual, calibration": f"{sel[0]['virtual_cal_s']:.3f}",
                 "error, calibration": cal.describe(),
+                "load (1 min)": f"{np.median([r['load_1min'] for r in sel]):.0f}",
             }
         )
     out += _md(table)
     ratios = [r["ratio_own"] for r in rows]
+    loads = [r["load_1min"] for r in rows]
+    within = [f"{m} at {rate:g} Mbit/s" for (m, rate), g in gaps.items() if _inside(g, VALIDATED_PCT)]
+    beyond = [
+        f"{m} at {rate:g} Mbit/s ({g.mean_pct:+.0f} %)"
+        for (m, rate), g in gaps.items()
+        if not _inside(g, VALIDATED_PCT)
+    ]
     out += [
-        f"Validated: world 2, one rank per core, communication that takes no compute, per-micro-batch "
-        f"comm/compute {min(ratios):.2f} to {max(ratios):.2f}, DDP and ACCO (deterministic, adaptive). "
-        "Extrapolated (modelled, not validated here): more ranks than cores (fig7 and fig9 have 4), the "
-        "paper's ratios outside that range (8.5), heterogeneous workers (fig9: a slow rank by the clock), "
-        "and the paper's hardware, where a GPU computes while its network moves the bytes as this link does.",
+        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (other "
+        "engineers' work): a real step also holds time in no span (a rank waiting for a core), which the clock "
+        "does not model, so a negative error is the testbed's overload as much as the model's. Validated (the "
+        f"own-costs error's interval inside ±{VALIDATED_PCT:g} %): " + (", ".join(within) or "none") + "; not "
+        "validated here: " + (", ".join(beyond) or "none") + f". Range tested: world 2, one rank per core, "
+        f"communication that takes no compute, per-micro-batch comm/compute {min(ratios):.2f} to "
+        f"{max(ratios):.2f}, DDP and ACCO (deterministic, adaptive). Extrapolated (modelled, not validated): "
+        "more ranks than cores (fig7 and fig9 have 4), ratios outside that range (the Table-3-implied 8.5), "
+        "heterogeneous workers (fig9's slow rank by the clock), and the paper's hardware.",
         "",
     ]
     return out
+
+
+VALIDATED_PCT = 10.0  # a step-time error whose interval lies within this is called validated
+
+
+def _inside(gap: PairedGap, pct: float) -> bool:
+    return gap.n >= 2 and -pct <= gap.lo_pct and gap.hi_pct <= pct
 
 
 def claim_row(claim: Claim, runs: list[Run], label: str) -> dict:
