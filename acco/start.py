@@ -178,7 +178,9 @@ def submit_to_slurm(cfg: dict, world: int) -> int:
 def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     """Validate a finalized config, make sure what it needs exists; exit 2 on bad input."""
     try:
-        world = validate(cfg, None if not external else external_env().world_size, torch.cuda.is_available())
+        env = external_env() if external else None
+        assert env is not None or not external  # torchrun / srun set the environment it reads
+        world = validate(cfg, None if env is None else env.world_size, torch.cuda.is_available())
     except (ConfigError, ValueError) as exc:
         fail_config(str(exc).splitlines()[0])
     problem = out_dir_problem(cfg.get("out_dir"))

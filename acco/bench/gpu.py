@@ -133,7 +133,7 @@ def storage(trainer) -> dict:
     """What the run keeps in which dtype, and on which stream the communication thread works."""
     from ..train.backend_flat import FlatBackend
 
-    out = {"device": str(trainer.device)}
+    out: dict[str, object] = {"device": str(trainer.device)}
     backend = trainer.backend
     if isinstance(backend, FlatBackend):
         out.update(

@@ -80,7 +80,7 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, object]]:
     """(key, value) for each command-line override, in Hydra's own grammar (sweeps and deletions left out)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    out = []
+    out: list[tuple[str, object]] = []
     for ov in OverridesParser.create().parse_overrides(list(overrides)):
         if ov.is_delete() or ov.key_or_group.startswith("hydra") or ov.is_sweep_override():
             continue  # a multirun sweep: every job gets its own concrete value
@@ -134,7 +134,9 @@ def compose(overrides: list[str]) -> dict:
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    return with_out_dir(OmegaConf.to_container(cfg, resolve=True), overrides)
+    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain_cfg, dict)  # the root config is a mapping
+    return with_out_dir(plain_cfg, overrides)
 
 
 def run_specs(exp: dict) -> list[dict]:

@@ -322,7 +322,7 @@ class RunConfig:
 
 
 # each group option's kind: the name its YAML file lists first in its defaults
-GROUP_SCHEMAS = {
+GROUP_SCHEMAS: dict[str, dict[str, type]] = {
     "method": {
         "schema_acco": MethodConfig,
         "schema_ddp": DdpMethod,
@@ -512,7 +512,8 @@ def option_kind(group: str, option: str):
     path = os.path.join(CONF_DIR, group, f"{option}.yaml")
     if not os.path.exists(path):
         return None
-    defaults = OmegaConf.load(path).get("defaults") or []
+    loaded = OmegaConf.load(path)
+    defaults = (loaded.get("defaults") if isinstance(loaded, DictConfig) else None) or []
     return GROUP_SCHEMAS[group].get(str(defaults[0])) if defaults else None
 
 
@@ -567,12 +568,13 @@ def typed(cfg: dict | DictConfig) -> DictConfig:
     for name, (_, decl) in _fields(RunConfig).items():
         value, (tp, _) = cfg.get(name), _unwrap(decl)
         if isinstance(value, dict) and dataclasses.is_dataclass(tp):
-            kinds = GROUP_KINDS.get(name, (tp,))
+            kinds: tuple[Any, ...] = GROUP_KINDS.get(name, (tp,))
             fitting = [k for k in kinds if set(value) <= set(_fields(k))] or [kinds[-1]]
             sections[name] = OmegaConf.structured(min(fitting, key=lambda k: len(_fields(k))))
     for node in (schema, *sections.values()):
         _open(node)
     view = OmegaConf.merge(schema, sections, cfg)
+    assert isinstance(view, DictConfig)  # a mapping merged over the schema's mapping
     OmegaConf.set_readonly(view, True)
     return view
 

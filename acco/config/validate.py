@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 
 class ConfigError(ValueError):
@@ -73,7 +74,7 @@ def check_option_file(conf_dir: str, group: str, option: str) -> None:
         if not os.path.isfile(path):
             return
         with open(path) as f:
-            data = yaml.safe_load(f) or {}
+            data: Any = yaml.safe_load(f) or {}
         if name == option:
             keys = {k for k in data if k != "defaults"} if isinstance(data, dict) else set()
         entries = [d for d in (data.get("defaults") or []) if isinstance(d, str) and d != "_self_"]
@@ -160,7 +161,7 @@ def chosen_options(argv: list[str], conf_dir: str) -> dict[str, str]:
 
 
 def setting_int(cfg: dict, dotted: str, minimum: int | None = None, allow_none: bool = False):
-    node = cfg
+    node: Any = cfg
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     if node is None and allow_none:
@@ -212,7 +213,7 @@ def check_experiment(cfg: dict, cuda_available: bool) -> None:
 
 
 def setting_bool(cfg: dict, dotted: str) -> None:
-    node = cfg
+    node: Any = cfg
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     if node is not None and not isinstance(node, bool):

@@ -63,7 +63,7 @@ class TokenFileWriter:
         is_id[eos_at] = False
         out[is_id] = values
         out[eos_at] = self.eos_id
-        self._fh.write(memoryview(out).cast("B"))
+        self._fh.write(out.data.cast("B"))  # the array's own buffer (memoryview(out)), as bytes
         self.num_docs += len(lengths)
         self.num_doc_tokens += values.size
         self.num_stream_tokens += out.size

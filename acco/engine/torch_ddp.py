@@ -22,7 +22,8 @@ from .trace import COMM, TraceRecorder
 
 
 def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_norm: bool):
-    decay, skip = [], []
+    decay: list[torch.nn.Parameter] = []
+    skip: list[torch.nn.Parameter] = []
     for name, p in trainable_parameters(model):
         (decay if decay_bias_and_norm or not no_decay(name, p) else skip).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}]
@@ -184,7 +185,7 @@ class TorchDDPZero1:
             collective_done("all_gather", param_bytes, world, started)
             return out
 
-        self.opt.step = reported_step
+        self.opt.step = reported_step  # type: ignore[method-assign]  # wrapped: reports its all-gather
 
     def step(self) -> SyncResult:
         self.opt.zero_grad(set_to_none=False)

@@ -62,6 +62,13 @@ def read_manifest(out: str | os.PathLike) -> dict | None:
         return None
 
 
+def _manifest(out: str | os.PathLike) -> dict:
+    """The manifest of a folder found up to date (so it has one)."""
+    manifest = read_manifest(out)
+    assert manifest is not None, out
+    return manifest
+
+
 def _up_to_date(out: Path, seed: int, sizes: dict) -> bool:
     m = read_manifest(out)
     if not m:
@@ -105,11 +112,11 @@ def make_rehearsal_data(
     out = Path(out)
     if not force and _up_to_date(out, seed, sizes):
         log(f"rehearsal data up to date: {out}")
-        return read_manifest(out)
+        return _manifest(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(out.parent / f".{out.name}.lock"):
         if not force and _up_to_date(out, seed, sizes):  # built by another caller meanwhile
-            return read_manifest(out)
+            return _manifest(out)
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

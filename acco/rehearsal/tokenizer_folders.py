@@ -50,7 +50,7 @@ def save_gpt_neo_tokenizer(texts: Iterable[str], vocab_size: int, out: Path):
     vocab = {piece: i for i, piece in enumerate(sorted(vocab, key=vocab.__getitem__))}
     vocab[GPT_NEO_EOS] = len(vocab)  # GPT-2's <|endoftext|> is its last id
     merges = _merge_pairs(merges)
-    hf = GPT2Tokenizer(vocab=vocab, merges=merges)
+    hf = GPT2Tokenizer(vocab=vocab, merges=merges)  # type: ignore[arg-type]  # (a, b) pairs work; the stub says str
     hf.model_max_length = 2048
     hf.save_pretrained(str(out))
     # GPT-2's own vocabulary files, as in the hub folders (transformers 5 writes tokenizer.json only)

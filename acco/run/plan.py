@@ -180,8 +180,10 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
     packed = (cfg.get("data") or {}).get("kind") != "instruct"
     length = run_length(typed(cfg).train, sequence_length(cfg) if packed else 0)
     if length.budget is None:
+        assert length.steps is not None  # no budget: train.steps (validated)
         return int(length.steps)
     budget = length.budget_samples
+    assert budget is not None  # a budget is counted in samples too
     method = cfg["method"]["name"]
     warm = int(cfg["method"].get("warmup_steps") or 0) if method in ("dpu", "wp") else 0
     if method == "ddp":
@@ -226,7 +228,8 @@ def plan(cfg: dict) -> dict:
     local = (1, 1, 0)
     if method in ("diloco", "streaming_diloco"):  # the outer sync moves fp32 pseudo-gradients
         m = cm.sync_time(replace(work, grad_bytes=4), world, hw)
-        local = tuple(int(cfg["method"][k]) for k in ("sync_every", "fragments", "overlap_steps"))
+        spec = cfg["method"]
+        local = (int(spec["sync_every"]), int(spec["fragments"]), int(spec["overlap_steps"]))
     seq_samples = world * accum * mb  # per sequential step (ddp; dpu/wp warmup)
     sequential = method in ("ddp", "diloco", "streaming_diloco")  # every step exactly `accum` micro-batches
     per_round = world * accum if sequential else micro_batches_per_round(cfg, world, c_mb, m, slow)

@@ -204,6 +204,7 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
     step = cfg.train.steps
     if cfg.train.save_final_params:
         path = os.path.join(out_dir, "final_params.pt")
+        assert final is not None  # gathered for rank 0 when train.save_final_params is set
         with writing(path, "the final parameters", step, cfg, need=final.numel() * 4):
             atomic_write(path, lambda tmp: torch.save(final.cpu(), tmp))
     if cfg.train.save_model:
@@ -252,7 +253,7 @@ def _finish(
         mem["compute_busy_s"] = round(trainer.runner.busy_s, 4)
         # this rank's micro-batches in each round (adaptive mode: they vary per round and rank)
         mem["round_micro_batches"] = trainer.round_micro_batches()
-    per_rank = [mem]
+    per_rank: list[dict | None] = [mem]
     if status in ("completed", "preempted"):  # peers are alive: collect every rank's figures
         per_rank = [None] * env.world_size
         # on the long group: peers may wait here while rank 0 saves the model; once it returns,

@@ -77,6 +77,14 @@ def expand_nodelist(nodelist: str) -> list[str]:
     return hosts
 
 
+def _leading_count(text: str) -> str:
+    """Slurm's tasks per node, "4(x2)": the 4."""
+    match = re.match(r"\d+", text)
+    if match is None:
+        raise ValueError(f"no task count in {text!r}")
+    return match.group()
+
+
 def external_env(environ=None) -> DistEnv | None:
     """The distributed environment set up by torchrun or srun, or None when started by hand."""
     environ = os.environ if environ is None else environ
@@ -100,7 +108,7 @@ def external_env(environ=None) -> DistEnv | None:
             int(environ["SLURM_PROCID"]),
             int(tasks),
             int(environ.get("SLURM_LOCALID", 0)),
-            int(re.match(r"\d+", local_world).group()),
+            int(_leading_count(local_world)),
             environ.get("MASTER_ADDR", nodes[0]),
             int(environ.get("MASTER_PORT") or slurm_master_port(environ)),
             "slurm",

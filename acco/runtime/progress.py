@@ -102,6 +102,7 @@ class Progress:
                 self.bar.update(min(samples * self.per_sample, self.budget) - self.bar.n)
             return
         if self.budget is None:
+            assert self.steps is not None  # no budget: the run has a number of steps
             last = step == self.steps
             eta = wall_s / step * (self.steps - step)
             where = f"step {step}/{self.steps}"
@@ -205,7 +206,7 @@ def summary_scalars(summary: dict, prefix: str = "") -> dict:
     return out
 
 
-def make_logger(cfg: dict, out_dir: str) -> WandbLogger | None:
+def make_logger(cfg, out_dir: str) -> WandbLogger | None:
     name = (cfg.get("logger") or {}).get("name", "none")
     return WandbLogger(cfg, out_dir) if name == "wandb" else None
 

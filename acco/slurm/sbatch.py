@@ -16,6 +16,7 @@ import hashlib
 import os
 import re
 import shlex
+from collections.abc import Mapping
 
 from ..config.slurm_profile import job_env, sbatch_options, setup_lines
 from ..runtime.files import PREEMPTED_EXIT
@@ -24,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONF_DIR = os.path.join(ROOT, "conf")
 
 # a profile's keys the scripts read, with the values used when a profile leaves one out
-DEFAULT_PROFILE = {
+DEFAULT_PROFILE: dict[str, object] = {
     "partition": None,
     "account": None,
     "qos": None,
@@ -149,7 +150,7 @@ def sbatch_script(
     profile (a composed config's `launcher`; DEFAULT_PROFILE fills what it leaves out); `environ` (default
     os.environ) the environment whose variables are passed on (acco/config/slurm_profile.py job_env);
     `regenerate` the command that writes this script again."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     profile = {**DEFAULT_PROFILE, **(profile or {})}
     repo_root = os.path.abspath(repo_root)
     exp = cfg.get("experiment") or {}
@@ -205,7 +206,7 @@ def sbatch_script(
             directives.append((key, profile[key]))
     from ..run.plan import signal_delay
 
-    requeues = int(profile.get("max_requeues") if profile.get("max_requeues") is not None else 3)
+    requeues = int(profile["max_requeues"]) if profile.get("max_requeues") is not None else 3
     directives += [
         ("output", f"{logs}/{name}-%j.out"),
         ("error", f"{logs}/{name}-%j.err"),
@@ -220,7 +221,7 @@ def sbatch_script(
     ]
 
     lines += ["", "set -euo pipefail", f"cd {shell_quote(repo_root)}"]
-    lines += [f"export {var}={shell_quote(value)}" for var, value in job_env(profile, environ, repo_root)]
+    lines += [f"export {var}={shell_quote(value)}" for var, value in job_env(profile, env, repo_root)]
     setup = setup_lines(profile)
     if setup:  # launcher.setup; activation scripts often read unset variables
         lines += ["# launcher.setup", "set +u", *setup, "set -u"]

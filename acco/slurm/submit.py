@@ -143,6 +143,7 @@ class SlurmRun:
             dist_env.master_port = slurm_master_port()
         dist_env.export(set_cuda_visible_devices=False)
         env = external_env()
+        assert env is not None  # srun set SLURM_PROCID and the rest for this task
         env.source = "slurm"
         cfg = for_external_launcher(self.cfg)
         join(cfg, env)  # a link setting: in-process delays on the ranks

@@ -32,7 +32,8 @@ def check_source(source: dict | None, config_key: str) -> None:
 
 
 def check_tokenizer(spec: dict | None, config_key: str) -> None:
-    if (spec or {}).get("kind") == "pretrained":
+    spec = spec or {}
+    if spec.get("kind") == "pretrained":
         from ..data.tokenizer import load_pretrained_tokenizer
 
         load_pretrained_tokenizer(spec.get("path"), spec.get("hub_id"), config_key=config_key)

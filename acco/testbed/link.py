@@ -94,7 +94,7 @@ def check_link(cfg: dict, external_launcher: bool) -> None:
             )
 
 
-def summary(cfg: dict) -> dict:
+def summary(cfg) -> dict:
     """What summary.json records about the link this run used."""
     rate, delay, _ = link_values(cfg)
     runtime = (cfg.get("link") or {}).get("runtime") or {}

@@ -65,7 +65,7 @@ def probe(
     from ..runtime.launch import local_envs
     from .emulate import prepare
 
-    cfg = {"link": {"rate_mbit": rate_mbit, "delay_ms": delay_ms, "mode": mode}}
+    cfg: dict = {"link": {"rate_mbit": rate_mbit, "delay_ms": delay_ms, "mode": mode}}
     numel = (nbytes // 4) // world * world
     topo = None
     with tempfile.TemporaryDirectory() as out_dir:

@@ -129,31 +129,46 @@ class FlatBackend(Backend):
         )
         self.engine.may_extend = may_extend
 
+    @property
+    def live_engine(self) -> RoundEngine:
+        assert self.engine is not None, "the backend was used after release()"
+        return self.engine
+
+    @property
+    def live_syncer(self) -> Syncer:
+        assert self.syncer is not None, "the backend was used after release()"
+        return self.syncer
+
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
         if self.method == "ddp":
-            run_sequential(self.engine, until, on_step, start)
+            run_sequential(self.live_engine, until, on_step, start)
         elif self.method in ("dpu", "wp"):
             run_delayed(
-                self.engine, until, on_step, warmup_steps=self.warmup_steps, predict=self.method == "wp", start=start
+                self.live_engine,
+                until,
+                on_step,
+                warmup_steps=self.warmup_steps,
+                predict=self.method == "wp",
+                start=start,
             )
         else:
-            run_acco(self.engine, until, on_step, start)
+            run_acco(self.live_engine, until, on_step, start)
 
     def carry_votes(self, votes) -> None:
-        self.syncer.agreement.votes = votes
+        self.live_syncer.agreement.votes = votes
 
     def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
         # each rank sees only its shard of the synced gradient: the syncs' count all-reduce agreed on it
-        return self.syncer.take_agreed()
+        return self.live_syncer.take_agreed()
 
     def pending_grads_nonfinite(self) -> bool:
         return self.carries_gradients and not bool(torch.isfinite(self.flat.grads).all())
 
     def state_dicts(self) -> tuple[dict, dict]:
-        return {"params": self.flat.params}, {"engine": self.engine.state_dict(pending=self.carries_gradients)}
+        return {"params": self.flat.params}, {"engine": self.live_engine.state_dict(pending=self.carries_gradients)}
 
     def load_state_dicts(self, shared: dict, own: dict) -> None:
-        self.engine.load_state_dict(own["engine"], shared["params"].to(self.device))
+        self.live_engine.load_state_dict(own["engine"], shared["params"].to(self.device))
 
     def committed_vector(self) -> torch.Tensor:
         """θ_t in fp32, in host memory (the final parameters' path): gathered in chunks on the
@@ -166,7 +181,7 @@ class FlatBackend(Backend):
         """Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to
         the buffers' dtype, through the communication buffer (free at a step boundary)."""
         if vector is None:
-            self.engine.gather_committed(self.buffer)
+            self.live_engine.gather_committed(self.buffer)
             self.flat.params.copy_(self.buffer)
         else:
             self.flat.trainable().copy_(vector)
@@ -175,7 +190,7 @@ class FlatBackend(Backend):
     def committed_parameters(self):
         """θ_t rounded to the buffers' dtype: the masters are gathered into the communication
         buffer, free at a step boundary, and the parameters viewed from it (no model-sized copy)."""
-        self.engine.gather_committed(self.param_view)
+        self.live_engine.gather_committed(self.param_view)
         with self.flat.parameters_from(self.param_view):
             yield
 
@@ -204,7 +219,7 @@ class FlatBackend(Backend):
         }
 
     def round_micro_batches(self) -> list[int]:
-        return list(self.engine.rounds_micro_batches)
+        return list(self.live_engine.rounds_micro_batches)
 
     def close(self, wait: bool = True) -> None:
         self.comm.close(timeout=30 if wait else 1)

@@ -73,10 +73,15 @@ class TorchDDPBackend(Backend):
             sync = {"commit": comm + clock.optimizer_step_s}  # the AdamW step on this rank's ZeRO partition
             self.clock = VirtualClock(clock.micro_batch_costs(world_size), sync, rank)
 
+    @property
+    def live_ddp(self) -> TorchDDPZero1:
+        assert self.torch_ddp is not None, "the backend was used after release()"
+        return self.torch_ddp
+
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
         t = start
         while not until.done(t):
-            result = self.torch_ddp.step()
+            result = self.live_ddp.step()
             if self.clock is not None:  # a·c_r on each rank, then the sync once the slowest joins
                 self.clock.compute_all(self.accum)
                 self.clock.collective(self.clock.sync_cost("commit"))
@@ -84,27 +89,27 @@ class TorchDDPBackend(Backend):
             t += 1
 
     def carry_votes(self, votes) -> None:
-        self.torch_ddp.votes = votes
+        self.live_ddp.votes = votes
 
     def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
-        votes, self.torch_ddp.agreed_votes = tuple(self.torch_ddp.agreed_votes), []
+        votes, self.live_ddp.agreed_votes = tuple(self.live_ddp.agreed_votes), []
         # DDP all-reduced the gradient, so every rank gives the same answer
-        return not self.torch_ddp.grads_finite(), votes
+        return not self.live_ddp.grads_finite(), votes
 
     def state_dicts(self) -> tuple[dict, dict]:
         shared = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}}
-        own = {"torch_ddp": self.torch_ddp.state_dict()}
+        own = {"torch_ddp": self.live_ddp.state_dict()}
         if self.clock is not None:
             own["clock"] = self.clock.state_dict()
         return shared, own
 
     def load_state_dicts(self, shared: dict, own: dict) -> None:
-        self.torch_ddp.load_state_dict(own["torch_ddp"], shared["model"])
+        self.live_ddp.load_state_dict(own["torch_ddp"], shared["model"])
         if self.clock is not None:
             self.clock.load_state_dict(own["clock"])
 
     def committed_vector(self) -> torch.Tensor:
-        return self.torch_ddp.committed_vector()
+        return self.live_ddp.committed_vector()
 
     def load_committed_into_model(self, vector: torch.Tensor | None = None) -> None:
         return  # the model is the one DDP trains: it holds θ_t
@@ -114,9 +119,9 @@ class TorchDDPBackend(Backend):
         yield  # the model holds θ_t
 
     def memory_report(self) -> dict:
-        params = sum(p.numel() * p.element_size() for p in self.torch_ddp.params)
+        params = sum(p.numel() * p.element_size() for p in self.live_ddp.params)
         return {
-            "optimizer_state_bytes": self.torch_ddp.optimizer_state_bytes(),
+            "optimizer_state_bytes": self.live_ddp.optimizer_state_bytes(),
             "param_bytes": params,
             "grad_bytes": params,
             "comm_buffer_bytes": 0,
@@ -127,7 +132,7 @@ class TorchDDPBackend(Backend):
         gradient reaches them through autocast's cast, so its matrix products' gradients are bf16
         values), DDP's buckets reduce in the parameters' dtype unless the hook sends bf16, ZeRO's
         partitions are broadcast in fp32, and the parameters are the optimizer's master."""
-        params = dtype_name(self.torch_ddp.params[0].dtype)
+        params = dtype_name(self.live_ddp.params[0].dtype)
         return {
             "compute": dtype_name(self.compute_dtype),
             "parameters": params,
@@ -140,7 +145,7 @@ class TorchDDPBackend(Backend):
         }
 
     def round_micro_batches(self) -> list[int]:
-        return [self.accum] * self.torch_ddp.step_count
+        return [self.accum] * self.live_ddp.step_count
 
     def release(self) -> None:
         self.torch_ddp = self.runner = None

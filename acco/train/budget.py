@@ -79,7 +79,9 @@ def lr_schedule(cfg: DictConfig, world: int, samples_per_micro_batch: int, token
     length = run_length(cfg.train, tokens_per_sample)
     lr, schedule, warmup, min_ratio = optim.lr, optim.schedule, optim.warmup_steps, optim.min_lr_ratio
     if length.budget is None:
+        assert length.steps is not None  # no budget: train.steps ends the run (validated up front)
         return per_step(make_lr_schedule(lr, schedule, warmup, length.steps, min_ratio))
+    assert length.budget_samples is not None  # a budget is counted in samples too
     nominal = nominal_samples_per_step(cfg.method.name, world, cfg.train.accum, samples_per_micro_batch)
     shape = lr_shape(lr, schedule, max(0, warmup), length.budget_samples / nominal, min_ratio)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from omegaconf import DictConfig
@@ -97,7 +98,7 @@ class Reference:
                 loss.backward()
                 loss_sum += float(loss.detach())
                 count += 1
-        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).clone()
+        grad = torch.cat([cast(torch.Tensor, p.grad).reshape(-1) for p in self.params]).clone()
         self.load(saved)
         return grad, count, loss_sum
 
@@ -164,11 +165,14 @@ class Reference:
                 theta = self._commit(*self.gradients_at(theta))
                 t += 1
             if not done(t):
-                pending = self.gradients_at(theta)  # gradients at θ_W, with nothing to sync yet
+                pending: tuple[torch.Tensor, int, float] | None = self.gradients_at(
+                    theta
+                )  # at θ_W, nothing to sync yet
                 point = theta
                 while not done(t):
                     # while round t syncs `pending`, the compute side computes at `point`
                     fresh = self.gradients_at(point) if not known_last(t) else None
+                    assert pending is not None  # None only after the last round
                     theta = self._commit(*pending)
                     if method == "wp":  # predicted next parameters: a second step, same gradient
                         point = self.update(pending[0] / pending[1], tentative=True)
@@ -222,7 +226,7 @@ class Reference:
         def start(f: int, step: int) -> None:
             nonlocal flight
             a, b = bounds[f]
-            delta = sum(anchors[f].detach() - thetas[w][a:b] for w in range(world)) / world
+            delta = cast(torch.Tensor, sum(anchors[f].detach() - thetas[w][a:b] for w in range(world)) / world)
             saved = anchors[f].detach().clone()
             anchors[f].grad = delta
             outers[f].step()  # φ'_f; φ_f itself changes only when the sync lands
@@ -303,6 +307,7 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
         from .backend_local import local_schedule
 
         padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
+        assert length.steps is not None  # validated: a local method runs train.steps
         ref.run_local(length.steps, local_schedule(cfg.method), padded)
         return ref
     # warmup_steps: a setting of dpu and wp only (conf/method/)

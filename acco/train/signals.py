@@ -15,7 +15,7 @@ CHECKPOINT_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 class Preempted(Exception):
     """Raised on every rank after the checkpoint a signal asked for has been written."""
 
-    def __init__(self, step: int, signum: int, path: str):
+    def __init__(self, step: int, signum: int, path: str | None):
         super().__init__(f"{signal.Signals(signum).name} at step {step}; checkpoint {path}")
         self.step, self.signum, self.path = step, signum, path
 

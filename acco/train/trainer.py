@@ -11,6 +11,7 @@ import sys
 import time
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -85,7 +86,7 @@ class Trainer:
                     "train.activation_checkpointing=true needs a Hugging Face model "
                     "(activation_checkpointing_enable); set it to false for this task"
                 )
-            task.model.activation_checkpointing_enable({"use_reentrant": False})
+            cast(Any, task.model).activation_checkpointing_enable({"use_reentrant": False})
         self.samples = 0
         self.eval_s = 0.0
         self.last_eval: float | None = None
@@ -206,6 +207,7 @@ class Trainer:
         left. Far from the end it never binds; at the end it keeps the step that reaches the budget
         from overshooting it by more than the rounds' minimum micro-batches (a rank alone cannot see
         the others' counts before the sync adds them up, so the share is what it can bound)."""
+        assert self.length.budget_samples is not None  # only a budget run asks
         left = self.length.budget_samples - self.samples
         return (uncommitted + 1) * self.world_size * self.task.samples_per_micro_batch <= left
 
@@ -270,6 +272,7 @@ class Trainer:
                 "grad_norm": res.grad_norm,
             }
             self.metrics.write(row)
+            assert self.progress is not None  # rank 0 (it writes metrics) shows progress
             self.progress.update(t + 1, res.loss_mean, self.samples, wall, res.lr, res.micro_batches, eval_loss)
             if self.logger is not None:
                 self.logger.log(row)
