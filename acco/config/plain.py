@@ -1,7 +1,7 @@
 """Plain data of the run config's typed view (acco.config.schema.typed), where plain data is
 needed: a file, a hash, a pickle, or code that keeps to plain data (acco.data, Hugging Face
-configs, W&B). A module of its own, importing nothing of the package: the trainer and the
-checkpoint code use it, and the schema's module imports (through validate) the trainer."""
+configs, W&B). A module of its own, importing nothing of the package: every layer above config
+may use it (the trainer, the checkpoint code, the tasks, the models)."""
 
 from __future__ import annotations
 

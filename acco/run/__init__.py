@@ -1,2 +1,3 @@
-"""Starting and supervising a run: the entry point's work, the launchers, the per-rank main, the
-watchdog, the run folder's lock and files, progress."""
+"""A run from above its ranks: up-front validation (every layer's checks), the preflight (memory,
+data), the per-rank main (worker), supervision of the workers, the disk estimate, the dry-run plan.
+The front door that uses them is acco/start.py; what a running rank writes is acco/runtime/."""
