@@ -242,10 +242,12 @@ ORDINALS = {"min": 0, "2nd": 1, "max": -1}
 
 
 def identity(info: Mapping, config: Mapping) -> dict:
-    """A run's identity for the claims' selectors: analysis/load.py run_info plus its sample budget
-    and peak learning rate (fig10's ladder rungs, a rate chosen among several)."""
+    """A run's identity for the claims' selectors: analysis/load.py run_info plus its sample budget,
+    peak learning rate (fig10's ladder rungs, a rate chosen among several) and clock (real, or the
+    virtual clock of issue 31; a run from before the clock existed was real)."""
     train, optim = config.get("train") or {}, config.get("optim") or {}
-    return {**info, "samples": train.get("samples"), "lr": optim.get("lr")}
+    clock = (config.get("clock") or {}).get("mode") or "real"
+    return {**info, "samples": train.get("samples"), "lr": optim.get("lr"), "clock": clock}
 
 
 def _sort_key(v) -> tuple:
