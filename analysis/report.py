@@ -540,12 +540,16 @@ def sec_fig10(root, scale):
             for r in data
         ]
     )
-    ends = [r["final"].look.gap.mean_pct for r in data if r["final"].look is not None and r["final"].look.gap.n]
+    ends = [
+        (r["samples"], r["final"].look.gap.mean_pct)
+        for r in data
+        if r["final"].look is not None and r["final"].look.gap.n
+    ]
     if len(ends) > 1:
-        trend = "rises" if ends[-1] > ends[0] else "falls"
+        (x0, g0), (x1, g1) = ends[0], ends[-1]
         lines.append(
-            f"- The final gap {trend} with the budget, {ends[0]:+.1f} % → {ends[-1]:+.1f} % from "
-            f"{data[0]['samples']} to {data[-1]['samples']} samples (per rung above)."
+            f"- The final gap {'rises' if g1 > g0 else 'falls'} with the budget, {g0:+.1f} % → {g1:+.1f} % "
+            f"from {x0} to {x1} samples (per rung above)."
         )
     return lines + claim_lines(root, scale, "fig10")
 
