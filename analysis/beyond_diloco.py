@@ -186,6 +186,8 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
         base_step = {}
     base_step.update({variant(r): seconds_per_step(r) for r in short if link_of(r) == reference})
     links = {link_of(r) for r in short} - {reference}
+    if BASELINE not in base_step:
+        raise MissingRuns(f"no {EXP} {BASELINE} timing run on the reference link ({clock} clock)")
     if not links:
         raise MissingRuns(f"no {EXP} timing runs on a link (or layout) other than the dynamics runs'")
     layouts = {layout for _, layout in links | {reference}}
