@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.load import Run
+from analysis.load import Run, discover_runs
 from analysis.stats import (
     LOOKS,
     TESTS,
@@ -302,6 +302,7 @@ class Claim:
     tests: str = "size"  # what the paper claims: the gap's size (against the margin) or its sign
     looks: tuple[int, ...] = LOOKS  # the planned looks (stats.Design)
     versus: str = ""  # a second metric: the claim is on the per-seed gap difference (metric - versus)
+    scales: tuple[str, ...] = ()  # the scales whose runs test it (empty: every scale)
 
     @classmethod
     def from_config(cls, exp: str, raw: Mapping) -> Claim:
@@ -333,6 +334,7 @@ class Claim:
             tests=tests,
             looks=looks,
             versus=versus,
+            scales=tuple(str(s) for s in raw.get("scales") or ()),
         )
 
     @property
@@ -374,9 +376,22 @@ class Outcome:
         return self.verdict is self.claim.expect
 
 
-def claims_of(block: Mapping) -> list[Claim]:
-    """The claims of a composed experiment block (experiment_block(id, scale))."""
-    return [Claim.from_config(str(block.get("id")), raw) for raw in block.get("claims") or []]
+def claims_of(block: Mapping, scale: str) -> list[Claim]:
+    """The claims of a composed experiment block (experiment_block(id, scale)) that its runs at this
+    scale test (a claim's `scales`: the virtual clock's claims are the CPU scale's)."""
+    claims = [Claim.from_config(str(block.get("id")), raw) for raw in block.get("claims") or []]
+    return [c for c in claims if not c.scales or scale in c.scales]
+
+
+def claim_clock(claim: Claim) -> str:
+    """The clock whose runs the claim reads: its groups' `clock` (virtual for issue 31's claims), else
+    real, so that measured and modelled times never pair."""
+    return str(claim.a.get("clock") or claim.b.get("clock") or "real")
+
+
+def runs_for(claims: Iterable[Claim], root: str, exp: str, scale: str) -> dict[str, list[Run]]:
+    """The experiment's runs at this scale on each clock the claims read (claim_clock)."""
+    return {clock: discover_runs(root, exp, scale, clock=clock) for clock in {claim_clock(c) for c in claims}}
 
 
 def evaluate(claim: Claim, runs: list[Run]) -> Outcome:

@@ -24,7 +24,7 @@ import numpy as np
 
 from acco.bench.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from acco.config.experiments import experiment_block
-from analysis.claims import METRICS, Claim, by_seed, claims_of, evaluate, resolve, selected
+from analysis.claims import METRICS, Claim, by_seed, claim_clock, claims_of, evaluate, resolve, selected
 from analysis.load import Run, discover_runs
 from analysis.stats import PairedGap, paired_gap
 from analysis.tables import TARGET_COLUMN, target_column, time_to_loss, train_loss_frame
@@ -105,7 +105,7 @@ def groups(claim: Claim, runs: list[Run]) -> tuple[dict[int, Run], dict[int, Run
 
 
 def is_virtual(claim: Claim) -> bool:
-    return claim.a.get("clock") == "virtual" or claim.b.get("clock") == "virtual"
+    return claim_clock(claim) == "virtual"
 
 
 def _reading(gap: PairedGap | None) -> str:
@@ -303,7 +303,7 @@ def verdict_lines(root: str, scale: str, experiments=EXPERIMENTS) -> list[str]:
     rows = []
     for exp in experiments:
         block = experiment_block(exp, scale)
-        claims = claims_of(block) if block else []
+        claims = claims_of(block, scale) if block else []
         virtual = [c for c in claims if is_virtual(c)]
         if not virtual:
             continue

@@ -122,12 +122,13 @@ def claim_lines(root: str, scale: str, exp: str) -> list[str]:
     """One line per claim of the experiment (analysis/claims.py), by the rule at the top: the two
     means, the look the verdict was taken at with its interval, the sign and the size against the
     metric's margin (and how it was computed), the verdict against the paper's."""
-    from analysis.claims import METRICS, claims_of, evaluate
+    from analysis.claims import METRICS, claim_clock, claims_of, evaluate, runs_for
 
-    runs = discover_runs(root, exp, scale)
+    claims = claims_of(experiment_block(exp, scale), scale)
+    runs = runs_for(claims, root, exp, scale)
     out = []
-    for c in claims_of(experiment_block(exp, scale)):
-        o = evaluate(c, runs)
+    for c in claims:
+        o = evaluate(c, runs[claim_clock(c)])
         what = METRICS[c.metric].label + (f" minus the gap on the {METRICS[c.versus].label}" if c.versus else "")
         if o.verdict is None or o.look is None:
             out.append(f"- {c.name} ({what}): not run at this scale.")
@@ -709,15 +710,14 @@ SECTIONS = [
 
 def claims_section(root: str, scale: str) -> list[str]:
     """The first table: every claim the experiments list (analysis/claims.py), tested on this folder."""
-    from analysis.claims import METRICS, claims_of, evaluate
+    from analysis.claims import METRICS, claim_clock, claims_of, evaluate, runs_for
 
     rows = []
     for exp, *_ in SECTIONS:
-        block = experiment_block(exp, scale)
-        claims = claims_of(block)
-        runs = discover_runs(root, exp, scale) if claims else []
+        claims = claims_of(experiment_block(exp, scale), scale)
+        runs = runs_for(claims, root, exp, scale)
         for claim in claims:
-            o = evaluate(claim, runs)
+            o = evaluate(claim, runs[claim_clock(claim)])
             seen = "not run" if o.verdict is None else o.verdict.value
             look = o.look
             decided = look is not None and look.gap.n > 0

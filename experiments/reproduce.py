@@ -155,19 +155,18 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
     verdict is 'needs more seeds', every configured run of its groups A and B with the seeds up to
     its next planned look (seeds_wanted; paired: both groups get the same seeds), those not already
     there."""
-    from analysis.claims import claims_of, evaluate, resolve, seeds_wanted, selected
-    from analysis.load import discover_runs
+    from analysis.claims import claim_clock, claims_of, evaluate, resolve, runs_for, seeds_wanted, selected
 
     extra: dict[tuple, dict] = {}
     for exp in todo:
-        claims = claims_of(experiment_block(exp, scale))
+        claims = claims_of(experiment_block(exp, scale), scale)
         if not claims:
             continue
         planned = local_runs([exp], scale, base)
-        done = discover_runs(results, exp, scale)
+        done = runs_for(claims, results, exp, scale)
         infos = [r["info"] for r in planned]
         for claim in claims:
-            want = seeds_wanted(evaluate(claim, done))
+            want = seeds_wanted(evaluate(claim, done[claim_clock(claim)]))
             for side in (claim.a, claim.b) if want else ():
                 chosen_side = resolve(side, infos)
                 for r in planned:

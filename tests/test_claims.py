@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from acco.config.experiments import compose, expand_runs, experiment_block, scales_of
-from analysis.claims import METRICS, Claim, claims_of, evaluate, final_loss, identity, resolve, seeds_wanted
+from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, final_loss, identity, resolve, seeds_wanted
 from analysis.load import Run, run_info
 from analysis.stats import MIN_SEEDS, SEED_CAP, Sign, Size, Verdict
 
@@ -83,7 +83,7 @@ def test_every_figure_lists_claims_its_runs_can_test(exp):
     selects at least one of the runs the experiment configures."""
     for scale in scales_of(exp):
         block = experiment_block(exp, scale)
-        claims = claims_of(block)
+        claims = claims_of(block, scale)
         assert claims, f"{exp}/{scale} lists no claims"
         # one composition per run apart from its seed (seeds do not change which group a run is in)
         unseeded = {tuple(o for o in run if not o.startswith("seed=")) for run in expand_runs(block)}
@@ -95,6 +95,20 @@ def test_every_figure_lists_claims_its_runs_can_test(exp):
                 chosen = resolve(side, infos)
                 assert None not in chosen.values(), (exp, scale, c.name, side)
                 assert any(all(i.get(k) == v for k, v in chosen.items()) for i in infos), (exp, scale, c.name, side)
+
+
+def test_virtual_clock_claims_are_the_cpu_scales_and_read_virtual_runs():
+    """A claim on the virtual clock is tested at the CPU scale only (a GPU's runs time themselves) and
+    reads the virtual runs; the figure's other claims read the measured ones."""
+    cpu = claims_of(experiment_block("fig8", "cpu"), "cpu")
+    paper = claims_of(experiment_block("fig8", "paper"), "paper")
+    virtual = [c.name for c in cpu if claim_clock(c) == "virtual"]
+    assert virtual and all(claim_clock(c) == "real" for c in paper)
+    assert {c.name for c in paper} == {c.name for c in cpu} - set(virtual)
+    block = {"id": "x", "claims": [{"name": "n", "a": {}, "b": {}, "metric": "final_loss", "expect": "better"}]}
+    assert [c.scales for c in claims_of(block, "paper")] == [()]  # no scales: every scale
+    block["claims"][0]["scales"] = ["cpu"]
+    assert claims_of(block, "paper") == [] and len(claims_of(block, "cpu")) == 1
 
 
 def test_selectors_pick_by_rank_among_the_experiments_runs():

@@ -136,11 +136,17 @@ def test_fig9_fig10_fig4_and_tables():
         runs = {tuple(sorted(r)) for r in expand_runs(cfg["experiment"])}
         if scale == "paper":
             assert runs == {("method=ddp",), ("method=acco",)}
-        else:  # 5 paired seeds against the flat DDP (the baseline at its best)
-            seeds = range(5)
-            assert runs == {("method.impl=flat", "method=ddp", f"seed={s}") for s in seeds} | {
-                ("method=acco", f"seed={s}") for s in seeds
+        else:  # 5 paired seeds against the flat DDP (the baseline at its best), and 3 on the virtual clock
+            measured = {("method.impl=flat", "method=ddp"), ("method=acco",)}
+            assert {r for r in runs if not any(o.startswith("clock.") for o in r)} == {
+                tuple(sorted((*m, f"seed={s}"))) for m in measured for s in range(5)
             }
+            virtual = [dict(o.split("=", 1) for o in r) for r in runs if "clock.mode=virtual" in r]
+            assert sorted((v["method"], v["seed"]) for v in virtual) == sorted(
+                (m, str(s)) for m in ("acco", "ddp") for s in range(3)
+            )
+            # the slow rank is slow by the clock (no sleep), both methods over the same samples
+            assert {(v["clock.micro_batch_s"], v["train.samples"]) for v in virtual} == {("0.2", "4800")}
         # fig10: DPU with 1 vs 2 micro-batches per step, over the same samples (accum 1: 2x steps)
         runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"])]
         assert {c["train"]["accum"] for c in runs} == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}

@@ -277,6 +277,7 @@ class ClaimConfig:  # one claim of the paper, tested by analysis/claims.py
     tests: str = "size"  # what the paper claims: size (against the metric's margin) or sign (against 0)
     looks: list[int] | None = None  # the planned looks, numbers of paired seeds (None: analysis/stats.py LOOKS)
     versus: str | None = None  # a second metric: the claim is on the per-seed difference of the two gaps
+    scales: list[str] | None = None  # the scales whose runs test it (None: every scale the experiment has)
 
 
 @dataclass
