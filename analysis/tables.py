@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from acco.analytic.table1 import TABLE1_FORMULAS, TABLE1_NAMES  # the formulas live beside the cost model
 from acco.config.experiments import experiment_block, run_specs, scale_config
 from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
 
@@ -39,31 +40,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CONF_EXPERIMENTS = os.path.join(os.path.dirname(HERE), "conf", "experiment_info")  # id, title, paper
 GB = 1e9
 
-# method: (bytes per parameter as a function of K and N, formula, what is counted)
-TABLE1_FORMULAS = {
-    "ddp": (lambda K, N: 2 + 2 + K, "(2 + 2 + K)Ψ", "bf16 params + bf16 grads + full AdamW state"),
-    "zero1": (lambda K, N: 2 + 2 + K / N, "(2 + 2 + K/N)Ψ", "optimizer state sharded over N"),
-    "zero2": (lambda K, N: 2 + (2 + K) / N, "(2 + (2 + K)/N)Ψ", "optimizer state and grads sharded"),
-    "zero3": (lambda K, N: (2 + 2 + K) / N, "(2 + 2 + K)Ψ/N", "everything sharded"),
-    "diloco": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ", "unsharded inner AdamW + one fp32 outer vector"),
-    "slowmo": (lambda K, N: 2 + 2 + K + 4, "(2 + 2 + K + 4)Ψ", "unsharded inner AdamW + one fp32 outer vector"),
-    "co2": (lambda K, N: 2 + 2 + K + 8, "(2 + 2 + K + 8)Ψ", "unsharded inner AdamW + two fp32 outer vectors"),
-    "dpu": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
-    "wp": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
-    "acco": (lambda K, N: 2 + 2 + 2 + K / N, "(2 + 2 + 2 + K/N)Ψ", "ZeRO-1 + one bf16 buffer"),
-}
-TABLE1_NAMES = {
-    "ddp": "DDP",
-    "zero1": "ZeRO-1",
-    "zero2": "ZeRO-2",
-    "zero3": "ZeRO-3",
-    "diloco": "DiLoCo",
-    "slowmo": "SlowMo",
-    "co2": "CO2",
-    "dpu": "DPU",
-    "wp": "WP",
-    "acco": "ACCO",
-}
 # what a measured run of each of our methods corresponds to in Table 1
 MEASURED_AS = {
     "ddp": "zero1",

@@ -7,34 +7,10 @@ overlap, and the overlap efficiency (t_comp + t_comm - t_span) / min(t_comp, t_c
 
 import sys
 
-from acco.engine.trace import load_spans, overlap_us
+from acco.engine.trace import summarize_overlap
 
-
-def summarize(path: str) -> list[dict]:
-    spans = load_spans(path)
-    rows = []
-    for rank in sorted({e["pid"] for e in spans}):
-        comp = [e for e in spans if e["pid"] == rank and e.get("cat") == "compute"]
-        comm = [
-            e
-            for e in spans
-            if e["pid"] == rank
-            and e.get("cat") == "communication"
-            and e["name"].startswith(("sync", "bwd + all_reduce"))
-        ]  # whole syncs, not stages
-        t_comp = overlap_us(comp, comp) / 1e6
-        t_comm = overlap_us(comm, comm) / 1e6
-        both = overlap_us(comp, comm) / 1e6
-        rows.append(
-            {
-                "rank": rank,
-                "compute_s": t_comp,
-                "comm_s": t_comm,
-                "overlap_s": both,
-                "overlap_efficiency": both / min(t_comp, t_comm) if min(t_comp, t_comm) > 0 else 0.0,
-            }
-        )
-    return rows
+# the summary itself lives in acco/engine/trace.py (acco/bench reads it too, and acco never imports analysis)
+summarize = summarize_overlap
 
 
 if __name__ == "__main__":

@@ -8,8 +8,7 @@ import json
 import os
 import statistics
 
-from acco.engine.trace import load_spans
-from analysis.trace_summary import summarize
+from acco.engine.trace import load_spans, summarize_overlap
 
 
 def _median(xs):
@@ -60,7 +59,7 @@ def trace_times(trace_path: str, accum: int) -> dict:
     for e in spans:
         if e.get("cat") == "communication" and e["name"] in ("reduce_scatter", "all_gather", "all_reduce counts"):
             by_name.setdefault(e["name"], []).append(e["dur"] / 1e6)
-    rows = summarize(trace_path)
+    rows = summarize_overlap(trace_path)
     eff = [r["overlap_efficiency"] for r in rows if min(r["compute_s"], r["comm_s"]) > 0]
     mb = _median(micro)
     return {

@@ -9,7 +9,7 @@ import platform
 import pandas as pd
 
 from acco.analytic import costmodel as cm
-from analysis.tables import TABLE1_FORMULAS
+from acco.analytic.table1 import TABLE1_FORMULAS
 
 from . import model_fit, targets
 

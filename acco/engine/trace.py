@@ -255,6 +255,36 @@ def overlap_us(spans_a: list[dict], spans_b: list[dict]) -> float:
     return interval_overlap(intervals(spans_a), intervals(spans_b))
 
 
+def summarize_overlap(path: str) -> list[dict]:
+    """Per rank of a trace.json: busy seconds of the compute lane and of the communication lane
+    (whole syncs, not their stages), the seconds both run, and the overlap efficiency
+    (t_comp + t_comm - t_span) / min(t_comp, t_comm) = overlapped / min(t_comp, t_comm)."""
+    spans = load_spans(path)
+    rows = []
+    for rank in sorted({e["pid"] for e in spans}):
+        comp = [e for e in spans if e["pid"] == rank and e.get("cat") == "compute"]
+        comm = [
+            e
+            for e in spans
+            if e["pid"] == rank
+            and e.get("cat") == "communication"
+            and e["name"].startswith(("sync", "bwd + all_reduce"))
+        ]  # whole syncs, not stages
+        t_comp = overlap_us(comp, comp) / 1e6
+        t_comm = overlap_us(comm, comm) / 1e6
+        both = overlap_us(comp, comm) / 1e6
+        rows.append(
+            {
+                "rank": rank,
+                "compute_s": t_comp,
+                "comm_s": t_comm,
+                "overlap_s": both,
+                "overlap_efficiency": both / min(t_comp, t_comm) if min(t_comp, t_comm) > 0 else 0.0,
+            }
+        )
+    return rows
+
+
 def interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     """Total length of the intersection of the union of intervals `a` with the union of `b`."""
 

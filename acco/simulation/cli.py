@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+from collections.abc import Callable, Iterable, Mapping
 
 from .models import MODELS
 from .stragglers import parse as parse_stragglers
@@ -135,25 +136,24 @@ def table(rows: list[dict]) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines)
 
 
-def main(argv=None) -> int:
+def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterable[str]]] | None = None) -> int:
+    """The command line. `writers` ("figures", "validation": the namespace -> the paths written)
+    serve --figures and --validation; acco never imports analysis/, so the entry script passes them."""
+    writers = writers or {}
     try:
         a = parse_args(sys.argv[1:] if argv is None else argv)
         check(a)
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if a.figures:
-        from analysis.simulation import write_figures
-
-        for path in write_figures(a.figures):
-            print(path)
-        return 0
-    if a.validation:
-        from analysis.sim_validation import write_validation
-
-        for path in write_validation(a.results, a.validation):
-            print(path)
-        return 0
+    for name in ("figures", "validation"):  # written by analysis/, which experiments/simulate.py passes in
+        if getattr(a, name):
+            if name not in writers:
+                print(f"error: --{name} is written by experiments/simulate.py (analysis/), not here", file=sys.stderr)
+                return 2
+            for path in writers[name](a):
+                print(path)
+            return 0
     sc = build(a)
     rows = run([sc], a.methods.split(","))
     print(

@@ -8,7 +8,7 @@ step. Every method of one scenario sees the same straggler draws (common random 
 differences are not sampling noise of the draws.
 
 Speed-ups are samples/s over DDP's. Memory per GPU is the model state of Table 1's formulas
-(analysis/tables.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
+(acco/analytic/table1.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
 below the GPU's memory.
 """
 
@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from acco.analytic.table1 import TABLE1_FORMULAS
 
 from . import schedules
 from .models import ModelSpec, model
@@ -33,7 +35,7 @@ LABELS = {
     "diloco": "DiLoCo",
     "streaming_diloco": "Streaming DiLoCo",
 }
-TABLE1_KEY = {  # analysis/tables.py TABLE1_FORMULAS's row for each method
+TABLE1_KEY = {  # acco/analytic/table1.py TABLE1_FORMULAS's row for each method
     "ddp": "zero1",
     "dpu": "dpu",
     "wp": "wp",
@@ -70,8 +72,6 @@ def scenario(model_name: str, topo: Topology, **kw) -> Scenario:
 
 
 def memory_gb(method: str, params: float, workers: int) -> float:
-    from analysis.tables import TABLE1_FORMULAS  # pandas and configs: imported only when asked
-
     return TABLE1_FORMULAS[TABLE1_KEY[method]][0](12, workers) * params / 1e9
 
 

@@ -14,7 +14,7 @@ B_inter is the node's usable network bandwidth (what nccl-tests reports as bus b
 line rate), α the per-step latency: both are inputs.
 
 A sync (README "The rounds, drawn") = reduce-scatter of the gradients + the sharded optimizer step
-+ all-gather of the parameters. Bytes per parameter follow Table 1 (analysis/tables.py
++ all-gather of the parameters. Bytes per parameter follow Table 1 (acco/analytic/table1.py
 TABLE1_FORMULAS): bf16 gradients and parameters, 2 bytes each (`grad_bytes=4` for fp32 gradients,
 as the paper-scale figures' train.grad_dtype=fp32 and PyTorch's DDP send); the local methods send
 the fp32 pseudo-gradient and gather fp32 φ (4 bytes each). By default the DDP baseline syncs one
