@@ -16,7 +16,17 @@ import pytest
 import yaml
 
 from acco.config.experiments import compose, expand_runs, experiment_block, scales_of
-from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, final_loss, identity, resolve, seeds_wanted
+from analysis.claims import (
+    METRICS,
+    Claim,
+    claim_clock,
+    claims_of,
+    evaluate,
+    final_loss,
+    identity,
+    resolve,
+    seeds_wanted,
+)
 from analysis.load import Run, run_info
 from analysis.stats import MIN_SEEDS, SEED_CAP, Sign, Size, Verdict
 
