@@ -16,7 +16,7 @@ builds one Overlapped and calls step() alike.
 
 It is the suite's own machinery, not a copy: the backends of acco/train/backend_flat.py (ddp on the
 flat engine, dpu, wp, acco), backend_local.py (diloco, streaming_diloco) and backend_torch_ddp.py
-(ddp with impl="torch"), built by build_backend (the trainer's choice of backend, in one place) and
+(ddp with impl="torch"), built by acco/train/build.py build_backend (the Trainer builds its own there) and
 run one committed step at a time through the schedules of acco/engine/rounds.py and
 local_rounds.py; precision, gradient
 dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
@@ -40,18 +40,16 @@ from torch import nn
 
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
-from .engine.schedule import SCHEDULES, LrAt, make_lr_schedule, per_step
+from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
 from .engine.sync import SyncResult
 from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
-from .engine.virtual_clock import ClockSettings
 from .runtime.launch import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
-from .train.backend import Backend
-from .train.backend_flat import FLAT_METHODS, FlatBackend
-from .train.backend_local import LOCAL_METHODS, LocalBackend, local_schedule
-from .train.backend_torch_ddp import TorchDDPBackend
+from .train.backend_flat import FLAT_METHODS
+from .train.backend_local import LOCAL_METHODS, local_schedule
+from .train.build import build_backend
 from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 
@@ -210,95 +208,6 @@ def _check_optimizer(opt: dict) -> None:
             raise ValueError(f"optimizer {key} must be a number >= 0, got {opt[key]!r}")
     if opt["schedule"] not in SCHEDULES:
         raise ValueError(f"optimizer schedule must be one of {', '.join(SCHEDULES)}, got {opt['schedule']!r}")
-
-
-def build_backend(
-    task: Task,
-    method: str,
-    options: dict,
-    optim: dict,
-    *,
-    rank: int,
-    world_size: int,
-    device: torch.device,
-    accum: int,
-    lr_at: LrAt,
-    compute_dtype: torch.dtype,
-    grad_dtype: torch.dtype,
-    deterministic: bool,
-    tracer: TraceRecorder,
-    comm_group,
-    step_group=None,
-    max_accum_factor: int = 64,
-    slowdown: float = 1.0,
-    may_extend: Callable[[int], bool] | None = None,
-    clock: ClockSettings | None = None,
-) -> Backend:
-    """The backend that runs `method`'s schedule (acco.Overlapped's, and the one the suite's Trainer
-    would build through it: see the report of issue 35): PyTorch's DDP + ZeRO-1 (ddp with
-    options["impl"] "torch", the suite's default, and options["comm_hook"]), the local methods'
-    (diloco, streaming_diloco: options are conf/method's sync_every ... outer_momentum; `step_group`
-    a host group for the inner steps' counts) or the flat engine's (ddp with impl "flat", dpu, wp:
-    options["warmup_steps"], acco). `optim`: conf/config.yaml's optim keys; `clock`: clock.mode=virtual."""
-    if deterministic and device.type == "cuda":
-        # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
-        # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
-    if method == "ddp" and options.get("impl", "torch") == "torch":
-        hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
-        return TorchDDPBackend(
-            task,
-            optim,
-            accum,
-            lr_at,
-            slowdown,
-            device,
-            compute_dtype,
-            tracer,
-            comm_group,
-            hook,
-            clock=clock,
-            rank=rank,
-            world_size=world_size,
-        )
-    if method in LOCAL_METHODS:
-        return LocalBackend(
-            task,
-            local_schedule(options),
-            optim,
-            rank,
-            world_size,
-            device,
-            accum,
-            lr_at,
-            slowdown,
-            compute_dtype,
-            tracer,
-            comm_group=comm_group,
-            step_group=step_group,
-            clock=clock,
-        )
-    return FlatBackend(
-        task,
-        method,
-        int(options.get("warmup_steps", 0)),
-        optim,
-        rank,
-        world_size,
-        device,
-        accum,
-        lr_at,
-        slowdown,
-        compute_dtype,
-        adaptive=not deterministic,
-        max_accum_factor=max_accum_factor,
-        tracer=tracer,
-        comm_group=comm_group,
-        may_extend=may_extend,
-        grad_dtype=grad_dtype,
-        clock=clock,
-    )
 
 
 class Overlapped:

@@ -6,7 +6,6 @@ and checkpoints."""
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from contextlib import contextmanager, nullcontext
@@ -31,10 +30,9 @@ from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
 from . import checkpoint
 from .backend import Backend
-from .backend_flat import FlatBackend
-from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
-from .backend_torch_ddp import TorchDDPBackend
+from .backend_local import LOCAL_METHODS
 from .budget import lr_schedule, run_length
+from .build import build_backend
 from .faults import inject_fault, nan_injecting
 from .precision import compute_dtype, grad_dtype, parameters_in
 from .signals import Preempted, SignalLatch
@@ -132,69 +130,31 @@ class Trainer:
         # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
         # sequential reference of make gpu-check's race check, acco/engine/comm_worker.py)
         comm_worker.configure(cfg.dist.get("comm_thread", True))
-        if train.deterministic and device.type == "cuda":
-            # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed
-            # workspace, read at its first call: none has run yet), so make gpu-check can compare
-            # runs bit for bit
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
-        if self.method == "ddp" and method.get("impl", "torch") == "torch":
-            hook = method.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
-            self.backend = TorchDDPBackend(
-                task,
-                optim,
-                self.accum,
-                self.lr_at,
-                slowdown,
-                device,
-                self.compute_dtype,
-                tracer,
-                group,
-                hook,
-                clock=clock,
-                rank=rank,
-                world_size=world_size,
-            )
-        elif self.method in LOCAL_METHODS:
-            # the inner steps' counts are agreed on this thread's group: never behind a fragment's
-            # sync on the communication thread's
-            self.backend = LocalBackend(
-                task,
-                local_schedule(method),
-                optim,
-                rank,
-                world_size,
-                device,
-                self.accum,
-                self.lr_at,
-                slowdown,
-                self.compute_dtype,
-                tracer,
-                comm_group=group,
-                step_group=self.control_group,
-                clock=clock,
-            )
-        else:
-            self.backend = FlatBackend(
-                task,
-                self.method,
-                int(method.get("warmup_steps", 0)),
-                optim,
-                rank,
-                world_size,
-                device,
-                self.accum,
-                self.lr_at,
-                slowdown,
-                self.compute_dtype,
-                adaptive=not train.deterministic,
-                max_accum_factor=train.max_accum_factor,
-                tracer=tracer,
-                comm_group=group,
-                may_extend=self.budget_allows_more if self.length.budget is not None else None,
-                grad_dtype=grad_dtype(train, device),
-                clock=clock,
-            )
+        # PyTorch's DDP (ddp, method.impl=torch), the local methods' or the flat engine's, as
+        # acco.Overlapped builds it (acco/train/build.py). Deterministic on CUDA: torch's
+        # deterministic kernels. The local methods agree on the inner steps' counts on this
+        # thread's group: never behind a fragment's sync on the communication thread's
+        self.backend = build_backend(
+            task,
+            self.method,
+            method,
+            optim,
+            rank=rank,
+            world_size=world_size,
+            device=device,
+            accum=self.accum,
+            lr_at=self.lr_at,
+            compute_dtype=self.compute_dtype,
+            grad_dtype=grad_dtype(train, device),
+            deterministic=train.deterministic,
+            tracer=tracer,
+            comm_group=group,
+            step_group=self.control_group,
+            max_accum_factor=train.max_accum_factor,
+            slowdown=slowdown,
+            may_extend=self.budget_allows_more if self.length.budget is not None else None,
+            clock=clock,
+        )
 
     @property
     def runner(self):

@@ -1,0 +1,110 @@
+"""The backend that runs a method's schedule, chosen in one place: the suite's Trainer
+(acco/train/trainer.py) and acco.Overlapped (acco/api.py) both build theirs here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from ..engine.schedule import LrAt
+from ..engine.trace import TraceRecorder
+from ..engine.virtual_clock import ClockSettings
+from ..tasks import Task
+from .backend import Backend
+from .backend_flat import FlatBackend
+from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
+from .backend_torch_ddp import TorchDDPBackend
+
+
+def build_backend(
+    task: Task,
+    method: str,
+    options: Mapping[str, Any],
+    optim: dict,
+    *,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    accum: int,
+    lr_at: LrAt,
+    compute_dtype: torch.dtype,
+    grad_dtype: torch.dtype,
+    deterministic: bool,
+    tracer: TraceRecorder,
+    comm_group,
+    step_group=None,
+    max_accum_factor: int = 64,
+    slowdown: float = 1.0,
+    may_extend: Callable[[int], bool] | None = None,
+    clock: ClockSettings | None = None,
+) -> Backend:
+    """The backend that runs `method`'s schedule (acco.Overlapped's and the suite's Trainer's):
+    PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
+    options["comm_hook"]), the local methods' (diloco, streaming_diloco: options are conf/method's
+    sync_every ... outer_momentum; `step_group` a host group for the inner steps' counts) or the
+    flat engine's (ddp with impl "flat", dpu, wp: options["warmup_steps"], acco). `options`: the
+    method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `optim`:
+    conf/config.yaml's optim keys as plain values; `clock`: clock.mode=virtual, else None;
+    `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
+    if deterministic and device.type == "cuda":
+        # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
+        # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
+    if method == "ddp" and options.get("impl", "torch") == "torch":
+        hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
+        return TorchDDPBackend(
+            task,
+            optim,
+            accum,
+            lr_at,
+            slowdown,
+            device,
+            compute_dtype,
+            tracer,
+            comm_group,
+            hook,
+            clock=clock,
+            rank=rank,
+            world_size=world_size,
+        )
+    if method in LOCAL_METHODS:
+        return LocalBackend(
+            task,
+            local_schedule(options),
+            optim,
+            rank,
+            world_size,
+            device,
+            accum,
+            lr_at,
+            slowdown,
+            compute_dtype,
+            tracer,
+            comm_group=comm_group,
+            step_group=step_group,
+            clock=clock,
+        )
+    return FlatBackend(
+        task,
+        method,
+        int(options.get("warmup_steps", 0)),
+        optim,
+        rank,
+        world_size,
+        device,
+        accum,
+        lr_at,
+        slowdown,
+        compute_dtype,
+        adaptive=not deterministic,
+        max_accum_factor=max_accum_factor,
+        tracer=tracer,
+        comm_group=comm_group,
+        may_extend=may_extend,
+        grad_dtype=grad_dtype,
+        clock=clock,
+    )
