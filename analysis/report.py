@@ -879,6 +879,16 @@ def build_report(root: str, scale: str = "cpu") -> str:
             where = experiment_dir(root, scale, exp)
             out += [f"Not reproduced here: no usable runs under `{where}` ({type(exc).__name__}: {exc})."]
         out.append("")
+    # modelled time, kept apart from the measured sections above: the virtual clock's readings of the
+    # wall-clock claims (issue 31), and the schedules simulated past this machine (issue 34)
+    from analysis.clock_report import clock_section
+    from analysis.simulation import simulation_section
+
+    clock = clock_section(root, scale)
+    if clock:
+        out += [clock, ""]
+    if scale != "rehearsal" and os.path.isdir(os.path.join(root, "sim")):
+        out += [simulation_section(root), ""]
     return "\n".join(out)
 
 

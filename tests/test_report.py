@@ -164,6 +164,7 @@ def test_make_figures_regenerates_the_committed_cpu_reproduction(tmp_path):
     assert os.path.isdir(COMMITTED), "results/cpu (the committed CPU-scale reproduction) is missing"
     dst = tmp_path / "results"
     shutil.copytree(COMMITTED, dst / "cpu", ignore=shutil.ignore_patterns("figures", "tables", "REPORT.md"))
+    shutil.copytree(os.path.join(os.path.dirname(COMMITTED), "sim"), dst / "sim")  # the simulator's section
     proc = subprocess.run(
         [
             sys.executable,
