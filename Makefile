@@ -11,6 +11,7 @@ METHOD  ?= acco
 SCALE   ?= cpu
 
 .PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
+	simulate calibrate-clock \
 	rehearse rehearsal-data gpu-check wheels
 .DEFAULT_GOAL := help
 
@@ -120,6 +121,19 @@ sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=
 BENCH_ARGS ?=
 bench: $(STAMP) ## Every method on an emulated slow link -> results/bench/
 	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)
+
+# The virtual clock's costs on this machine (experiments/calibrate_clock.py: one sequential run per
+# wall-clock figure's link, every micro-batch and sync from its trace) and its validation against
+# real delay-link runs -> results/cpu/clock/ (README: "Measured and modelled time").
+calibrate-clock: $(STAMP) ## The virtual clock's costs and its validation against real runs -> results/cpu/clock/
+	$(PYTHON) experiments/calibrate_clock.py --out results/cpu/clock/calibration.json
+	$(PYTHON) experiments/calibrate_clock.py --out results/cpu/clock/calibration.json --validate 100,25 --reps 3
+
+# The schedules simulated past this machine (8-1024 GPUs; modelled time only, no loss) and their
+# validation against the CPU testbed -> results/sim/ (README: "At cluster scale (modelled)").
+simulate: $(STAMP) ## The methods' schedules simulated at 8-1024 GPUs: figures and validation -> results/sim/
+	$(PYTHON) experiments/simulate.py --figures results/sim
+	$(PYTHON) experiments/simulate.py --validation results/sim
 
 # Everything CUDA-specific in at most 8 minutes on one H200 (experiments/gpu_check.py: a plan of
 # parts with their budgets: data caches, every method against the reference, bitwise race checks,
