@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -192,9 +193,10 @@ def setting(runs: list[Run]) -> str:
     cfg = r.config
     model = (cfg.get("model") or {}).get("name")
     data = (cfg.get("data") or {}).get("name")
-    world = sorted({x.info.get("world_size") for x in runs})
-    seeds = sorted({x.info.get("seed") for x in runs})
-    steps = sorted({x.info.get("steps") for x in runs})
+    world_set: set[Any] = {x.info.get("world_size") for x in runs}
+    seed_set: set[Any] = {x.info.get("seed") for x in runs}
+    step_set: set[Any] = {x.info.get("steps") for x in runs}
+    world, seeds, steps = sorted(world_set), sorted(seed_set), sorted(step_set)
     lrs = sorted({peak_lr(x) for x in runs})
     return (
         f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, "
@@ -328,12 +330,12 @@ def lr_choice_lines(root: str, scale: str, exp: str, runs: list[Run]) -> list[st
     listed = ", ".join(f"{lr:g}: {m:.4f} (n = {n})" for lr, (m, n) in means.items())
     pick = "the rule's pick" if used == [best] else "**not the rule's pick**"
     # the same DDP run composed by both experiments: deterministic rounds give the same losses
-    sweep = {
+    sweep: dict[Any, float] = {
         r.info.get("seed"): final_loss(r)
         for r in discover_runs(root, choice["from"], scale)
         if r.method == "ddp" and peak_lr(r) == best
     }
-    own = {r.info.get("seed"): final_loss(r) for r in runs if r.method == "ddp"}
+    own: dict[Any, float] = {r.info.get("seed"): final_loss(r) for r in runs if r.method == "ddp"}
     both = sorted(set(sweep) & set(own))
     same = all(sweep[s] == own[s] for s in both)
     rerun = (
@@ -735,10 +737,10 @@ def claims_section(root: str, scale: str) -> list[str]:
                     "look": "–" if look is None else look.describe_look(),
                     "A vs B, paired (interval at the look)": "–"
                     if not decided
-                    else f"{look.gap.describe()} at {look.gap.confidence:.1%}",
-                    "sign": "–" if not decided else look.sign.value,
+                    else f"{cast(Look, look).gap.describe()} at {cast(Look, look).gap.confidence:.1%}",
+                    "sign": "–" if not decided else cast(Look, look).sign.value,
                     "margin m": "–" if margin != margin else f"±{margin:.2f} %",
-                    "size": "–" if not decided or margin != margin else size_text(look),
+                    "size": "–" if not decided or margin != margin else size_text(cast(Look, look)),
                     "expected": claim.expect.value,
                     "verdict": f"**{seen}**",
                     "reproduced": {True: "yes", False: "**no**", None: "not yet"}[o.reproduced],
@@ -782,7 +784,7 @@ def measured_comm_ratio(ddp_run: Run, acco_accum: int) -> float:
     if (ddp_run.config.get("method") or {}).get("impl") != "flat":
         return float("nan")
     t = ddp_run.span_times()
-    comm = [t.get("t_reduce_scatter_s"), t.get("t_all_gather_s")]
+    comm: list[Any] = [t.get("t_reduce_scatter_s"), t.get("t_all_gather_s")]
     if None in comm or not t.get("t_micro_batch_s"):
         return float("nan")
     return float(sum(comm)) / (float(t["t_micro_batch_s"]) * acco_accum)
