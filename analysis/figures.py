@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 import matplotlib
 
@@ -56,6 +57,15 @@ def save_figure(fig, directory: str, name: str) -> list[str]:
     return paths
 
 
+def _saved_paths(fig: Any) -> list[str]:
+    """The paths `save_figure` wrote for `fig` (an attribute matplotlib's Figure does not declare)."""
+    return fig.saved_paths
+
+
+def _set_saved_paths(fig: Any, paths: list[str]) -> None:
+    fig.saved_paths = paths
+
+
 def _finish(fig, root, exp, scale, save, name=None):
     fig.saved_paths = []
     if save:
@@ -94,7 +104,7 @@ def _plot_group(
     x: str,
     y: str,
     label: str,
-    color: str,
+    color: str | tuple[float, float, float, float],
     scale_x: float = 1.0,
     smooth: int | None = None,
     marker: str | None = None,
@@ -171,7 +181,7 @@ def _plot_curves(
         for i, key in enumerate(keys):
             dk = dm if key is None else dm[dm[by] == key]
             label = _group_label(method, None if key is None else f"{by}={_fmt(key)}")
-            color = COLORS.get(method, "k")
+            color: str | tuple[float, float, float, float] = COLORS.get(method, "k")
             if len(keys) > 1:  # shades of the method's colour
                 color = plt.get_cmap({"dpu": "Greens", "wp": "Oranges", "acco": "Reds"}.get(method, "Blues"))(
                     0.45 + 0.5 * i / max(1, len(keys) - 1)
@@ -451,6 +461,7 @@ def fig4_data(root: str, scale: str = "cpu") -> pd.DataFrame:
     runs = flat or runs  # the sequential flat sync keeps compute and communication spans apart
     rows = []
     for run in runs:
+        assert run.trace_path  # the runs above have one
         try:
             t = step_times(run.trace_path)
         except (MissingRuns, OSError, ValueError, KeyError):
@@ -491,7 +502,7 @@ def fig4(root: str, scale: str = "cpu", save: bool = True):
     if save:
         path = os.path.join(figures_dir(root, "fig4", scale), "fig4.csv")
         data.to_csv(path, index=False)
-        fig.saved_paths.append(path)
+        _saved_paths(fig).append(path)
     return fig
 
 
@@ -580,7 +591,7 @@ def timeline(
         eff_text = ""
     ax.set_title((title or os.path.basename(os.path.dirname(os.path.abspath(trace_path)))) + eff_text, fontsize=10)
     fig.tight_layout()
-    fig.saved_paths = []
+    _set_saved_paths(fig, [])
     if out_path:
         save_figure(fig, os.path.dirname(out_path) or ".", os.path.basename(out_path))
     return fig

@@ -187,7 +187,7 @@ def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFram
         as_row = MEASURED_AS.get(s["method"])
         buffers = 1 if as_row in ("dpu", "wp", "acco") else 0
         formula = (b * (2 + buffers) + K / n) * params  # params, grads, [buffer] at b bytes; K/N state
-        name = TABLE1_NAMES.get(as_row, "?")
+        name = TABLE1_NAMES.get(as_row, "?") if as_row is not None else "?"
         if as_row == "diloco":  # ours also holds a buffer, the outer momentum's shards, one fragment's staging
             fragments = int(((run.config.get("method") or {}).get("fragments")) or 1)
             formula = (3 * b + K + 4 + 4 / n + 4 / fragments) * params
