@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import torch
 import yaml
+from omegaconf import DictConfig, read_write
 
 from .config.experiments import experiment_dir, run_name, with_out_dir
-from .config.plain import plain
 from .config.schema import DEFAULT_TASK, check_config, typed
 from .config.validate import ConfigError, out_dir_problem
 from .run.preflight import data_problem, memory_problem
@@ -50,7 +50,7 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-def dependency_out_dir(spec: dict, results_root: str) -> str:
+def dependency_out_dir(spec: dict | DictConfig, results_root: str) -> str:
     overrides = list(spec.get("overrides") or [])
     method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
     return os.path.join(
@@ -59,16 +59,16 @@ def dependency_out_dir(spec: dict, results_root: str) -> str:
     )
 
 
-def ensure_pretrained(cfg: dict, external: bool) -> None:
+def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None) -> None:
     """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
     CPU-scale pretraining of Fig. 7) gets that run's saved model; the run is trained first if its
     results are not there yet. Sets model.pretrained_path in `cfg` (the plain config the run is
-    started with)."""
-    view = typed(cfg)
+    started with) and in `view`, typed(cfg) if made already (made here otherwise)."""
+    view = typed(cfg) if view is None else view
     spec = view.model.pretrained_from
     if view.model.pretrained_path or spec is None:
         return
-    dep_dir = dependency_out_dir(plain(spec), view.results_root)
+    dep_dir = dependency_out_dir(spec, view.results_root)
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
@@ -109,6 +109,8 @@ def ensure_pretrained(cfg: dict, external: bool) -> None:
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
             sys.exit(1)
     cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
+    with read_write(view.model):  # the same setting in the one view, not a second conversion
+        view.model.pretrained_path = cfg["model"]["pretrained_path"]
 
 
 class Resubmission(NamedTuple):
@@ -177,6 +179,13 @@ def submit_to_slurm(cfg: dict, world: int) -> int:
 
 def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     """Validate a finalized config, make sure what it needs exists; exit 2 on bad input."""
+    cfg, _, world = checked_run(cfg, external)
+    return cfg, world
+
+
+def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
+    """check_run's (plain config, its typed view, world size): the view is made once, after the
+    validation; `rank_view` gives it the notes the plain config takes after it."""
     try:
         env = external_env() if external else None
         assert env is not None or not external  # torchrun / srun set the environment it reads
@@ -195,10 +204,11 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     problem = check_logger(cfg)
     if problem:
         fail_config(problem)
-    ensure_pretrained(cfg, external=external)
-    # from here the config is final but for the notes below: read through its typed view (the
-    # plain dict stays what config.yaml holds and what the workers are sent)
+    # from here the config is final but for the notes below (model.pretrained_path, _resume): read
+    # through its typed view, made once (the plain dict stays what config.yaml holds and what the
+    # workers are sent)
     view = typed(cfg)
+    ensure_pretrained(cfg, external=external, view=view)
     from .train.checkpoint import CheckpointError, resolve_resume
 
     try:  # where resume=auto|<path> continues from (None: from scratch)
@@ -213,7 +223,17 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     problem = check_disk(cfg, world)  # out_dir's filesystem (and the data cache's) can hold the run
     if problem:
         fail_config(problem)
-    return cfg, world
+    return cfg, view, world
+
+
+def rank_view(view: DictConfig, cfg: dict) -> DictConfig:
+    """The one view as a rank in this process reads it (torchrun / srun / a submitit job): with the
+    notes `cfg`, the plain config, took after the view was made (_resume, link.runtime), set in
+    the view, not a second conversion. A spawned worker is sent `cfg` and makes its own."""
+    with read_write(view):
+        view._resume = cfg["_resume"]
+        view.link.runtime = cfg["link"]["runtime"]
+    return view
 
 
 def named_and_checked(cfg: dict, overrides: list[str]) -> dict:
@@ -244,7 +264,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         # a completed run: check_run says what to do (overwrite=true)
         cfg, world = check_run(plan.cfg, external=False)
         return submit_to_slurm(cfg, world)
-    cfg, world = check_run(cfg, external=env is not None)
+    cfg, view, world = checked_run(cfg, external=env is not None)
     out_dir = cfg["out_dir"]
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
@@ -258,7 +278,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         # in a submitit job (Hydra's submitit launcher) the task returns: submitit pickles its result
         in_submitit = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
         try:
-            status = run_rank(cfg, env)
+            status = run_rank(rank_view(view, cfg), env)
         except BaseException:  # reported by run_rank; leave without interpreter teardown
             if env.rank == 0:
                 say_how_it_ended(out_dir)  # what rank 0's summary.json says of it

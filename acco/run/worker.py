@@ -86,8 +86,9 @@ def exit_now(code: int) -> None:
 
 
 def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
-    """The rank's whole run. `cfg`: a checked config (plain, as pickled to a spawned worker); from
-    here on the code reads it through its typed view."""
+    """The rank's whole run. `cfg`: a checked config, plain where it crossed a process boundary (a
+    spawned worker, a Slurm job's pickle), made the typed view here, once; or the entry point's view
+    itself (a rank in the launching process: torchrun, srun, a submitit job), read as it is."""
     cfg = typed(cfg)
     SignalLatch.install()  # SIGUSR1/USR2/TERM from now on: checkpoint at the next step boundary
     from transformers.utils import logging as hf_logging
