@@ -1,0 +1,67 @@
+"""A run's settings are typed once in the entry point (issue 33): acco.start.checked_run makes the
+view once, and a rank in the launching process (torchrun, srun, a submitit job) reads that view
+with the notes the plain config took after it (_resume, link.runtime) set in it. That view is what
+typing the final plain config would give, node for node (what a spawned worker makes on its side)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from acco.config.experiments import compose
+from acco.config.schema import typed
+from acco.engine.virtual_clock import is_virtual, unemulated_link
+from acco.start import checked_run, named_and_checked, rank_view
+from acco.testbed.emulate import for_external_launcher
+
+EXTERNAL = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+CASES = [
+    ["method=acco", "world_size=2", "train.steps=3"],
+    ["method=ddp", "world_size=2", "train.steps=3", "link.rate_mbit=100"],  # link.runtime: delays
+    [
+        "method=acco",
+        "world_size=2",
+        "train.steps=3",
+        "clock.mode=virtual",
+        "clock.micro_batch_s=0.1",
+        "link.rate_mbit=100",
+    ],
+    ["method=dpu", "world_size=2", "train.steps=3", "resume=auto"],
+]
+
+
+def same_nodes(a, b, path: str = "") -> None:
+    assert type(a) is type(b), (path, type(a), type(b))
+    if isinstance(a, DictConfig):
+        assert list(a.keys()) == list(b.keys()), path
+        assert OmegaConf.get_type(a) == OmegaConf.get_type(b), path
+        for key in a.keys():
+            assert type(a._get_node(key)) is type(b._get_node(key)), f"{path}.{key}"
+            same_nodes(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, ListConfig):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            same_nodes(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, (path, a, b)
+
+
+@pytest.mark.parametrize("overrides", CASES, ids=lambda o: " ".join(o))
+@pytest.mark.parametrize("resume", [None, {"dir": "/elsewhere/checkpoints/step_00000005", "step": 5}])
+def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatch, overrides, resume):
+    for key, value in {**EXTERNAL, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(key, value)
+    overrides = [*overrides, f"out_dir={tmp_path / 'run'}", f"results_root={tmp_path}"]
+    cfg = named_and_checked(compose(overrides), overrides)
+    cfg, view, world = checked_run(cfg, external=True)
+    assert world == 2 and OmegaConf.is_readonly(view)
+    if resume is not None:  # as resolve_resume gives it for a run folder with a checkpoint
+        cfg["_resume"] = resume
+    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.start.run
+    got = rank_view(view, cfg)
+    assert got is view and OmegaConf.is_readonly(got)
+    want = typed(copy.deepcopy(cfg))  # what the final plain config typed again would be
+    assert OmegaConf.to_container(got, resolve=True) == OmegaConf.to_container(want, resolve=True)
+    same_nodes(got, want)
