@@ -126,6 +126,10 @@ def test_fig8_finetuning_setting():
     cpu = cfg_of("fig8", "cpu", "method=acco")
     assert cpu["model"]["pretrained_from"]["experiment"] == "fig7"  # starts from the CPU pretraining
     assert cpu["optim"]["betas"] == [0.9, 0.95]
+    # sized in samples as the paper's fig8 (a step budget let adaptive ACCO train 2.2x DDP's samples)
+    for method in ("ddp", "acco", "dpu"):
+        train = cfg_of("fig8", "cpu", f"method={method}")["train"]
+        assert (train["steps"], train["samples"]) == (None, 2560), method
 
 
 def test_fig9_fig10_fig4_and_tables():
