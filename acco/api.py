@@ -41,6 +41,7 @@ from torch import nn
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
 from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
+from .engine.sharded_adamw import AdamWSettings
 from .engine.sync import SyncResult
 from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
@@ -323,7 +324,7 @@ class Overlapped:
             task,
             method,
             options,
-            opt,
+            AdamWSettings.of(opt),
             rank=self.rank,
             world_size=self.world_size,
             device=self.device,

@@ -65,3 +65,48 @@ def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatc
     want = typed(copy.deepcopy(cfg))  # what the final plain config typed again would be
     assert OmegaConf.to_container(got, resolve=True) == OmegaConf.to_container(want, resolve=True)
     same_nodes(got, want)
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [["train.steps=7"], ["train.steps=null", "train.samples=320"], ["train.steps=9", "train.tokens=40960"]],
+    ids=lambda o: " ".join(o),
+)
+def test_the_plan_reads_a_runs_length_from_the_plain_config_as_the_trainer_from_its_view(budget):
+    """acco/run/plan.py reads the plain dict a submission holds, the trainer the typed view: one
+    reading (acco.train.budget.run_length), no second view made for the plan."""
+    from acco.train.budget import run_length
+
+    plain_cfg = compose(["method=acco", "world_size=2", *budget])  # the plain dict a submission holds
+    assert run_length(plain_cfg["train"], 128) == run_length(typed(plain_cfg).train, 128)
+    assert run_length(plain_cfg["train"], 128).describe() != ""
+
+
+def test_the_optimizer_and_fault_settings_are_read_once_from_the_view():
+    """The backends and the reference take AdamW's numbers as one value read from the view (or
+    acco.Overlapped's dict); the trainer reads cfg.fault once, not at every step."""
+    import signal
+
+    from acco.engine.sharded_adamw import AdamWSettings
+    from acco.train.faults import FaultPlan
+
+    overrides = ["method=acco", "world_size=2", "optim.betas=[0.8,0.9]", "optim.clip_norm=0.5"]
+    view = typed(compose(overrides))
+    adamw = AdamWSettings.of(view.optim)
+    assert adamw == AdamWSettings.of(OmegaConf.to_container(view.optim))
+    assert adamw.betas == (0.8, 0.9) and adamw.clip_norm == 0.5 and adamw.clips
+    assert not AdamWSettings.of({**OmegaConf.to_container(view.optim), "clip_norm": 0.0}).clips
+
+    view = typed(compose(["fault.signal_rank=1", "fault.at_step=3"]))
+    plan = FaultPlan.of(view.fault)
+    assert plan == FaultPlan(at_step=3, signal_rank=1, signal="SIGUSR1")
+    got = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: got.append(signum))
+    try:
+        plan.inject(2, 1)  # another step: nothing
+        plan.inject(3, 0)  # another rank: nothing
+        assert got == []
+        plan.inject(3, 1)
+        assert got == [signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -10,11 +10,36 @@ would cost as much memory as the master shard's first moment."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from .schedule import LrAt
+
+
+@dataclass(frozen=True)
+class AdamWSettings:
+    """AdamW's numbers as every optimizer of the suite reads them (conf/config.yaml's optim keys
+    but the learning-rate schedule's, which `lr_at` carries): read once, from a run's typed view or
+    acco.Overlapped's dict, and handed down as they are."""
+
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    decay_bias_and_norm: bool = True  # decay biases and norm weights too (the paper's setting)
+    clip_norm: float = 0.0  # the global gradient norm's limit; 0: no clipping
+
+    @classmethod
+    def of(cls, optim: Mapping[str, Any]) -> AdamWSettings:
+        beta1, beta2 = optim["betas"]
+        decay_all = optim["decay_bias_and_norm"]
+        return cls((beta1, beta2), optim["eps"], optim["weight_decay"], decay_all, optim["clip_norm"])
+
+    @property
+    def clips(self) -> bool:
+        return self.clip_norm > 0
 
 
 class ShardedAdamW:

@@ -174,11 +174,10 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
     """train.steps, or the first committed step at which the budget (train.samples / train.tokens,
     acco/train/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
     step in the sequential warmup steps (dpu, wp; every ddp step) and in the overlapped ones."""
-    from ..config.schema import typed
     from ..train.budget import run_length
 
     packed = (cfg.get("data") or {}).get("kind") != "instruct"
-    length = run_length(typed(cfg).train, sequence_length(cfg) if packed else 0)
+    length = run_length(cfg["train"], sequence_length(cfg) if packed else 0)
     if length.budget is None:
         assert length.steps is not None  # no budget: train.steps (validated)
         return int(length.steps)

@@ -27,6 +27,8 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -165,11 +167,11 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     return status
 
 
-def resume_point(cfg: DictConfig, world: int) -> dict | None:
-    """Where this run continues from: resolved (and checked) by the entry point before any worker
-    started, or here for a run requeued by submitit with resume=auto."""
+def resume_point(cfg: DictConfig, world: int) -> Mapping[str, Any] | None:
+    """Where this run continues from ({"dir", "step"}): resolved (and checked) by the entry point
+    before any worker started, or here for a run requeued by submitit with resume=auto."""
     if "_resume" in cfg:
-        return plain(cfg._resume)
+        return cfg._resume
     from ..train.checkpoint import resolve_resume
 
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
@@ -306,7 +308,7 @@ def _finish(
             # each buffer's dtype (the same on every rank; README "Precision")
             "precision": precision_report(trainer.backend) if trainer is not None else None,
             "per_rank": per_rank,
-            "resumed_from_step": (plain(cfg.get("_resume")) or {}).get("step")
+            "resumed_from_step": (cfg.get("_resume") or {}).get("step")
             if trainer is None
             else (trainer.start_step or None),
             "last_checkpoint": getattr(trainer, "last_checkpoint", None),

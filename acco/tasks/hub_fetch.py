@@ -15,11 +15,12 @@ then names what is missing)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from omegaconf import DictConfig
 
-from ..config.plain import plain
 from ..data.sources import DataNotFoundError, _one_line, hub_include
 from ..data.tokenizer import TOKENIZER_FILES
 
@@ -46,7 +47,7 @@ class HubNeed:
         return cached_snapshot(self.repo_id, self.repo_type) is not None
 
 
-def _dataset_need(source: dict | None, config_key: str) -> list[HubNeed]:
+def _dataset_need(source: Mapping[str, Any] | None, config_key: str) -> list[HubNeed]:
     source = source or {}
     hub_id, path = source.get("hub_id"), source.get("path")
     if source.get("generator") or not hub_id or (path and os.path.exists(os.path.expanduser(path))):
@@ -57,10 +58,10 @@ def _dataset_need(source: dict | None, config_key: str) -> list[HubNeed]:
 
 def hub_needs(cfg: DictConfig) -> list[HubNeed]:
     """What a run of `cfg` reads from the hub and does not find where its config says."""
-    needs = _dataset_need(plain(cfg.data.source), "data.source.path")
+    needs = _dataset_need(cfg.data.source, "data.source.path")
     if cfg.final_eval.lambada:
-        needs += _dataset_need(plain(cfg.final_eval.lambada_source), "final_eval.lambada_source.path")
-    tok = plain(cfg.data.tokenizer) or {}
+        needs += _dataset_need(cfg.final_eval.lambada_source, "final_eval.lambada_source.path")
+    tok = cfg.data.tokenizer or {}
     if tok.get("kind") == "pretrained" and tok.get("hub_id"):
         path = tok.get("path")
         if not (path and os.path.exists(os.path.expanduser(path))):

@@ -7,14 +7,15 @@ passes with the prepared cache."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from omegaconf import DictConfig
 
-from ..config.plain import plain
 from ..data.sources import DataNotFoundError, check_hub_dataset, data_hint
 
 
-def check_source(source: dict | None, config_key: str) -> None:
+def check_source(source: Mapping[str, Any] | None, config_key: str) -> None:
     if not source or source.get("generator"):
         return
     hub_id, path = source.get("hub_id"), source.get("path")
@@ -31,7 +32,7 @@ def check_source(source: dict | None, config_key: str) -> None:
     check_hub_dataset(hub_id, config_key)
 
 
-def check_tokenizer(spec: dict | None, config_key: str) -> None:
+def check_tokenizer(spec: Mapping[str, Any] | None, config_key: str) -> None:
     spec = spec or {}
     if spec.get("kind") == "pretrained":
         from ..data.tokenizer import load_pretrained_tokenizer
@@ -57,8 +58,8 @@ def check_model(model_cfg: DictConfig) -> None:
 
 
 def preflight(cfg: DictConfig) -> None:
-    check_source(plain(cfg.data.source), "data.source.path")
-    check_tokenizer(plain(cfg.data.tokenizer), "data.tokenizer.path")
+    check_source(cfg.data.source, "data.source.path")
+    check_tokenizer(cfg.data.tokenizer, "data.tokenizer.path")
     check_model(cfg.model)
     if cfg.final_eval.lambada:
-        check_source(plain(cfg.final_eval.lambada_source), "final_eval.lambada_source.path")
+        check_source(cfg.final_eval.lambada_source, "final_eval.lambada_source.path")

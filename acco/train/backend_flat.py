@@ -13,7 +13,7 @@ from ..engine.comm_worker import CommWorker
 from ..engine.compute import MicroBatchRunner
 from ..engine.flat import FlatModel
 from ..engine.rounds import RoundEngine, StepCallback, StopRule, run_acco, run_delayed, run_sequential
-from ..engine.sharded_adamw import ShardedAdamW
+from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
 from ..engine.sync import Syncer, SyncKind
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_sync_costs
@@ -42,7 +42,7 @@ class FlatBackend(Backend):
         task: Task,
         method: str,
         warmup_steps: int,
-        optim,
+        adamw: AdamWSettings,
         rank: int,
         world_size: int,
         device: torch.device,
@@ -76,7 +76,7 @@ class FlatBackend(Backend):
             task.model,
             world_size,
             dtype=compute_dtype,
-            decay_bias_and_norm=optim["decay_bias_and_norm"],
+            decay_bias_and_norm=adamw.decay_bias_and_norm,
             rank=rank,
             device=device,
             grad_dtype=grad_dtype,
@@ -85,9 +85,9 @@ class FlatBackend(Backend):
             self.flat.take_master_shard(),
             self.flat.decay_ranges,
             lr_at,
-            optim["betas"],
-            optim["eps"],
-            optim["weight_decay"],
+            adamw.betas,
+            adamw.eps,
+            adamw.weight_decay,
         )
         # the one communication buffer, in the accumulator's dtype (the reduce-scatter sums in it;
         # an fp32 buffer all-gathers fp32 parameters, which the copy into `params` rounds)
@@ -102,7 +102,7 @@ class FlatBackend(Backend):
         # collectives never interleave with the main thread's (evaluation, metrics) on another
         self.comm = CommWorker(device)
         self.syncer: Syncer | None = Syncer(
-            self.buffer, self.opt, rank, world_size, comm_group, tracer, optim["clip_norm"]
+            self.buffer, self.opt, rank, world_size, comm_group, tracer, adamw.clip_norm
         )
         self.runner: MicroBatchRunner | None = MicroBatchRunner(
             task.model,
@@ -121,7 +121,7 @@ class FlatBackend(Backend):
                 world_size,
                 self.buffer.nbytes,
                 AGREEMENT_BYTES,
-                (optim["clip_norm"] or 0) > 0,
+                adamw.clips,
             )
             self.clock = VirtualClock(clock.micro_batch_costs(world_size), costs, rank)
         self.engine: RoundEngine | None = RoundEngine(

@@ -20,7 +20,7 @@ from ..engine.local_rounds import (
     run_local,
 )
 from ..engine.rounds import StepCallback, StopRule
-from ..engine.sharded_adamw import ShardedAdamW
+from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, local_sync_collectives
 from ..tasks import Task
@@ -51,7 +51,7 @@ class LocalBackend(Backend):
         self,
         task: Task,
         schedule: LocalSchedule,
-        optim,
+        adamw: AdamWSettings,
         rank: int,
         world_size: int,
         device: torch.device,
@@ -71,7 +71,7 @@ class LocalBackend(Backend):
             task.model,
             world_size,
             dtype=compute_dtype,
-            decay_bias_and_norm=optim["decay_bias_and_norm"],
+            decay_bias_and_norm=adamw.decay_bias_and_norm,
             rank=rank,
             device=device,
             full_master=True,
@@ -80,9 +80,9 @@ class LocalBackend(Backend):
             self.flat.take_master_shard(),
             self.flat.decay_ranges,
             lr_at,
-            optim["betas"],
-            optim["eps"],
-            optim["weight_decay"],
+            adamw.betas,
+            adamw.eps,
+            adamw.weight_decay,
         )
         self.comm = CommWorker(device)
         self.runner: MicroBatchRunner | None = MicroBatchRunner(
@@ -110,7 +110,7 @@ class LocalBackend(Backend):
             comm_group,
             step_group,
             tracer,
-            optim["clip_norm"],
+            adamw.clip_norm,
             clock=self.clock,
             clock_costs=clock_costs,
         )

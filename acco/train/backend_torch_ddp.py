@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import torch
 
 from ..engine.rounds import StepCallback, StopRule
+from ..engine.sharded_adamw import AdamWSettings
 from ..engine.torch_ddp import TorchDDPZero1
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, torch_ddp_collectives
@@ -25,7 +26,7 @@ class TorchDDPBackend(Backend):
     def __init__(
         self,
         task: Task,
-        optim,
+        adamw: AdamWSettings,
         accum: int,
         lr_at,
         slowdown: float,
@@ -52,11 +53,11 @@ class TorchDDPBackend(Backend):
             tracer,
             accum,
             lr_at,
-            optim["betas"],
-            optim["eps"],
-            optim["weight_decay"],
-            optim["decay_bias_and_norm"],
-            optim["clip_norm"],
+            adamw.betas,
+            adamw.eps,
+            adamw.weight_decay,
+            adamw.decay_bias_and_norm,
+            adamw.clip_norm,
             slowdown,
             device,
             compute_dtype=compute_dtype,

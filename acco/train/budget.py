@@ -15,7 +15,9 @@ whose steps hold exactly the nominal samples gets exactly the step schedule."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -49,9 +51,10 @@ class RunLength:
         return " or ".join(parts)
 
 
-def run_length(train_cfg: DictConfig, tokens_per_sample: int = 0) -> RunLength:
-    """How long a run's train section says it trains (steps, a budget, or whichever comes first)."""
-    steps, tokens, samples = train_cfg.steps, train_cfg.tokens, train_cfg.samples
+def run_length(train_cfg: Mapping[str, Any], tokens_per_sample: int = 0) -> RunLength:
+    """How long a run's train section says it trains (steps, a budget, or whichever comes first).
+    `train_cfg`: the run's typed view's, or a plan's plain dict (acco/run/plan.py)."""
+    steps, tokens, samples = train_cfg["steps"], train_cfg.get("tokens"), train_cfg.get("samples")
     if tokens is not None and samples is not None:
         raise BudgetError("train.tokens and train.samples are both set; keep one budget")
     if tokens is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from ..engine.schedule import LrAt
+from ..engine.sharded_adamw import AdamWSettings
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
 from ..tasks import Task
@@ -23,7 +24,7 @@ def build_backend(
     task: Task,
     method: str,
     options: Mapping[str, Any],
-    optim: dict,
+    adamw: AdamWSettings,
     *,
     rank: int,
     world_size: int,
@@ -46,8 +47,8 @@ def build_backend(
     options["comm_hook"]), the local methods' (diloco, streaming_diloco: options are conf/method's
     sync_every ... outer_momentum; `step_group` a host group for the inner steps' counts) or the
     flat engine's (ddp with impl "flat", dpu, wp: options["warmup_steps"], acco). `options`: the
-    method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `optim`:
-    conf/config.yaml's optim keys as plain values; `clock`: clock.mode=virtual, else None;
+    method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `adamw`:
+    the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
     if deterministic and device.type == "cuda":
         # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
@@ -58,7 +59,7 @@ def build_backend(
         hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
         return TorchDDPBackend(
             task,
-            optim,
+            adamw,
             accum,
             lr_at,
             slowdown,
@@ -75,7 +76,7 @@ def build_backend(
         return LocalBackend(
             task,
             local_schedule(options),
-            optim,
+            adamw,
             rank,
             world_size,
             device,
@@ -92,7 +93,7 @@ def build_backend(
         task,
         method,
         int(options.get("warmup_steps", 0)),
-        optim,
+        adamw,
         rank,
         world_size,
         device,

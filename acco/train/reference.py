@@ -20,10 +20,10 @@ from typing import cast
 import torch
 from omegaconf import DictConfig
 
-from ..config.plain import plain
 from ..config.schema import typed
 from ..engine.flat import ShardLayout, trainable_parameters
 from ..engine.local_rounds import LocalSchedule, fragment_bounds
+from ..engine.sharded_adamw import AdamWSettings
 from ..engine.torch_ddp import adamw_param_groups
 from .budget import lr_schedule, run_length
 
@@ -276,7 +276,7 @@ def reference_from_config(cfg: dict | DictConfig, record_points: bool = False) -
     world = cfg.world_size or 1
     device = torch.device("cpu")
     tasks = [factory(cfg, w, world, device) for w in range(world)]
-    optim = plain(cfg.optim)
+    adamw = AdamWSettings.of(cfg.optim)
     lr_at = lr_schedule(cfg, world, tasks[0].samples_per_micro_batch, tasks[0].tokens_per_sample)
     ref = Reference(
         tasks[0].model,
@@ -284,11 +284,11 @@ def reference_from_config(cfg: dict | DictConfig, record_points: bool = False) -
         [t.train_stream for t in tasks],
         cfg.train.accum,
         lr_at,
-        optim["betas"],
-        optim["eps"],
-        optim["weight_decay"],
-        optim["decay_bias_and_norm"],
-        optim["clip_norm"],
+        adamw.betas,
+        adamw.eps,
+        adamw.weight_decay,
+        adamw.decay_bias_and_norm,
+        adamw.clip_norm,
         record_points,
     )
     ref.samples_per_micro_batch = tasks[0].samples_per_micro_batch  # for a budget (replay)

@@ -16,10 +16,10 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
 
-from ..config.plain import plain
 from ..engine import comm_worker
 from ..engine.compute import autocast
 from ..engine.rounds import StopRule
+from ..engine.sharded_adamw import AdamWSettings
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
@@ -33,7 +33,7 @@ from .backend import Backend
 from .backend_local import LOCAL_METHODS
 from .budget import lr_schedule, run_length
 from .build import build_backend
-from .faults import inject_fault, nan_injecting
+from .faults import FaultPlan, nan_injecting
 from .precision import compute_dtype, grad_dtype, parameters_in
 from .signals import Preempted, SignalLatch
 
@@ -62,7 +62,6 @@ class Trainer:
         self.tracer = tracer
         self.metrics = metrics
         train, method = cfg.train, cfg.method
-        optim = plain(cfg.optim)  # the backends' optimizers read it as plain numbers and lists
         self.method = method.name
         # train.steps and/or a budget of samples or tokens (acco.train.budget): whichever comes first
         self.length = run_length(train, task.tokens_per_sample)
@@ -114,7 +113,7 @@ class Trainer:
         self.checkpoint_every = train.checkpoint_every or 0  # null: like 0, only on a signal
         self.keep_checkpoints = train.keep_checkpoints or 2
         self.eval_every = train.eval_every
-        self.fault = plain(cfg.fault)  # read at every step boundary (acco.train.faults)
+        self.fault = FaultPlan.of(cfg.fault)  # read at every step boundary, so read once here
         self.start_step = self.steps_done = 0
         self.wall_offset = 0.0  # wall time of the steps before a resume
         self.last_checkpoint: str | None = None
@@ -138,7 +137,7 @@ class Trainer:
             task,
             self.method,
             method,
-            optim,
+            AdamWSettings.of(cfg.optim),
             rank=rank,
             world_size=world_size,
             device=device,
@@ -212,7 +211,7 @@ class Trainer:
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
         self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
-        inject_fault(self.fault, t + 1, self.rank)
+        self.fault.inject(t + 1, self.rank)
         self.samples += res.micro_batches * self.task.samples_per_micro_batch
         wall = self.wall_now()
         every = self.eval_every
