@@ -67,6 +67,12 @@ class ShardedAdamW:
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
 
+    @classmethod
+    def with_settings(
+        cls, param_shard: torch.Tensor, decay_ranges: Sequence[tuple[int, int]], lr_at: LrAt, adamw: AdamWSettings
+    ) -> ShardedAdamW:
+        return cls(param_shard, decay_ranges, lr_at, adamw.betas, adamw.eps, adamw.weight_decay)
+
     @property
     def lr(self) -> float:
         """The learning rate of the next committed step."""

@@ -81,14 +81,7 @@ class FlatBackend(Backend):
             device=device,
             grad_dtype=grad_dtype,
         )
-        self.opt = ShardedAdamW(
-            self.flat.take_master_shard(),
-            self.flat.decay_ranges,
-            lr_at,
-            adamw.betas,
-            adamw.eps,
-            adamw.weight_decay,
-        )
+        self.opt = ShardedAdamW.with_settings(self.flat.take_master_shard(), self.flat.decay_ranges, lr_at, adamw)
         # the one communication buffer, in the accumulator's dtype (the reduce-scatter sums in it;
         # an fp32 buffer all-gathers fp32 parameters, which the copy into `params` rounds)
         self.buffer = torch.zeros_like(self.flat.grads)

@@ -76,14 +76,7 @@ class LocalBackend(Backend):
             device=device,
             full_master=True,
         )
-        inner = ShardedAdamW(
-            self.flat.take_master_shard(),
-            self.flat.decay_ranges,
-            lr_at,
-            adamw.betas,
-            adamw.eps,
-            adamw.weight_decay,
-        )
+        inner = ShardedAdamW.with_settings(self.flat.take_master_shard(), self.flat.decay_ranges, lr_at, adamw)
         self.comm = CommWorker(device)
         self.runner: MicroBatchRunner | None = MicroBatchRunner(
             task.model,
