@@ -112,10 +112,13 @@ def run_cost(cfg: dict) -> float:
     world = int(cfg.get("world_size") or 1)
     if train.get("steps"):
         return float(train["steps"]) * world
+    data = cfg.get("data") or {}
+    per_step = world * int(train.get("accum") or 1) * int(data.get("micro_batch_size") or 1)
+    per_step *= 2 if (cfg.get("method") or {}).get("name") == "acco" else 1
     if train.get("samples"):
-        per_step = world * int(train.get("accum") or 1) * int((cfg.get("data") or {}).get("micro_batch_size") or 1)
-        per_step *= 2 if (cfg.get("method") or {}).get("name") == "acco" else 1
         return float(train["samples"]) / per_step * world
+    if train.get("tokens") and data.get("seq_len"):  # packed pretraining: seq_len tokens a sample
+        return float(train["tokens"]) / (per_step * int(data["seq_len"])) * world
     return 0.0
 
 
