@@ -188,6 +188,13 @@ def peak_lr(run: Run) -> float:
     return float((run.config.get("optim") or {}).get("lr") or "nan")
 
 
+def run_length_of(run: Run) -> str:
+    """How long the run's config says it trains: steps, a budget of samples or tokens, or both."""
+    train = run.config.get("train") or {}
+    parts = [f"{train[key]} {key}" for key in ("steps", "samples", "tokens") if train.get(key)]
+    return " or ".join(parts) or "?"
+
+
 def setting(runs: list[Run]) -> str:
     r = runs[0]
     cfg = r.config
@@ -195,11 +202,11 @@ def setting(runs: list[Run]) -> str:
     data = (cfg.get("data") or {}).get("name")
     world_set: set[Any] = {x.info.get("world_size") for x in runs}
     seed_set: set[Any] = {x.info.get("seed") for x in runs}
-    step_set: set[Any] = {x.info.get("steps") for x in runs}
-    world, seeds, steps = sorted(world_set), sorted(seed_set), sorted(step_set)
+    world, seeds = sorted(world_set), sorted(seed_set)
+    lengths = sorted({run_length_of(x) for x in runs}, key=lambda t: (len(t), t))
     lrs = sorted({peak_lr(x) for x in runs})
     return (
-        f"{len(runs)} runs; model {model}, data {data}, workers {world}, steps {steps}, "
+        f"{len(runs)} runs; model {model}, data {data}, workers {world}, length {', '.join(lengths)}, "
         f"peak lr {', '.join(f'{v:g}' for v in lrs)}, seeds {seeds}; "
         f"network: {link_of(runs)}{baseline_of(runs)}"
     )
@@ -489,12 +496,17 @@ def sec_fig9(root, scale):
             "undisturbed worker would do (on 2 shared cores ACCO's contention slows the very rates it is held "
             "against); the virtual clock (issue 31) is where an independent one belongs."
         )
-    t_d, t_a = ddp.mean(lambda r: r.summary["total_wall_time_s"]), acco.mean(lambda r: r.summary["total_wall_time_s"])
+
+    def run_end(g: Group) -> str:
+        seconds, samples = g.mean(lambda r: r.summary["total_wall_time_s"]), g.mean(lambda r: r.summary["samples"])
+        steps = g.mean(lambda r: r.summary["steps_completed"])
+        return f"{g.label} {seconds:.1f} s for {samples:.0f} samples in {steps:.0f} steps"
+
     lines.append(
-        f"- Same number of optimizer steps: DDP {t_d:.1f} s, ACCO {t_a:.1f} s; ACCO's steps carry "
+        f"- Whole runs (means): {run_end(ddp)}, {run_end(acco)}; ACCO's steps carry "
         f"{acco.mean(lambda r: r.metrics()['micro_batches'].mean()):.1f} micro-batches on average vs "
         f"DDP's {ddp.mean(lambda r: r.metrics()['micro_batches'].mean()):.1f} (bigger steps, so compare "
-        "loss vs time in the figure, not per step)."
+        "loss vs samples and vs time in the figure, not per step)."
     )
     return lines + claim_lines(root, scale, "fig9")
 
