@@ -102,6 +102,15 @@ def test_fig7_fig11_openwebtext_setting():
             assert nominal_steps == pytest.approx(paper_steps, rel=1e-3)
             assert cfg["final_eval"]["lambada"] and cfg["final_eval"]["heldout"]
             assert cfg["train"]["trace_steps"] == [100, 110] and cfg["train"]["checkpoint_every"] == 1000
+    # the CPU scale sized in tokens too (issue 32): 100 DDP steps of 128-token sequences, the same
+    # tokens per committed step for both methods (deterministic ACCO), so --cfg job shows the budget
+    for exp in ("fig7", "fig11"):
+        by_method = {method: cfg_of(exp, "cpu", f"method={method}") for method in ("ddp", "acco")}
+        for cfg in by_method.values():
+            assert (cfg["train"]["steps"], cfg["train"]["tokens"]) == (None, 819200)
+            assert cfg["train"]["deterministic"] is True
+        tokens_per_step = {m: committed_batch(c) * c["data"]["seq_len"] for m, c in by_method.items()}
+        assert tokens_per_step["ddp"] == tokens_per_step["acco"] == 819200 // 100
 
 
 def test_fig8_finetuning_setting():
@@ -151,6 +160,9 @@ def test_fig9_fig10_fig4_and_tables():
             )
             # the slow rank is slow by the clock (no sleep), both methods over the same samples
             assert {(v["clock.micro_batch_s"], v["train.samples"]) for v in virtual} == {("0.2", "4800")}
+            # the measured runs' design (issue 32): the untied model at the paper's rate, in samples
+            assert cfg["model"]["name"] == "gptneo_tiny_untied" and cfg["optim"]["lr"] == 5e-4
+            assert (cfg["train"]["steps"], cfg["train"]["samples"]) == (None, 4800)
         # fig10: DPU with 1 vs 2 micro-batches per step, over the same samples (accum 1: 2x steps)
         runs = [cfg_of("fig10", scale, *r) for r in expand_runs(cfg_of("fig10", scale)["experiment"])]
         assert {c["train"]["accum"] for c in runs} == {1, 2} and {c["method"]["name"] for c in runs} == {"dpu"}
@@ -238,8 +250,10 @@ def test_cpu_scale_is_small(exp):
         assert 1 <= world(cfg) <= 4 and cfg["device"] == "auto"
         assert cfg["model"]["name"] in ("gptneo_tiny", "gptneo_tiny_untied", "llama_tiny")
         # fig5 (b) and fig10 accum 1: twice the 150-step budget; beyond_diloco's adaptive ACCO: a
-        # sample budget (DDP's 300 steps) instead
-        budget = cfg["train"]["steps"] or cfg["train"]["samples"] / (world(cfg) * cfg["data"]["micro_batch_size"] * 2)
+        # sample budget (DDP's 300 steps) instead; fig7 and fig11: a budget in tokens
+        train, per_step = cfg["train"], world(cfg) * cfg["data"]["micro_batch_size"] * 2
+        samples = train["samples"] or (train["tokens"] and train["tokens"] / cfg["data"]["seq_len"])
+        budget = train["steps"] or samples / per_step
         assert budget <= 300
 
 
