@@ -273,3 +273,10 @@ def load_summaries(
 
 def method_label(method: str) -> str:
     return METHOD_LABELS.get(method, str(method).upper())
+
+
+def run_length_of(run: Run) -> str:
+    """How long the run's config says it trains: steps, a budget of samples or tokens, or both."""
+    train = run.config.get("train") or {}
+    parts = [f"{train[key]} {key}" for key in ("steps", "samples", "tokens") if train.get(key)]
+    return " or ".join(parts) or "?"

@@ -22,7 +22,7 @@ from acco.config.experiments import experiment_block, experiment_dir, run_specs
 from analysis.claims import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
 from analysis.claims import by_seed as runs_by_seed
 from analysis.figures import FIGURES, MissingRuns, fig4_data, figures_dir
-from analysis.load import Run, discover_runs
+from analysis.load import Run, discover_runs, run_length_of
 from analysis.stats import DEFAULT_DESIGN, Design, Look, PairedGap, Verdict, relative_gaps, rule_text, sequential
 from analysis.tables import (
     SMOOTH_STEPS,
@@ -186,13 +186,6 @@ def baseline_of(runs: list[Run]) -> str:
 def peak_lr(run: Run) -> float:
     """The run's peak learning rate (optim.lr); nan where its config has none."""
     return float((run.config.get("optim") or {}).get("lr") or "nan")
-
-
-def run_length_of(run: Run) -> str:
-    """How long the run's config says it trains: steps, a budget of samples or tokens, or both."""
-    train = run.config.get("train") or {}
-    parts = [f"{train[key]} {key}" for key in ("steps", "samples", "tokens") if train.get(key)]
-    return " or ".join(parts) or "?"
 
 
 def setting(runs: list[Run]) -> str:

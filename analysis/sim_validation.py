@@ -36,7 +36,7 @@ from acco.analytic.costmodel import calibrate
 from acco.bench.measure import steady_rate
 from acco.simulation import schedules
 
-from .load import Run, discover_runs, method_label
+from .load import Run, discover_runs, method_label, run_length_of
 from .stats import paired_gap
 from .tables import to_markdown
 
@@ -256,9 +256,7 @@ def validation_rows(root: str) -> pd.DataFrame:
                     if r.method in ("dpu", "wp", "acco")
                     else "",
                     "family": family(r),
-                    "budget": f"{_cfg(r, 'train.steps')} steps"
-                    if _cfg(r, "train.steps")
-                    else f"{_cfg(r, 'train.samples')} samples",
+                    "budget": run_length_of(r),
                     "H": r.info.get("sync_every"),
                     "seed": r.info["seed"] if r.info["seed"] is not None else 0,
                     "measured_s_per_step": meas["s_per_step"],
