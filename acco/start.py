@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import torch
 import yaml
@@ -27,7 +27,7 @@ from .runtime.progress import say_how_it_ended
 TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
 
 
-def fail_config(message: str) -> None:
+def fail_config(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
 

@@ -77,7 +77,8 @@ def main(argv=None) -> int:
         cfg = typed(cfg)  # the run's config, read as the run read it
         try:
             data = prepare_lm_data(cfg.data)
-            model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).to(device)
+            model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+            model.to(device)
             results = lambada_final_eval(cfg, load_tokenizer(model_dir), data.val_blocks, device)(model)
             if args.harness:
                 from acco.evaluation.harness import harness_lambada

@@ -80,11 +80,11 @@ def main(argv: list[str]) -> int:
         f"{next(iter(distinct.values()))['data']['cache_dir']}",
         flush=True,
     )
-    for cfg in map(typed, distinct.values()):
+    for view in map(typed, distinct.values()):
         start = time.perf_counter()
-        found = prepare_task_data(cfg)
+        found = prepare_task_data(view)
         print(
-            f"prepare: {cfg.data.name} ({cfg.data.kind}): "
+            f"prepare: {view.data.name} ({view.data.kind}): "
             f"{json.dumps({k: v for k, v in found.items() if k != 'kind'})} in "
             f"{time.perf_counter() - start:.1f} s",
             flush=True,

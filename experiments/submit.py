@@ -80,12 +80,14 @@ def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[s
     todo = [p for p in planned if p.plan.skip is None]
     if not todo:
         return waiting
+    worlds = [p.world for p in todo if p.world is not None]
+    assert len(worlds) == len(todo)  # a run to submit was checked, which gave its world size
     cfgs, resumes = zip(*(for_slurm_job(p.plan.cfg) for p in todo))
     resume_of = {c["out_dir"]: r for c, r in zip(cfgs, resumes)}
     try:
         jobs = submit(
             list(cfgs),
-            [p.world for p in todo],
+            worlds,
             prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume_of[c["out_dir"]])),
         )
     except ConfigError as exc:

@@ -14,6 +14,7 @@ srun -n 4 python experiments/train.py method=acco
 import os
 import sys
 import warnings
+from typing import cast
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -34,7 +35,7 @@ CONF_DIR = os.path.join(ROOT, "conf")
 def main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     code = run(
-        OmegaConf.to_container(cfg, resolve=True),
+        cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # the composed config: a plain dict
         list(hydra_cfg.overrides.task),
         multirun=hydra_cfg.mode == RunMode.MULTIRUN,
     )
