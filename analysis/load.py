@@ -138,12 +138,13 @@ class Run:
         """Median span times of the run's trace (acco/bench/measure.py trace_times: micro-batch,
         sync, reduce-scatter, all-gather, per-round compute): from timing.json, which
         analysis/slim_results.py writes from the whole trace before it cuts or removes it, else from
-        the trace; {} with neither."""
+        the whole trace; {} with neither (a trace cut to its first seconds has the start's medians,
+        not the run's)."""
         path = os.path.join(self.path, TIMING_FILE)
         if os.path.exists(path):
             with open(path) as f:
                 return json.load(f)
-        if self.trace_path is None:
+        if self.trace_path is None or trace_is_cut(self.trace_path):
             return {}
         from acco.bench.measure import trace_times
 
@@ -280,3 +281,10 @@ def run_length_of(run: Run) -> str:
     train = run.config.get("train") or {}
     parts = [f"{train[key]} {key}" for key in ("steps", "samples", "tokens") if train.get(key)]
     return " or ".join(parts) or "?"
+
+
+def trace_is_cut(path: str) -> bool:
+    """A trace analysis/slim_results.py cut to its first seconds (its spans would give other medians)."""
+    with open(path) as f:
+        data = json.load(f)
+    return isinstance(data, dict) and "note" in (data.get("otherData") or {})

@@ -19,7 +19,7 @@ import shutil
 import sys
 
 from acco.atomic import atomic_open
-from analysis.load import TIMING_FILE, discover_runs
+from analysis.load import TIMING_FILE, discover_runs, trace_is_cut
 
 DROP = ("model", "final_params.pt", "wandb", "checkpoints", "train.log")
 
@@ -48,13 +48,6 @@ def slim_trace(path: str, seconds: float | None) -> None:
         json.dump(out, f, separators=(",", ":"))
 
 
-def _already_cut(path: str) -> bool:
-    """A trace slim_trace cut to its first seconds (its spans would give other medians)."""
-    with open(path) as f:
-        data = json.load(f)
-    return isinstance(data, dict) and "note" in (data.get("otherData") or {})
-
-
 def slim(root: str, scale: str, seconds: float) -> dict:
     kept, removed = [], 0
     timeline_runs = set()
@@ -76,7 +69,7 @@ def slim(root: str, scale: str, seconds: float) -> dict:
         if not os.path.exists(trace):
             continue
         timing = os.path.join(run.path, TIMING_FILE)
-        if not os.path.exists(timing) and not _already_cut(trace):  # from the whole trace only
+        if not os.path.exists(timing) and not trace_is_cut(trace):  # from the whole trace only
             with atomic_open(timing, "w") as f:
                 json.dump(run.span_times(), f, indent=1)
         if run.exp == "fig4":

@@ -110,3 +110,19 @@ def test_the_optimizer_and_fault_settings_are_read_once_from_the_view():
         assert got == [signal.SIGUSR1]
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_run_made_again_in_its_folder_keeps_none_of_the_old_runs_files(tmp_path):
+    """A run made again with overwrite=true (or after a failure) starts from a folder without the
+    earlier run's files, the slimmed trace's timing.json included: the report would read the old
+    run's span times beside the new run's summary."""
+    from acco.runtime.files import RUN_FILES
+    from acco.start import prepare_out_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in RUN_FILES:
+        (out / name).write_text("{}")
+    prepare_out_dir(str(out), {"out_dir": str(out), "method": {"name": "ddp"}})
+    assert "timing.json" in RUN_FILES
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml"]

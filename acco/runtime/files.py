@@ -30,7 +30,9 @@ METRIC_FIELDS = [
 ]
 
 # a run folder's files that a new run (not a resume) replaces
-RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "final_params.pt", "config.yaml", "eval.json")
+# A run folder's files that a new run in it replaces. timing.json is the trace's medians that
+# analysis/slim_results.py keeps when it cuts a trace: a run made again must not keep the old one's.
+RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "timing.json", "final_params.pt", "config.yaml", "eval.json")
 
 
 def write_json_atomic(path: str, obj) -> None:
