@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 from transformers import AutoModelForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from ..config.plain import plain
+from .gpt_neo_attention import without_host_syncs
 
 FAMILIES = {"gpt_neo": (GPTNeoConfig, GPTNeoForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}
 
@@ -44,6 +45,9 @@ def build_causal_lm(
                 f"pretrained model not found at {path}: download {hub_id} (e.g. `hf "
                 f"download {hub_id} --local-dir {path}`) on a machine with internet and copy it there"
             )
-        return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-    torch.manual_seed(seed)
-    return FAMILIES[model_cfg.family][1](hf_config(model_cfg, vocab_size, eos_id))
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    else:
+        torch.manual_seed(seed)
+        model = FAMILIES[model_cfg.family][1](hf_config(model_cfg, vocab_size, eos_id))
+    without_host_syncs(model)  # GPT-Neo's eager attention syncs the host in every layer's forward
+    return model
