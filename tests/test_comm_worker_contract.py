@@ -51,6 +51,9 @@ class FakeCuda:
         self.default = Stream(name="default")
         self.streams.clear()
 
+    def _sleep(self, cycles):
+        self.note("sleep", cycles)
+
     def note(self, what, *details):
         self.log.append((what, threading.current_thread().name, *details, self.current_device(), self.current().name))
 
@@ -171,3 +174,74 @@ def test_the_comm_stream_has_the_devices_highest_priority():
         assert worker.submit(lambda: float(x.sum())).wait(timeout=60) == 1024.0
     finally:
         worker.close()
+
+
+# -- the race check's delays (issue 42 point 3) ---------------------------------------------------------
+def stream_times(log, drop_wait: bool = False) -> dict[str, float]:
+    """Replay the logged calls with CUDA stream semantics: every call is queued at once on the
+    stream current where it was made; a stream runs its calls in order, a sleep of c cycles takes c
+    time units, `wait_event` holds the stream until the event's record has run. Returns when the
+    buffer's write ("write") and the job's read ("job") run. `drop_wait`: as if the communication
+    stream did not wait for the ready event."""
+    clock: dict[str, float] = {}
+    recorded: dict[int, float] = {}
+    when: dict[str, float] = {}
+    for entry in log:
+        what, stream = entry[0], entry[-1]
+        t = clock.get(stream, 0.0)
+        if what == "sleep":
+            t += entry[2]
+        elif what == "record":
+            recorded[id(entry[3])] = t
+        elif what == "wait_event" and not drop_wait:
+            t = max(t, recorded[id(entry[3])])
+        elif what in ("write", "job"):
+            when.setdefault(what, t)
+        clock[stream] = t
+    return when
+
+
+def test_the_race_delay_lands_before_the_writes_and_a_missing_wait_would_read_before_them(fake, monkeypatch):
+    """The rounds call delay_writes before filling the buffer: the compute stream sleeps (2N) before
+    the write, the ready event after it; the communication stream waits on the event, sleeps N,
+    then runs the job. Replayed with stream semantics, the job reads after the write; with the
+    wait removed it would read before it, so the GPU check's bitwise comparison would see it."""
+    monkeypatch.setenv("ACCO_COMM_DELAY_CYCLES", "1000")
+    worker = CommWorker(torch.device("cuda", 0))
+    buffer = torch.zeros(4)
+
+    class Rounds:  # what acco/engine/rounds.py's _launch does, with the write logged
+        comm = worker
+
+        def launch(self):
+            self.comm.delay_writes()
+            fake.note("write")
+            buffer.copy_(torch.ones(4))
+            return self.comm.submit(lambda: fake.note("job") or buffer.clone())
+
+    try:
+        with fake.stream(fake.Stream(name="compute")):
+            sent = Rounds().launch().wait(timeout=60)
+    finally:
+        worker.close()
+    assert torch.equal(sent, torch.ones(4))
+    order = [entry[0] for entry in fake.log if entry[0] in ("sleep", "write", "record", "wait_event", "job")]
+    assert order == ["sleep", "write", "record", "wait_event", "sleep", "job"]
+    sleeps = [entry[2] for entry in fake.log if entry[0] == "sleep"]
+    assert sleeps == [2000, 1000]  # the compute side's sleep outlasts the communication side's
+    waited = stream_times(fake.log)
+    assert waited["job"] > waited["write"]
+    missing = stream_times(fake.log, drop_wait=True)
+    assert missing["job"] < missing["write"]  # a removed wait reads the buffer before it is written
+
+
+def test_the_engine_calls_delay_writes_before_it_fills_the_buffer():
+    """acco/engine/rounds.py and local_rounds.py: delay_writes comes before the buffer's writes."""
+    import inspect
+
+    from acco.engine import local_rounds, rounds
+
+    launch = inspect.getsource(rounds.RoundEngine._launch)
+    assert launch.index("delay_writes()") < launch.index("self.buffer.copy_")
+    start = inspect.getsource(local_rounds.LocalEngine.start_sync)
+    assert start.index("delay_writes()") < start.index("phi.copy_") < start.index("out=self.buffer")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -224,3 +225,37 @@ def test_the_torch_ddp_baseline_s_hooked_backward_is_timed_on_the_device(fake, m
         "bwd + all_reduce (DDP hooks)": BACKWARD_MS * 1e3,
     }
     assert runner.busy_s == pytest.approx(2 * mb_ms / 1e3)
+
+
+# -- the bounded wait for device work (issue 42 point 4) ---------------------------------------------
+class Pending:
+    """A stand-in cuda.Event whose synchronize takes `seconds`; it is never polled."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.synchronized = seconds, False
+
+    def query(self) -> bool:
+        raise AssertionError("a bounded wait must not poll (it would take the GIL from the compute thread)")
+
+    def synchronize(self) -> None:
+        time.sleep(self.seconds)
+        self.synchronized = True
+
+
+def test_a_bounded_wait_blocks_once_and_raises_when_the_work_outlived_the_limit(monkeypatch):
+    from acco.engine import device_clock as dc
+
+    monkeypatch.setattr(dc, "_wait_limit_s", None)
+    unbounded = Pending(0.0)
+    dc.wait_for(unbounded, "x")
+    assert unbounded.synchronized
+    dc.configure_waits(5.0)
+    try:
+        quick = Pending(0.0)
+        dc.wait_for(quick, "x")  # within the limit: returns
+        assert quick.synchronized
+        dc.configure_waits(0.05)
+        with pytest.raises(dc.DeviceWaitTimeout, match=r"a sync timed out: 0 s, more than dist.step_timeout_s=0.05 s"):
+            dc.wait_for(Pending(0.2), "a sync")
+    finally:
+        dc.configure_waits(None)

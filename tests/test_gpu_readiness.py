@@ -27,27 +27,48 @@ from .test_gpu import GPUS, gpu, needs_cuda, needs_two
 
 # -- point 4: NCCL timeouts raise on the waiting thread -----------------------------------------------
 def test_nccl_error_handling_is_set_before_the_process_group(monkeypatch):
-    """Blocking wait (the waiting thread raises) and CleanUpOnly (the watchdog aborts the
-    communicators, not the process), in the environment when ProcessGroupNCCL is built."""
-    for name in ("TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING"):
+    """No blocking wait (it would disable NCCL's watchdog and flight recorder, and make every
+    collective poll the host); CleanUpOnly (the watchdog aborts the communicators, not the
+    process); the flight recorder on, dumping on a timeout into the run's folder; deterministic
+    kernels already on when the first group is built (issue 42 points 4 and 7)."""
+    names = [*launch.NCCL_ERROR_HANDLING, launch.NCCL_DUMP_FILE, "TORCH_NCCL_BLOCKING_WAIT"]
+    for name in names:
         monkeypatch.setenv(name, "unset")  # recorded, so the test's end restores the environment
         monkeypatch.delenv(name)
     seen = {}
 
     def init(backend, **kwargs):
-        seen.update(backend=backend, **{k: os.environ.get(k) for k in launch.NCCL_ERROR_HANDLING})
+        seen.update(backend=backend, deterministic=torch.are_deterministic_algorithms_enabled())
+        seen.update({k: os.environ.get(k) for k in names})
 
     monkeypatch.setattr(launch.dist, "init_process_group", init)
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on, warn_only=False: seen.update(asked=on))
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: seen.get("asked", False))
     env = DistEnv(0, 2, 0, 2, "127.0.0.1", 29500, "local")
-    assert launch.init_process_group(env, torch.device("cuda", 0), 5) == "nccl"
-    assert seen == {"backend": "nccl", "TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+    assert launch.init_process_group(env, torch.device("cuda", 0), 5, deterministic=True, dump_dir="/runs/r") == "nccl"
+    assert seen == {
+        "backend": "nccl",
+        "asked": True,
+        "deterministic": True,
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/runs/r/nccl_trace_rank_",
+        "TORCH_NCCL_BLOCKING_WAIT": None,
+    }
+    # NCCL's watchdog waits longer than the host's own bounded wait: the run's failure path reports first
+    assert launch.nccl_group_timeout(30) == 90 and launch.nccl_group_timeout(600) == 900
 
 
 def test_a_users_own_nccl_and_allocator_settings_are_kept():
-    environ = {"NCCL_BLOCKING_WAIT": "0"}  # the older name torch still reads
+    environ = {"NCCL_ASYNC_ERROR_HANDLING": "3"}  # the older name torch still reads
     nccl_error_handling(environ)
-    assert environ == {"NCCL_BLOCKING_WAIT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+    assert environ == {
+        "NCCL_ASYNC_ERROR_HANDLING": "3",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    }
     environ = {}
     cuda_allocator_settings(environ)
     assert environ == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
@@ -155,8 +176,9 @@ def test_local_methods_on_a_gpu_with_their_outer_state_in_host_memory(method, tm
 @gpu
 @needs_two
 def test_a_hung_rank_over_nccl_is_named_and_its_peer_is_not_aborted(tmp_path):
-    """Point 4 on NCCL: rank 1 stops outside any collective; rank 0's collective times out after
-    dist.step_timeout_s and raises (blocking wait) instead of being SIGABRTed by the watchdog."""
+    """Point 4 on NCCL: rank 1 stops outside any collective; rank 0's host wait for its step's
+    collectives gives up after dist.step_timeout_s and raises (acco.engine.device_clock.wait_for)
+    before NCCL's watchdog, which waits longer, would abort it."""
     out = tmp_path / "run"
     run_train(
         [

@@ -61,7 +61,9 @@ def test_the_estimate_counts_the_fp32_accumulator_and_buffer():
         cfg = compose([*method, "train.precision=bf16", "train.grad_dtype=fp32"])
         layout = me.state_layout(cfg, gpu=False)
         assert (layout.param_bytes, layout.grad_bytes, layout.buffer_bytes) == (2, 6, 4)
-        cfg["train"]["grad_dtype"] = "auto"  # bf16 runs: bf16 gradients (the default)
+        cfg["train"]["grad_dtype"] = "auto"  # the default: fp32 gradients (issue 42 point 8)
+        assert (layout.param_bytes, layout.grad_bytes, layout.buffer_bytes) == (2, 6, 4)
+        cfg["train"]["grad_dtype"] = "bf16"  # the paper's bf16 buffers, asked for
         assert me.state_layout(cfg, gpu=False) is me.FLAT_BF16
     torch_ddp = compose(["method=ddp", "train.precision=bf16", "train.grad_dtype=fp32"])
     assert me.state_layout(torch_ddp, gpu=False) is me.TORCH_ZERO1
@@ -97,6 +99,7 @@ def test_with_fp32_gradients_flat_ddp_accumulates_and_reduces_as_torch_ddp(tmp_p
         "torch": ["method=ddp", "method.impl=torch"],
         "flat_fp32": ["method=ddp", "method.impl=flat", "train.grad_dtype=fp32"],
         "flat_auto": ["method=ddp", "method.impl=flat"],
+        "flat_bf16": ["method=ddp", "method.impl=flat", "train.grad_dtype=bf16"],
     }
     blocks, summaries = {}, {}
     for name, args in runs.items():
@@ -111,8 +114,10 @@ def test_with_fp32_gradients_flat_ddp_accumulates_and_reduces_as_torch_ddp(tmp_p
     for key in ("compute", "grad_accum", "reduce", "master", "moments"):
         assert blocks["flat_fp32"][key] == blocks["torch"][key], key
     assert blocks["flat_fp32"]["parameters"] == "bf16"  # the flat path's storage is unchanged
-    # the default in bf16: the flat path's own bf16 accumulator and reduce (not the baseline's)
-    assert (blocks["flat_auto"]["grad_accum"], blocks["flat_auto"]["reduce"]) == ("bf16", "bf16")
+    assert blocks["flat_fp32"]["all_gather"] == "bf16"  # the parameters come back in their own dtype
+    # the default in bf16 is the baseline's fp32 accumulator and reduce; bf16 when asked for
+    assert blocks["flat_auto"] == blocks["flat_fp32"]
+    assert (blocks["flat_bf16"]["grad_accum"], blocks["flat_bf16"]["reduce"]) == ("bf16", "bf16")
     run = summaries["flat_fp32"]
     estimated = me.model_states(me.model_shape(run["cfg"]).groups, 2, me.state_layout(run["cfg"], gpu=False))
     keys4 = ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes")

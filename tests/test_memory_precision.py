@@ -266,17 +266,19 @@ def test_bf16_torch_ddp_and_flat_ddp_evaluate_alike_and_train_along_the_same_cur
         runs[impl] = _rows(out)
     sizes = {impl: load_run(str(tmp_path / impl))["summary"]["per_rank"][0] for impl in runs}
     # the baseline keeps fp32 parameters and gradients (PyTorch's mixed precision), the flat path
-    # bf16 ones, padded to the shard layout
+    # bf16 parameters, padded to the shard layout, and (train.grad_dtype=auto) an fp32 accumulator
+    # beside a bf16 micro-batch gradient: 6 bytes a parameter against the baseline's 4
     assert sizes["flat"]["param_bytes"] < 0.51 * sizes["torch"]["param_bytes"]
-    assert sizes["flat"]["grad_bytes"] < 0.51 * sizes["torch"]["grad_bytes"]
+    assert 1.49 * sizes["torch"]["grad_bytes"] < sizes["flat"]["grad_bytes"] < 1.51 * sizes["torch"]["grad_bytes"]
     cfg = load_run(str(tmp_path / "torch"))["cfg"]
     # θ_0 is the same model: under the same evaluation (bf16 autocast, parameters stored in bf16)
     # both implementations give the same number, bit for bit, on every rank
     initial = run_in_group(_initial_evaluations, 2, cfg)
     assert initial[0]["torch"] == initial[0]["flat"] and initial[0] == initial[1], initial
     # Training: the same bf16 matrix products; the paths differ only in storage (the flat path
-    # rounds parameters to bf16 and accumulates and reduces gradients in bf16; the baseline keeps
-    # fp32), which moves the loss by ~1e-5 relative over these steps (measured: <= 3e-5). A bf16
+    # rounds parameters to bf16, and accumulates and reduces gradients in fp32 as the baseline does
+    # since issue 42 (in bf16 before, within the same bound); the baseline keeps fp32 parameters),
+    # which moves the loss by ~1e-5 relative over these steps (measured: <= 3e-5). A bf16
     # ulp of the loss is 2^-8 = 3.9e-3 relative; 5e-4 allows ~15x the measured gap and is ~5x below
     # what a real difference produced (the eval losing DDP's gradient all-reduce: 2.5e-3 by step 10).
     for key in ("train_loss", "eval_loss"):

@@ -331,7 +331,8 @@ def test_the_engine_refuses_a_clock_out_of_step_with_the_real_sync():
     def sync(kind, count, loss_sum):  # every rank's count is this one's: the world is this rank alone
         return SyncResult(kind, count, loss_sum / count, 1e-3, float("nan"), 1)
 
-    syncer = SimpleNamespace(buffer=torch.zeros(4), sync=sync)
+    buffer = torch.zeros(4)
+    syncer = SimpleNamespace(buffer=buffer, gathered=buffer, sync=sync)
     comm = CommWorker(torch.device("cpu"), threaded=False)
     alone = VirtualClock([0.25], {"commit": 1.0})
     engine = RoundEngine(flat, syncer, comm, Runner(), 2, True, TraceRecorder(0, enabled=False), clock=alone)

@@ -118,6 +118,7 @@ class Workload:
     accum: int = 1
     grad_bytes: int = 2  # bf16 buffer (ACCO, our ZeRO-1); 4 for fp32 gradients
     optimizer_s: float = 0.0  # the sharded optimizer step inside a sync
+    gather_bytes: int | None = None  # the all-gather's bytes per parameter (default grad_bytes)
 
     def compute_s(self, hw: Hardware) -> float:
         return self.accum * 6.0 * self.params * self.tokens / (hw.peak_flops * hw.mfu)
@@ -125,13 +126,13 @@ class Workload:
 
 def sync_time(w: Workload, n: int, hw: Hardware) -> float:
     """ZeRO-1 sync: reduce-scatter of the gradients, optimizer step on a shard, all-gather of the
-    parameters (the same bytes as one all-reduce)."""
+    parameters (the same bytes as one all-reduce when both travel in one dtype)."""
     alpha, beta = hw.link(n)
-    nbytes = w.params * w.grad_bytes
+    gather = w.grad_bytes if w.gather_bytes is None else w.gather_bytes
     return (
-        reduce_scatter_time(nbytes, n, alpha, beta)
+        reduce_scatter_time(w.params * w.grad_bytes, n, alpha, beta)
         + w.optimizer_s / max(n, 1)
-        + all_gather_time(nbytes, n, alpha, beta)
+        + all_gather_time(w.params * gather, n, alpha, beta)
     )
 
 

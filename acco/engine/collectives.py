@@ -53,6 +53,11 @@ def backend_of(group) -> str:
     return dist.get_backend(group)
 
 
+def is_nccl(group) -> bool:
+    """Is `group` an NCCL group (False for None, or where no process group is set up)."""
+    return group is not None and dist.is_initialized() and backend_of(group) == "nccl"
+
+
 def _host_staged(group, *tensors: torch.Tensor) -> bool:
     """gloo over CUDA tensors (dist.backend=gloo on a GPU, e.g. two ranks on one GPU in make
     gpu-check): gloo's point-to-point and all-gather take host tensors only, so the collective

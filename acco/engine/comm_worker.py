@@ -15,9 +15,15 @@ Two modes for `make gpu-check`'s race detection (experiments/gpu_check.py), both
 - inline (`dist.comm_thread=false`, set through `configure`): no thread and no stream, `submit`
   runs the job at once on the caller's thread and current stream, the sequential reference a
   threaded run must equal bit for bit (deterministic runs);
-- delays (`ACCO_COMM_DELAY_CYCLES=N`, a test-only hook): `torch.cuda._sleep(N)` on the compute
-  stream before the ready event is recorded and on the communication stream before each job, so a
-  missing wait on either side reads data not yet written and changes the result."""
+- delays (`ACCO_COMM_DELAY_CYCLES=N`, a test-only hook): `torch.cuda._sleep(2N)` on the compute
+  stream before it writes what a job will read (`delay_writes`, called by the rounds just before
+  they fill the communication buffer: the writes themselves come late, not only the event after
+  them) and `_sleep(N)` on the communication stream before each job (its writes come late), so a
+  missing wait on either side reads data not yet written and changes the result. The compute
+  side sleeps twice as long: were both equal, a communication stream that did not wait would
+  sleep as long as the writes it should wait for and could read them just in time.
+  tests/test_comm_worker_contract.py replays the calls with stream semantics on CPU and shows a
+  removed wait reading before the write."""
 
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from . import device_clock
 
 cuda = torch.cuda
 
@@ -107,13 +115,18 @@ class CommWorker:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
 
+    def delay_writes(self) -> None:
+        """Called by the compute side just before it writes what the next job reads (the
+        communication buffer): with delays on, the current stream sleeps first, so those writes land
+        late and a job that did not wait for them would read stale data (a no-op otherwise)."""
+        if self.threaded and self.stream is not None and self.delay:
+            cuda._sleep(2 * self.delay)
+
     def submit(self, fn: Callable[[], Any]) -> CommJob:
         if not self.threaded:
             return self._run_inline(fn)
         ready = None
         if self.stream is not None:
-            if self.delay:  # the gradients are written late: the job must wait for them
-                cuda._sleep(self.delay)
             # recorded on the submitting thread's current stream, before the job can start
             ready = cuda.Event()
             ready.record(cuda.current_stream(self.device))
@@ -146,8 +159,14 @@ class CommWorker:
             if self.delay:  # the results come late: the compute side must wait for them
                 cuda._sleep(self.delay)
             result = job.fn()
-        # the host waits for the stream before `done`: the compute side needs no event of its own
-        self.stream.synchronize()
+        # the host waits for the stream before `done`: the compute side needs no event of its own.
+        # Once per sync, a timeout past dist.step_timeout_s on NCCL (device_clock.wait_for)
+        if device_clock.wait_limited():
+            end = cuda.Event()
+            end.record(self.stream)
+            device_clock.wait_for(end, "a sync on the communication stream")
+        else:
+            self.stream.synchronize()
         return result
 
     def _loop(self) -> None:

@@ -49,6 +49,47 @@ def elapsed_us(a: Mark, b: Mark) -> float:
     return float(a.event.elapsed_time(b.event)) * 1e3  # elapsed_time: milliseconds
 
 
+# -- a bounded wait for device work (NCCL without blocking wait) ------------------------------------
+# dist.step_timeout_s on an NCCL run (set by the trainer): the longest a sync's device work may take.
+# The host waits with a plain blocking synchronize (the GIL released: a polling loop would wake
+# every few hundred µs and take the GIL from a host-bound compute thread, which the GPU check of
+# 2026-12-04 saw slow micro-batches beside a sync by ~30 %); a wait that outlives the limit ends
+# when NCCL's watchdog, on a slightly longer timeout (acco.runtime.launch.nccl_group_timeout),
+# aborts the communicators, and is then raised as a timeout on the waiting thread, so the run's
+# own failure path runs and names it. TORCH_NCCL_BLOCKING_WAIT is not used (no watchdog, no
+# flight recorder, and every collective's wait polls the host). None: no limit.
+_wait_limit_s: float | None = None
+
+
+class DeviceWaitTimeout(TimeoutError):
+    """Device work (a collective and what was queued after it) outlived dist.step_timeout_s."""
+
+
+def configure_waits(limit_s: float | None) -> None:
+    global _wait_limit_s
+    _wait_limit_s = None if limit_s is None else float(limit_s)
+
+
+def wait_limited() -> bool:
+    return _wait_limit_s is not None
+
+
+def wait_for(event, what: str) -> None:
+    """Block the host until `event` (a cuda.Event recorded after the work to wait for) completes;
+    with a limit set, raise DeviceWaitTimeout if that took longer (the communicator was aborted
+    under it, or a peer held it up past dist.step_timeout_s: either way the step failed)."""
+    if event is None:
+        return
+    start = time.monotonic()
+    event.synchronize()
+    waited = time.monotonic() - start
+    if _wait_limit_s is not None and waited > _wait_limit_s:
+        raise DeviceWaitTimeout(
+            f"{what} timed out: {waited:.0f} s, more than dist.step_timeout_s={_wait_limit_s:g} s (a peer "
+            f"crashed, hung or is far slower; raise dist.step_timeout_s if this rank's peers are alive and slow)"
+        )
+
+
 class Anchor:
     """A device point whose host time is known, so event times can be placed on the trace's wall
     clock: made once, with the device drained (one host sync), so its event completes the moment

@@ -140,6 +140,8 @@ class LocalEngine:
         # vector (28 GB at 7B) beside θ_w's own AdamW would not fit; a fragment's sync brings its
         # part over into `staging` (the fragment's size) and takes it back when it lands
         self.anchor = inner.master.detach().to("cpu", copy=True)
+        if device.type == "cuda":  # pinned: φ_f's copy onto the device at a sync's start does not
+            self.anchor = self.anchor.pin_memory()  # drain the compute stream (a pageable one does)
         self.momentum = [torch.zeros((b - a) // world_size, device=device) for a, b in self.fragments]
         self.buffer = torch.zeros_like(flat.params)  # Δ out, fragment by fragment (compute dtype)
         longest = max(b - a for a, b in self.fragments)
@@ -189,7 +191,9 @@ class LocalEngine:
             raise RuntimeError("a fragment's sync started while another is in flight")
         a, b = self.fragments[f]
         phi = self.staging[: b - a]
-        phi.copy_(self.anchor[a:b])  # φ_f onto the device: the outer step starts from it
+        self.comm.delay_writes()  # make gpu-check's race delay lands before the writes it tests
+        # φ_f onto the device (queued: the anchor is pinned on a GPU), the outer step starts from it
+        phi.copy_(self.anchor[a:b], non_blocking=True)
         torch.sub(phi, self.inner.master[a:b], out=self.buffer[a:b])  # cast to the buffer
         self.last_start[f] = step
         if self.clock is not None:  # starts when the last rank joins; waited for when it lands

@@ -99,6 +99,7 @@ class RoundEngine:
 
     def _launch(self, kind: SyncKind):
         """Gradients out: copy the accumulator into the communication buffer, start the sync."""
+        self.comm.delay_writes()  # make-gpu-check's race delay lands before the writes it tests
         self.buffer.copy_(self.flat.grads)
         count, loss_sum = self.runner.count, self.runner.loss_sum
         self.in_flight = count if kind.commits else 0  # an estimate leaves them in the accumulator
@@ -118,7 +119,7 @@ class RoundEngine:
                     f"the virtual clock modelled {modelled} micro-batches in this sync, the ranks sent "
                     f"{result.micro_batches}: its counts are out of step with the ranks'"
                 )
-        self.flat.params.copy_(self.buffer)
+        self.flat.params.copy_(self.syncer.gathered)
         return result
 
     def _empty_accumulator(self) -> None:

@@ -66,6 +66,11 @@ class ShardedAdamW:
         self.beta1, self.beta2 = float(betas[0]), float(betas[1])
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
+        # the update's working memory, allocated once (a sync runs on the communication stream,
+        # whose freed temporaries the compute stream never reuses): the denominator, and for a
+        # tentative step (acco, wp) copies of master, m and v, made at the first one
+        self._denom = torch.empty_like(self.master)
+        self._tentative: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     @classmethod
     def with_settings(
@@ -81,6 +86,11 @@ class ShardedAdamW:
     def state_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.master, self.exp_avg, self.exp_avg_sq))
 
+    def working_bytes(self) -> int:
+        """The update's working memory: the denominator, and the tentative step's copies once made."""
+        held = [self._denom, *(self._tentative or ())]
+        return sum(t.numel() * t.element_size() for t in held)
+
     def _update(self, param, exp_avg, exp_avg_sq, grad) -> None:
         """One AdamW update in place on (param, exp_avg, exp_avg_sq) with the state's step count."""
         t = self.step_count + 1
@@ -93,7 +103,7 @@ class ShardedAdamW:
         exp_avg.lerp_(grad, 1.0 - self.beta1)
         exp_avg_sq.mul_(self.beta2).addcmul_(grad, grad, value=1.0 - self.beta2)
         step_size = lr / (1.0 - self.beta1**t)
-        denom = (exp_avg_sq.sqrt() / math.sqrt(1.0 - self.beta2**t)).add_(self.eps)
+        denom = torch.sqrt(exp_avg_sq, out=self._denom).div_(math.sqrt(1.0 - self.beta2**t)).add_(self.eps)
         param.addcdiv_(exp_avg, denom, value=-step_size)
 
     def commit(self, grad: torch.Tensor, micro_batches: int = 0) -> torch.Tensor:
@@ -105,9 +115,19 @@ class ShardedAdamW:
         return self.master
 
     def tentative(self, grad: torch.Tensor) -> torch.Tensor:
-        """The shard a committed step would produce, leaving every piece of state as it was."""
-        param = self.master.clone()
-        self._update(param, self.exp_avg.clone(), self.exp_avg_sq.clone(), grad.to(torch.float32))
+        """The shard a committed step would produce, leaving every piece of state as it was (in a
+        buffer of its own, valid until the next tentative step)."""
+        if self._tentative is None:
+            self._tentative = (
+                torch.empty_like(self.master),
+                torch.empty_like(self.master),
+                torch.empty_like(self.master),
+            )
+        param, exp_avg, exp_avg_sq = self._tentative
+        param.copy_(self.master)
+        exp_avg.copy_(self.exp_avg)
+        exp_avg_sq.copy_(self.exp_avg_sq)
+        self._update(param, exp_avg, exp_avg_sq, grad.to(torch.float32))
         return param
 
     def state_dict(self) -> dict:

@@ -5,7 +5,10 @@ global-norm clipping across shards, an AdamW step on this rank's shard (committe
 committed then tentative), all-gather of the shards.
 
 One communication buffer of P entries serves both directions: the compute side copies its
-gradient accumulator into it, and the sync leaves the new full parameter vector in it."""
+gradient accumulator into it, and the sync leaves the new full parameter vector in it, in the
+parameters' dtype (`gathered`: a view of the buffer's storage in that dtype when the accumulator
+is wider, e.g. fp32 gradients beside bf16 parameters, so the all-gather sends 2 bytes a parameter
+and not 4; the buffer's gradients are spent by then)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from enum import Enum
 
 import torch
 
-from .collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
+from .collectives import all_gather_into, all_reduce_sum, is_nccl, reduce_scatter_sum
 from .sharded_adamw import ShardedAdamW
 from .trace import COMM, TraceRecorder
 
@@ -64,30 +67,50 @@ class Agreement:
     count and loss sum, whether any rank's gradient (shard) holds inf/nan, and the per-rank votes
     (the trainer's checkpoint signals). Summed over the ranks, and over the all-reduces since the
     last step boundary, they are the same on every rank, so a step boundary needs no collective of
-    its own, and so no barrier between committed steps."""
+    its own, and so no barrier between committed steps.
+
+    In two halves for a sync on a GPU: `start` builds the numbers on the device (scalar fills, no
+    copy from the host, so no host round trip) and all-reduces them; `settle` takes their values
+    once the host reads them, at the sync's end where it waits anyway."""
 
     def __init__(self) -> None:
         self.votes: Callable[[], Sequence[float]] = tuple
         self.agreed_votes: list[float] = []
         self.nonfinite_grad = False
 
-    def all_reduce(
+    def start(
         self, count: float, loss_sum: torch.Tensor | float, grads: torch.Tensor, group, on_host: bool = False
-    ) -> tuple[float, float]:
-        """(global micro-batches, global loss sum); `grads`: this rank's part to check for inf/nan.
-        `on_host`: the numbers travel as a host tensor (a gloo group beside a GPU's training)."""
+    ) -> torch.Tensor:
+        """The all-reduced [global micro-batches, global loss sum, non-finite ranks, vote sums...]
+        (float64, on `grads`' device; `on_host`: in host memory, for a gloo group beside a GPU's
+        training). `grads`: this rank's part to check for inf/nan."""
         votes = [float(v) for v in self.votes()]
         device = torch.device("cpu") if on_host else grads.device
-        stats = torch.tensor([float(count), 0.0, 0.0, *votes], dtype=torch.float64, device=device)
+        # fill_ takes a scalar as a kernel argument; `stats[i] = number` copies it from the host,
+        # a sync on a GPU (the check of 2026-12-04 found 4 per sync here)
+        stats = torch.zeros(3 + len(votes), dtype=torch.float64, device=device)
+        stats[0].fill_(float(count))
         stats[1] = loss_sum  # the compute side's sum, on the device: no host sync for it
         stats[2] = (~torch.isfinite(grads)).any()  # set on the device: no host sync of its own
+        for i, v in enumerate(votes):
+            stats[3 + i].fill_(v)
         all_reduce_sum(stats, group)
-        n_tot, loss_tot, nonfinite, *vote_sums = stats.tolist()
+        return stats
+
+    def settle(self, values: Sequence[float]) -> tuple[float, float]:
+        """(global micro-batches, global loss sum) from `start`'s numbers read on the host."""
+        n_tot, loss_tot, nonfinite, *vote_sums = values
         if n_tot <= 0:
             raise RuntimeError("a sync saw zero micro-batches across all ranks")
         self.nonfinite_grad = self.nonfinite_grad or nonfinite > 0
-        self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
+        self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or list(vote_sums)
         return n_tot, loss_tot
+
+    def all_reduce(
+        self, count: float, loss_sum: torch.Tensor | float, grads: torch.Tensor, group, on_host: bool = False
+    ) -> tuple[float, float]:
+        """`start` and `settle` at once: (global micro-batches, global loss sum)."""
+        return self.settle(self.start(count, loss_sum, grads, group, on_host).tolist())
 
     def take(self) -> tuple[bool, tuple[float, ...]]:
         """(a non-finite gradient on any rank, the votes' sums) since the last call."""
@@ -106,8 +129,16 @@ class Syncer:
         group,
         tracer: TraceRecorder,
         clip_norm: float = 0.0,
+        gathered: torch.Tensor | None = None,
     ):
+        """`gathered`: where the sync all-gathers the new parameters, a view over `buffer`'s storage
+        in the parameters' dtype (default: `buffer` itself)."""
         self.buffer = buffer
+        self.gathered = buffer if gathered is None else gathered
+        if self.gathered.numel() != buffer.numel() or self.gathered.untyped_storage().data_ptr() != (
+            buffer.untyped_storage().data_ptr()
+        ):
+            raise ValueError("the gathered parameters must be a view of the communication buffer, entry for entry")
         self.opt = opt
         self.group = group
         self.tracer = tracer
@@ -115,8 +146,16 @@ class Syncer:
         self.world_size = world_size
         shard = buffer.numel() // world_size
         self.lo, self.hi = rank * shard, (rank + 1) * shard
+        # the sync's working memory, allocated once (issue 42 point 6): on a GPU a temporary made on
+        # the communication stream stays in that stream's pool of the caching allocator, which
+        # the compute stream never reuses, so per-sync temporaries cost their peak for good
         self.grad_shard = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
-        self.scratch = torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
+        # the ring reduce-scatter's receive buffer (gloo); NCCL reduce-scatters without one
+        self.scratch = None if is_nccl(group) else torch.empty(shard, dtype=buffer.dtype, device=buffer.device)
+        # the fp32 mean gradient beside a narrower buffer (bf16 gradients); an fp32 buffer's own
+        self.grad32 = (
+            None if buffer.dtype == torch.float32 else torch.empty(shard, dtype=torch.float32, device=buffer.device)
+        )
         self.agreement = Agreement()  # counts, loss, finiteness and votes ride in one all-reduce
 
     def take_agreed(self) -> tuple[bool, tuple[float, ...]]:
@@ -125,35 +164,49 @@ class Syncer:
 
     def sync(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
         # runs as the communication thread's job: on a GPU its spans are event pairs on that
-        # thread's stream, so they end with the stream's work, not when it has been queued
+        # thread's stream, so they end with the stream's work, not when it has been queued. The
+        # host reads the agreed numbers once, at the end, when all the sync's work is queued (the
+        # thread then waits for the stream anyway): no round trip in the middle of the sync.
         span = self.tracer.span
         with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
             with span("all_reduce counts", COMM):
-                n_tot, loss_tot = self.agreement.all_reduce(count, loss_sum, self.grad_shard, self.group)
-            grad = self.grad_shard.to(torch.float32).div_(n_tot)
-            grad_norm = float("nan")
+                stats = self.agreement.start(count, loss_sum, self.grad_shard, self.group)
+            grad = self.grad_shard if self.grad32 is None else self.grad32.copy_(self.grad_shard)
+            grad.div_(stats[0])  # the global count, on the device
+            norm = None
             if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
                 with span("clip", COMM):
                     sq = squared_norm(grad).reshape(1)
                     all_reduce_sum(sq, self.group)
-                    grad_norm = math.sqrt(sq.item())
-                    coef = self.clip_norm / (grad_norm + 1e-6)
-                    if coef < 1.0:
-                        grad.mul_(coef)
+                    norm = sq.sqrt()
+                    # min(1, c / (‖g‖ + 1e-6)) in float64 on the device, as the host would compute it
+                    # (a true division: `c / tensor` would multiply by a reciprocal)
+                    grad.mul_(torch.full_like(norm, self.clip_norm).div_(norm + 1e-6).clamp_(max=1.0))
             lr = self.opt.lr
+            n_tot: float | None = None
+            loss_tot = 0.0
+            if kind is SyncKind.COMMIT_PREDICT:  # the tentative step's rate reads the new count
+                n_tot, loss_tot = self.agreement.settle(stats.tolist())
             with span(f"adamw ({kind.value})", COMM):
                 if kind is SyncKind.ESTIMATE:
                     new = self.opt.tentative(grad)
                 else:
-                    new = self.opt.commit(grad, int(round(n_tot)))
+                    new = self.opt.commit(grad, int(round(n_tot)) if n_tot is not None else 0)
                     if kind is SyncKind.COMMIT_PREDICT:
                         new = self.opt.tentative(grad)
-            own = self.buffer[self.lo : self.hi]
+            # the reduce-scatter is done with the buffer: the parameters go out in their own dtype
+            own = self.gathered[self.lo : self.hi]
             own.copy_(new)
             with span("all_gather", COMM):
-                all_gather_into(self.buffer, own, self.group)
+                all_gather_into(self.gathered, own, self.group)
+            values = torch.cat([stats, norm if norm is not None else stats.new_full((1,), math.nan)]).tolist()
+        if n_tot is None:
+            n_tot, loss_tot = self.agreement.settle(values[:-1])
+            if kind.commits:  # the count the schedule reads from the next step on
+                self.opt.micro_batches += int(round(n_tot))
+        grad_norm = values[-1]  # the norm before clipping (nan when not clipping)
         return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.opt.step_count)
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
+from . import device_clock
 from .collectives import all_gather_into, collective_done, collective_hooks, reduce_scatter_sum
 from .compute import MicroBatchRunner
 from .flat import no_decay, trainable_parameters
@@ -205,11 +206,19 @@ class TorchDDPZero1:
             with self.tracer.span("adamw (zero-1) + broadcast", COMM):
                 self.opt.step()
             votes = [float(v) for v in self.votes()]
-            stats = torch.tensor([float(self.runner.count), 0.0, *votes], dtype=torch.float64, device=self.device)
+            # built on the device by scalar fills: no copy from (and so no wait for) the host
+            stats = torch.zeros(2 + len(votes), dtype=torch.float64, device=self.device)
+            stats[0].fill_(float(self.runner.count))  # fill_: a kernel argument, not a copy from the host
             stats[1] = self.runner.loss_sum
+            for i, v in enumerate(votes):
+                stats[2 + i].fill_(v)
             with self.tracer.span("all_reduce loss", COMM):
                 dist.all_reduce(stats, group=self.group)
         self.step_count += 1
+        if stats.is_cuda:  # the step's collectives done, within dist.step_timeout_s (device_clock.wait_for)
+            end = torch.cuda.Event()
+            end.record()
+            device_clock.wait_for(end, "a step's all-reduce and ZeRO's broadcasts")
         n_tot, loss_tot, *vote_sums = stats.tolist()
         self.agreed_votes = [a + b for a, b in zip(self.agreed_votes, vote_sums)] or vote_sums
         self.micro_batches += int(round(n_tot))

@@ -147,21 +147,31 @@ OPTIMIZER_STEPS = {SyncKind.COMMIT: 1, SyncKind.ESTIMATE: 1, SyncKind.COMMIT_PRE
 
 
 def flat_sync_costs(
-    settings: ClockSettings, kinds: Sequence[SyncKind], world: int, buffer_bytes: int, agreement_bytes: int, clip: bool
+    settings: ClockSettings,
+    kinds: Sequence[SyncKind],
+    world: int,
+    buffer_bytes: int,
+    agreement_bytes: int,
+    clip: bool,
+    gather_bytes: int | None = None,
 ) -> dict[str, float]:
     """m_k for each kind of flat sync a method uses: its communication + its optimizer steps."""
-    comm = settings.communication_s(flat_sync_collectives(buffer_bytes, agreement_bytes, clip), world)
+    collectives = flat_sync_collectives(buffer_bytes, agreement_bytes, clip, gather_bytes)
+    comm = settings.communication_s(collectives, world)
     return {k.value: comm + OPTIMIZER_STEPS[k] * settings.optimizer_step_s for k in kinds}
 
 
 # -- the bytes each method's sync moves (what the link model is given) ------------------------------
-def flat_sync_collectives(buffer_bytes: int, agreement_bytes: int, clip: bool) -> list[tuple[str, float]]:
+def flat_sync_collectives(
+    buffer_bytes: int, agreement_bytes: int, clip: bool, gather_bytes: int | None = None
+) -> list[tuple[str, float]]:
     """The flat engine's sync (acco/engine/sync.py): reduce-scatter of the buffer, the counts'
-    all-reduce, the clipping norm's when clipping, all-gather of the buffer (its dtype both ways)."""
+    all-reduce, the clipping norm's when clipping, all-gather of the parameters (`gather_bytes`:
+    in the parameters' dtype, half the buffer's beside fp32 gradients; default the buffer's)."""
     out = [("reduce_scatter", float(buffer_bytes)), ("all_reduce", float(agreement_bytes))]
     if clip:
         out.append(("all_reduce", 8.0))
-    out.append(("all_gather", float(buffer_bytes)))
+    out.append(("all_gather", float(buffer_bytes if gather_bytes is None else gather_bytes)))
     return out
 
 

@@ -218,7 +218,14 @@ def plan(cfg: dict) -> dict:
     accum = int(cfg["train"]["accum"])
     method = cfg["method"]["name"]
     torch_ddp = method == "ddp" and cfg["method"].get("impl", "torch") == "torch"
-    work = cm.Workload(shape.family, shape.params, mb * seq, 1, grad_bytes=est.layout.buffer_bytes or 4)
+    work = cm.Workload(
+        shape.family,
+        shape.params,
+        mb * seq,
+        1,
+        grad_bytes=est.layout.buffer_bytes or 4,
+        gather_bytes=est.layout.param_bytes,
+    )
     hetero = cfg.get("hetero") or {}
     slow = float(hetero.get("factor") or 1.0) if hetero.get("slow_rank") is not None else 1.0
     c_mb = work.compute_s(hw)  # one micro-batch, fwd + bwd

@@ -100,7 +100,15 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     device = pick_device(cfg.device, env.local_rank, env.local_world_size, shared=cfg.dist.backend == "gloo")
     if device.type == "cpu":
         torch.set_num_threads(cpu_threads(cfg.train.threads, env.local_world_size))
-    backend = init_process_group(env, device, cfg.dist.timeout_s, cfg.dist.backend)
+    backend = init_process_group(
+        env,
+        device,
+        cfg.dist.timeout_s,
+        cfg.dist.backend,
+        # a virtual-clock run's counts are the model's, so its kernels are made reproducible too
+        deterministic=bool(cfg.train.deterministic) or is_virtual(cfg),
+        dump_dir=cfg.out_dir,  # NCCL's flight recorder dumps there on a timeout (nccl_trace_rank_<r>)
+    )
     # train.audit_collectives: from here on every collective is recorded (the groups' creation too)
     audit = CollectiveAudit(cfg.out_dir, env.rank).install() if cfg.train.audit_collectives else None
     post_group = post_training_group(cfg, env.world_size)

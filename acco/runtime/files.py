@@ -190,7 +190,10 @@ def reset_peak_memory(device: torch.device) -> bool:
 
 def peak_memory_bytes(device: torch.device) -> dict:
     """Peak resident set size of this process since training began (where the mark could be reset;
-    `peak_rss_scope` says which), and on GPU the allocator's peak since then."""
+    `peak_rss_scope` says which), and on GPU the allocator's peaks since then: what tensors held
+    (allocated), what the caching allocator took from the device (reserved: the figure to hold
+    against the GPU's memory and the estimate, its per-stream pools included), and how often it
+    had to free its cache and retry an allocation (a run near the limit)."""
     hwm = _vm_hwm_bytes() if _RSS_PEAK_RESET else None
     if hwm is not None:
         out = {"peak_rss_bytes": hwm, "peak_rss_scope": "training"}
@@ -199,4 +202,6 @@ def peak_memory_bytes(device: torch.device) -> dict:
         out = {"peak_rss_bytes": rss, "peak_rss_scope": "process"}
     if device.type == "cuda":
         out["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+        out["cuda_max_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+        out["cuda_alloc_retries"] = int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))
     return out

@@ -187,25 +187,44 @@ def gpu_shortage(local_world_size: int, visible_gpus: int, environ=None) -> str 
     )
 
 
-# What NCCL does with a collective that outlives its timeout (dist.step_timeout_s on the training
-# groups). By default (TORCH_NCCL_ASYNC_ERROR_HANDLING=3) its watchdog thread SIGABRTs the process:
-# no failure record, no summary.json. Blocking wait makes the waiting thread itself raise
-# (DistBackendError, "timed out"), so the run's own failure path runs; error handling 2
-# (CleanUpOnly) lets the watchdog abort the timed-out communicators (freeing a peer stuck in a
-# kernel) without killing the process. torch 2.11-2.13 read these names (and the older ones
-# without TORCH_, which a user may still set: theirs wins).
-NCCL_ERROR_HANDLING = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
+# What NCCL does with a collective that outlives its timeout. The host waits for a sync's device
+# work at most dist.step_timeout_s (acco.engine.device_clock.wait_for: once per sync, where it
+# ends) and raises on the waiting thread, so the run's own failure path runs and names it. NCCL's
+# watchdog stays on behind it, with a longer timeout (nccl_group_timeout): error handling 2
+# (CleanUpOnly) lets it abort the timed-out communicators (freeing a peer stuck in a kernel)
+# without killing the process, and its flight recorder keeps the last collectives and dumps them
+# on a timeout (<out_dir>/nccl_trace_rank_<r>). Not TORCH_NCCL_BLOCKING_WAIT: with it ProcessGroupNCCL
+# makes no watchdog (no abort, no dump) and every collective's wait polls the host in 1 ms sleeps.
+# torch 2.11-2.13 read these names (and the older ones without TORCH_, which a user may still set:
+# theirs wins).
+NCCL_ERROR_HANDLING = {
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+}
+NCCL_DUMP_FILE = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+
+
+def nccl_group_timeout(step_timeout_s: float) -> float:
+    """NCCL's watchdog timeout for the training groups: past the host's own wait
+    (dist.step_timeout_s), so the run's failure path reports first and the watchdog is the backstop."""
+    return float(step_timeout_s) + max(60.0, 0.5 * float(step_timeout_s))
+
+
 # the communication thread's stream allocates beside the compute stream: expandable segments keep
 # the two streams' freed blocks from fragmenting the caching allocator's pool (a 7B run is tight)
 ALLOCATOR_SETTING = "expandable_segments:True"
 
 
-def nccl_error_handling(environ=None) -> None:
-    """Before any NCCL process group is created (ProcessGroupNCCL reads them at construction)."""
+def nccl_error_handling(environ=None, dump_dir: str | None = None) -> None:
+    """Before any NCCL process group is created (ProcessGroupNCCL reads them at construction).
+    `dump_dir`: where the flight recorder's dumps go (the run's folder)."""
     environ = os.environ if environ is None else environ
     for name, value in NCCL_ERROR_HANDLING.items():
         if name not in environ and name.removeprefix("TORCH_") not in environ:
             environ[name] = value
+    if dump_dir and NCCL_DUMP_FILE not in environ:
+        environ[NCCL_DUMP_FILE] = os.path.join(dump_dir, "nccl_trace_rank_")
 
 
 def cuda_allocator_settings(environ=None) -> None:
@@ -216,13 +235,30 @@ def cuda_allocator_settings(environ=None) -> None:
         environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATOR_SETTING
 
 
-def init_process_group(env: DistEnv, device: torch.device, timeout_s: float, backend: str = "auto") -> str:
+def deterministic_cuda() -> None:
+    """torch's deterministic kernels on CUDA (cuBLAS needs a fixed workspace, read at its first
+    call): before any NCCL group and any CUDA work, so everything built after sees the setting."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
+
+
+def init_process_group(
+    env: DistEnv,
+    device: torch.device,
+    timeout_s: float,
+    backend: str = "auto",
+    deterministic: bool = False,
+    dump_dir: str | None = None,
+) -> str:
     """dist.backend: auto is NCCL on CUDA, gloo on CPU; gloo on CUDA runs the training
-    collectives through host copies (acco/engine/collectives.py)."""
+    collectives through host copies (acco/engine/collectives.py). `deterministic`
+    (train.deterministic) on CUDA: deterministic kernels set before the first group."""
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":
-        nccl_error_handling()
+        if deterministic:
+            deterministic_cuda()
+        nccl_error_handling(dump_dir=dump_dir)
         torch.cuda.set_device(device)
     dist.init_process_group(
         backend,

@@ -95,7 +95,7 @@ class FlatBackend(Backend):
         # collectives never interleave with the main thread's (evaluation, metrics) on another
         self.comm = CommWorker(device)
         self.syncer: Syncer | None = Syncer(
-            self.buffer, self.opt, rank, world_size, comm_group, tracer, adamw.clip_norm
+            self.buffer, self.opt, rank, world_size, comm_group, tracer, adamw.clip_norm, gathered=self.param_view
         )
         self.runner: MicroBatchRunner | None = MicroBatchRunner(
             task.model,
@@ -115,6 +115,7 @@ class FlatBackend(Backend):
                 self.buffer.nbytes,
                 AGREEMENT_BYTES,
                 adamw.clips,
+                gather_bytes=self.param_view.nbytes,
             )
             self.clock = VirtualClock(clock.micro_batch_costs(world_size), costs, rank)
         self.engine: RoundEngine | None = RoundEngine(
@@ -174,8 +175,8 @@ class FlatBackend(Backend):
         """Without `vector` no fp32 model-sized vector is made: the masters are gathered, rounded to
         the buffers' dtype, through the communication buffer (free at a step boundary)."""
         if vector is None:
-            self.live_engine.gather_committed(self.buffer)
-            self.flat.params.copy_(self.buffer)
+            self.live_engine.gather_committed(self.param_view)
+            self.flat.params.copy_(self.param_view)
         else:
             self.flat.trainable().copy_(vector)
 
@@ -206,7 +207,7 @@ class FlatBackend(Backend):
             "micro_batch_grad": dtype_name(flat.dtype),
             "grad_accum": dtype_name(flat.grads.dtype),
             "reduce": dtype_name(self.buffer.dtype),
-            "all_gather": dtype_name(self.buffer.dtype),
+            "all_gather": dtype_name(self.param_view.dtype),
             "master": dtype_name(self.opt.master.dtype),
             "moments": dtype_name(self.opt.exp_avg.dtype),
         }

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,6 +12,7 @@ from ..engine.schedule import LrAt
 from ..engine.sharded_adamw import AdamWSettings
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
+from ..runtime.launch import deterministic_cuda
 from ..tasks import Task
 from .backend import Backend
 from .backend_flat import FlatBackend
@@ -51,10 +51,10 @@ def build_backend(
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
     if deterministic and device.type == "cuda":
-        # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
-        # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
+        # reproducible on CUDA too (make gpu-check compares runs bit for bit). The suite's ranks set
+        # it before their first process group (acco.runtime.launch.init_process_group); here for
+        # acco.Overlapped, whose caller made the group: set it before that to cover NCCL too
+        deterministic_cuda()
     if method == "ddp" and options.get("impl", "torch") == "torch":
         hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
         return TorchDDPBackend(

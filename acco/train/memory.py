@@ -283,20 +283,22 @@ class MemoryEstimate:
     model_state: dict  # the largest rank's, summary.json names
     items: dict = field(default_factory=dict)  # training-time bytes by what they are
     setup_bytes: float = 0.0  # while the engine is being built (no activations yet)
-    overlapped: bool = True  # the sync runs beside the compute (dpu, wp, acco)
 
+    # what the compute stream allocates and frees again in every micro-batch or step: one of these
+    # at a time, so the peak holds the largest; everything else is held (the model state, and the
+    # flat sync's working memory, allocated once on the communication stream: a GPU's caching
+    # allocator keeps a stream's freed blocks for that stream, so the two never share them)
     COMPUTE_ONLY = ("activations (one micro-batch)", "logits and loss", "autocast bf16 weight copies")
+    STEP_TEMPORARIES = "optimizer step temporaries (compute stream)"
 
     @property
     def training_bytes(self) -> float:
-        """Everything at once where the sync overlaps the compute; for a sequential method the
-        sync's working memory and the compute's activations are never live together."""
-        if self.overlapped:
-            return float(sum(self.items.values()))
+        """The held memory plus the larger of the micro-batch's and the optimizer step's transient
+        memory on the compute stream (the step runs between micro-batches, on the same stream)."""
         compute = sum(v for k, v in self.items.items() if k in self.COMPUTE_ONLY)
-        sync = self.items.get("sync working memory", 0.0)
-        rest = sum(v for k, v in self.items.items() if k not in self.COMPUTE_ONLY and k != "sync working memory")
-        return float(rest + max(compute, sync))
+        step = self.items.get(self.STEP_TEMPORARIES, 0.0)
+        held = sum(v for k, v in self.items.items() if k not in self.COMPUTE_ONLY and k != self.STEP_TEMPORARIES)
+        return float(held + max(compute, step))
 
     @property
     def total_bytes(self) -> float:
@@ -306,16 +308,18 @@ class MemoryEstimate:
     def total_gb(self) -> float:
         return self.total_bytes / GB
 
+    SHARDED = ("optimizer state", "sync working memory")
+
     @property
     def sharded_bytes(self) -> float:
         """What shrinks as 1/N with more ranks: the optimizer-state shard and the sync's work on it."""
-        return self.items.get("optimizer state", 0.0) + self.items.get("sync working memory", 0.0)
+        return sum(self.items.get(k, 0.0) for k in self.SHARDED)
 
     @property
     def unsharded_bytes(self) -> float:
         """What more ranks would not shrink (the sharded part taken out of the peak)."""
-        rest = dict(self.items, **{"optimizer state": 0.0, "sync working memory": 0.0})
-        return MemoryEstimate(self.world, self.layout, self.model_state, rest, 0.0, self.overlapped).training_bytes
+        rest = dict(self.items, **dict.fromkeys(self.SHARDED, 0.0))
+        return MemoryEstimate(self.world, self.layout, self.model_state, rest, 0.0).training_bytes
 
 
 def checkpointing_on(cfg: dict) -> bool:
@@ -340,23 +344,41 @@ def estimate(
     compute_bf16 = precision(cfg, gpu) == "bf16"
     if layout.flat:
         from ..engine.flat import ShardLayout
+        from ..engine.sync import CHUNK
 
         shards = ShardLayout(P, world)
-        # gradient shard + receive scratch (buffer precision), the fp32 gradient shard, two fp32
-        # temporaries of the AdamW update, and for a tentative step (acco, wp) copies of master, m, v
-        tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
-        items["sync working memory"] = shards.shard_size * (2 * layout.buffer_bytes + 4 + 8 + tentative)
-        master = shards.shard_size
-        if layout.local_fragments:  # the inner step: fp32 mean gradient and AdamW temporaries, whole model
-            items["sync working memory"] = shards.padded * (4 + 8)
+        shard = shards.shard_size
+        master = shard
+        if layout.local_fragments:
+            from ..engine.local_rounds import fragment_bounds
+
+            longest = max(b - a for a, b in fragment_bounds(shards.padded, world, layout.local_fragments))
+            # held: the inner AdamW's denominator (whole model) and, on the communication stream,
+            # a fragment shard's fp32 pseudo-gradient and outer update
+            items["sync working memory"] = shards.padded * 4 + (longest // world) * 8
+            # each inner step's fp32 mean gradient beside narrower gradients (compute stream)
+            if layout.grad_bytes < 4:
+                items[MemoryEstimate.STEP_TEMPORARIES] = shards.padded * 4
             master = shards.padded
+        else:
+            # acco/engine/sync.py, allocated once: the gradient shard (buffer precision), the ring's
+            # receive buffer (gloo, not NCCL), the fp32 mean gradient beside a narrower buffer,
+            # AdamW's denominator, a tentative step's master, m and v (acco, wp); clipping's
+            # float64 sum of squares, a chunk at a time
+            scratch = 0 if gpu else layout.buffer_bytes
+            widen = 4 if layout.buffer_bytes < 4 else 0
+            tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
+            items["sync working memory"] = shard * (layout.buffer_bytes + scratch + widen + 4 + tentative)
+            if float((cfg.get("optim") or {}).get("clip_norm") or 0) > 0:
+                items["sync working memory"] += 16 * min(CHUNK, shard)
         # set-up: the tasks build the model on the host and the flat engine moves it one fp32
         # parameter at a time into the parameter buffer and the fp32 master shard
         largest = max(n for g in shape.groups for n in g)
         setup: float = shards.padded * (layout.param_bytes + layout.grad_bytes) + 4 * master + 4 * largest
     else:
         elements = max(e for e, _ in zero_partition(shape.groups, world))
-        items["sync working memory"] = 8 * elements  # AdamW's temporaries on this rank's partition
+        # AdamW's temporaries on this rank's partition, on the main thread's (compute) stream
+        items[MemoryEstimate.STEP_TEMPORARIES] = 8 * elements
         if compute_bf16:  # autocast keeps bf16 copies of the weights for forward and backward
             items["autocast bf16 weight copies"] = 2 * P
         setup = 4 * P + 4 * P  # the fp32 model moved whole to the device, DDP's gradient buckets
@@ -368,8 +390,7 @@ def estimate(
     if gpu:
         items["CUDA context and NCCL (assumed)"] = CUDA_RESERVE_BYTES
         setup += CUDA_RESERVE_BYTES
-    overlapped = cfg["method"]["name"] in ("dpu", "wp", "acco", "streaming_diloco")
-    return MemoryEstimate(world, layout, state, {k: float(v) for k, v in items.items()}, float(setup), overlapped)
+    return MemoryEstimate(world, layout, state, {k: float(v) for k, v in items.items()}, float(setup))
 
 
 # -- does it fit ------------------------------------------------------------------------------------
@@ -460,7 +481,7 @@ def fit_problem(cfg: dict, world: int) -> str | None:
 def breakdown(est: MemoryEstimate) -> str:
     """One line: the peak, then each item in GB."""
     parts = ", ".join(f"{k} {v / GB:.2f}" for k, v in est.items.items() if v)
-    how = "all live at once" if est.overlapped else "sync and activations not live together"
+    how = "the micro-batch's and the optimizer step's temporaries not live together; the rest held"
     return (
         f"{est.total_gb:.1f} GB per GPU: training {est.training_bytes / GB:.1f} ({parts}; {how}), "
         f"set-up {est.setup_bytes / GB:.1f}"

@@ -11,11 +11,18 @@ Older configs said `train.bf16: true|false` (bf16 on GPU only); they read as aut
 `train.grad_dtype`: the flat methods' gradient accumulator and reduce-scatter (and so their
 communication buffer) dtype.
 
-    auto  the storage dtype of train.precision (bf16 runs: bf16, each micro-batch added in bf16 and
-          each ring hop of the reduce-scatter rounded to bf16)
-    fp32  an fp32 accumulator and an fp32 reduce-scatter: each micro-batch's gradient is rounded to
-          bf16 once (the parameters' dtype) and summed in fp32, as the torch DDP baseline does
-    bf16  bf16 (as auto: an accumulator is never narrower than the parameters, so fp32 runs keep fp32)
+    auto  fp32 (the default): an fp32 accumulator and an fp32 reduce-scatter; in a bf16 run each
+          micro-batch's gradient is rounded to bf16 once (the parameters' dtype) and summed in fp32,
+          as the torch DDP baseline does, so compared methods move gradients in the same dtypes
+          (an adaptive round sums up to 64 x accum micro-batches: in bf16 each sum would round)
+    fp32  the same, said explicitly
+    bf16  the storage dtype of train.precision (bf16 runs: bf16, each micro-batch added in bf16 and
+          each ring hop of the reduce-scatter rounded to bf16: the paper's bf16 buffers, half the
+          bytes on the wire; fp32 runs keep fp32, an accumulator is never narrower than the
+          parameters)
+
+Whatever the accumulator, the parameters come back in their own dtype: the all-gather sends the
+parameters' dtype (bf16 in a bf16 run), not the accumulator's.
 
 The torch DDP baseline accumulates in fp32 whatever this says (its parameters are fp32)."""
 
@@ -51,9 +58,9 @@ def grad_dtype(train_cfg: dict, device: torch.device) -> torch.dtype:
     choice = train_cfg.get("grad_dtype") or "auto"
     if choice not in GRAD_DTYPES:
         raise ValueError(f"train.grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {choice!r}")
-    if choice == "fp32":
-        return torch.float32
-    return compute_dtype(train_cfg, device)  # auto, or bf16 (fp32 in an fp32 run)
+    if choice == "bf16":
+        return compute_dtype(train_cfg, device)  # the storage dtype: fp32 in an fp32 run
+    return torch.float32  # auto, fp32
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
 
-from ..engine import comm_worker
+from ..engine import comm_worker, device_clock
 from ..engine.compute import autocast
 from ..engine.rounds import StopRule
 from ..engine.sharded_adamw import AdamWSettings
@@ -24,7 +24,7 @@ from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
 from ..runtime.files import MetricsWriter, reset_peak_memory
-from ..runtime.launch import training_group_options
+from ..runtime.launch import nccl_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
 from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
@@ -122,8 +122,13 @@ class Trainer:
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
         # communication thread's (so they never interleave with the main thread's collectives);
         # on NCCL its kernels run on high-priority streams (acco.runtime.launch.training_group_options)
+        # On NCCL the host waits for a sync at most dist.step_timeout_s (device_clock.wait_for raises
+        # on the waiting thread) and NCCL's watchdog, the backstop, waits a little longer
+        nccl = dist.get_backend() == "nccl"
+        device_clock.configure_waits(self.step_timeout_s if nccl else None)
+        group_timeout = timedelta(seconds=nccl_group_timeout(self.step_timeout_s)) if nccl else step_timeout
         group = dist.new_group(
-            list(range(world_size)), timeout=step_timeout, pg_options=training_group_options(dist.get_backend())
+            list(range(world_size)), timeout=group_timeout, pg_options=training_group_options(dist.get_backend())
         )
         self.backend: Backend
         # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
