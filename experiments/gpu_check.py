@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""`make gpu-check`: everything CUDA-specific, in at most 8 minutes on one H200, written to
+"""`make gpu-check`: everything CUDA-specific, in at most 8.5 minutes on one H200, written to
 results/gpu/. Without a CUDA GPU it says so and exits 0.
 
-    python experiments/gpu_check.py [--out results/gpu] [--budget-s 480]
+    python experiments/gpu_check.py [--out results/gpu] [--budget-s 510]
 
 On a machine with no internet and its own PyTorch (no virtual environment), with the wheel folder
 `make wheels` made beforehand on a machine with the registry (README, "GPU check"):
@@ -11,29 +11,33 @@ On a machine with no internet and its own PyTorch (no virtual environment), with
     PYTHONPATH=.gpu-deps python experiments/gpu_check.py --out results/gpu
 
 The parts (`plan`), each in its own process group with its own time box (killed as a whole group
-when it runs out: forkserver -> train.py -> workers), in this order; the summary is rewritten
-after every part, so what finished is written even when a later part fails or runs out of time:
+when it runs out: forkserver -> train.py -> workers), in this order, the most decisive first; the
+summary is rewritten after every part, so what finished is written even when a later part fails
+or runs out of time:
 
-- prepare: every data cache the later parts read, built before anything is timed;
-- reference: every method (diloco and streaming_diloco too) on the GPU against the single-process
-  fp32 reference on CPU (tests/test_gpu.py);
-- races: deterministic runs (torch's deterministic algorithms, CUBLAS_WORKSPACE_CONFIG) whose
-  final parameters must be bitwise equal between the communication thread as it runs, delays
-  injected on both streams, and the inline worker (tests/test_gpu_races.py);
-- resume: evaluation inside the run, a checkpoint and an exact resume with CUDA tensors;
-- sync_debug: no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode);
-- overlap: the communication stream's overlap with compute, from CUDA events;
-- other_gpu_tests: the other files' tests marked gpu (tests/test_gpu_trace.py, ...);
-- throughput: tokens/s and MFU of the paper's 36M and 125M GPT-Neo, the allocator's peak beside
-  the memory estimate.
+- prepare: every data cache the later parts read, built side by side before anything is timed;
+- correctness (tests/test_gpu*.py, 12 at a time): every method (diloco and streaming_diloco too)
+  on the GPU against the single-process fp32 reference on CPU; deterministic runs (torch's
+  deterministic kernels, set before the first process group) whose final parameters must be
+  bitwise equal between the communication thread as it runs, delays injected on both streams
+  before the writes they test, and the inline worker, with deterministic rounds and with adaptive
+  rounds counted by the virtual clock; evaluation, a checkpoint and an exact resume with CUDA
+  tensors; the runs' storage dtypes; the other gpu tests;
+- sync_debug: no host sync from this checkout inside the micro-batches of a traced ACCO run
+  (set_sync_debug_mode; each sync filed by its source line, a library's named, not failed);
+- overlap: the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round
+  c + s, the overlapped methods' max(c, s), within a margin (acco/bench/gpu.py overlap_bound);
+- memory: ACCO's allocator peaks (allocated, reserved, retries) against the memory estimate;
+- throughput: tokens/s and MFU of the paper's 125M and 36M GPT-Neo, the allocator's peaks beside
+  the estimate, without the deterministic settings (as production runs).
 
 One GPU runs world 1, where the process group is NCCL but reduce-scatter and all-gather are
-copies (acco/engine/collectives.py): only with 2 GPUs do the races, reference and overlap parts
-run world 2 over NCCL. The summary says which ran.
+copies (acco/engine/collectives.py): only with 2 GPUs do the reference and race tests run world 2
+over NCCL. The summary says which ran.
 
-Internal (one measurement, what the parts and the gpu tests run): `--part throughput --model M
---seq S --mb B --json PATH`, `--part overlap --method M [--world N] --json PATH`, `--part
-sync_debug --json PATH`; extra config overrides after them."""
+Internal (one measurement, what the parts and the gpu tests run): `--part throughput|memory
+--model M --seq S --mb B --json PATH`, `--part overlap --method M [--world N] --json PATH`,
+`--part overlap_bound|sync_debug --json PATH`; extra config overrides after them."""
 
 import argparse
 import datetime
@@ -53,7 +57,7 @@ from acco.bench import SMALL_LM  # noqa: E402
 
 # the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
-BUDGET_S = 480  # the whole check on one H200
+BUDGET_S = 510  # the whole check on one H200 (measured parts: results/gpu/2026-12-04-second)
 RESERVE_S = 10  # for writing the summary
 
 # the files of the other tests marked gpu (each part above runs its own selection)
@@ -62,15 +66,21 @@ OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_work
 
 @dataclass(frozen=True)
 class Part:
-    """One part of the check: its commands run in turn, in one process group, within `budget_s`."""
+    """One part of the check: its commands run in turn (or all at once where `parallel`), in
+    process groups of their own, within `budget_s`."""
 
     name: str
-    budget_s: int  # on one H200 (estimated: the check has not run on a GPU yet)
+    budget_s: int  # on one H200 (measured 2026-12-04 where the first run got that far: see results/gpu)
     what: str
     commands: tuple[tuple[str, ...], ...]
+    parallel: bool = False
 
 
-def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: str, out: str) -> Part:
+def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: str, out: str, workers: int = 1) -> Part:
+    """A pytest run of the gpu tests `select`ed from `files`; `workers` > 1: that many processes at
+    once (pytest-xdist): each GPU test spawns its own runs, which one GPU and 16 cores take side by
+    side (the first run measured 30-45 s a test, one at a time)."""
+    spread = ["-n", str(workers)] if workers > 1 else []
     return Part(
         name,
         budget_s,
@@ -84,6 +94,7 @@ def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: s
                 "-rA",  # every test's outcome in the log as it goes (kept if the part runs out of time)
                 "-p",
                 "no:cacheprovider",
+                *spread,
                 "-m",
                 "gpu",
                 "-k",
@@ -96,103 +107,94 @@ def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: s
     )
 
 
-def plan(out: str) -> list[Part]:
-    """The parts in the order they run, with their budgets (together at most BUDGET_S)."""
+def internal_part(name: str, budget_s: int, what: str, out: str, *args: str) -> Part:
+    """One of this script's own measurements (`--part ...`), its JSON in `out`."""
     me = os.path.abspath(__file__)
+    return Part(name, budget_s, what, ((sys.executable, me, *args, "--json", os.path.join(out, f"{name}.json")),))
+
+
+CORRECTNESS_FILES = ["tests/test_gpu.py", "tests/test_gpu_races.py", *[f"tests/{n}" for n in OTHER_GPU_TESTS]]
+OVERLAP_TEST = "round_is_max"  # tests/test_gpu.py's overlap bound, its own part (timed alone)
+
+
+def plan(out: str) -> list[Part]:
+    """The parts in the order they run, with their budgets (together at most BUDGET_S): the most
+    decisive first, so a machine lent for less time still answers them."""
     prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
     caches = [("data=synthetic", *SMALL_LM)] + [
         ("data=synthetic", f"model={m}", f"data.seq_len={seq}", f"data.micro_batch_size={mb}")
         for m, seq, mb in [*THROUGHPUT, ("gptneo_36m", 512, 4)]
     ]
+    big, big_seq, big_mb = THROUGHPUT[-1]
     parts = [
         Part(
             "prepare",
-            55,
-            "the data caches of every later part, before anything is timed",
+            45,
+            "the data caches of every later part, built side by side before anything is timed",
             tuple((sys.executable, prepare, *c) for c in caches),
+            parallel=True,
         ),
         pytest_part(
-            "reference",
-            75,
-            "every method (diloco, streaming_diloco too) against the single-process fp32 reference",
-            ["tests/test_gpu.py"],
-            "matches_the_reference",
+            "correctness",
+            240,
+            "every method against the single-process fp32 reference; final parameters bitwise equal "
+            "(threaded, delays on both streams, inline; deterministic and adaptive rounds); evaluation, "
+            "checkpoint and exact resume with CUDA tensors; storage dtypes; the other gpu tests",
+            CORRECTNESS_FILES,
+            f"not {OVERLAP_TEST}",
             out,
+            workers=12,
         ),
-        pytest_part(
-            "races",
-            120,
-            "final parameters bitwise equal: threaded, delays on both streams, inline worker",
-            ["tests/test_gpu_races.py"],
-            "bitwise_equal",
-            out,
-        ),
-        pytest_part(
-            "resume",
-            50,
-            "evaluation inside the run, a checkpoint and an exact resume with CUDA tensors",
-            ["tests/test_gpu_races.py"],
-            "exact_resume",
-            out,
-        ),
-        Part(
+        internal_part(
             "sync_debug",
-            20,
-            "no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode)",
-            (
-                (
-                    sys.executable,
-                    me,
-                    "--part",
-                    "sync_debug",
-                    "--json",
-                    os.path.join(out, "sync_debug.json"),
-                    *SMALL_LM,
-                    "method=acco",
-                    "device=cuda",
-                ),
-            ),
+            30,
+            "no host sync inside the micro-batches of a traced ACCO run (set_sync_debug_mode), each by source",
+            out,
+            "--part",
+            "sync_debug",
+            *SMALL_LM,
+            "method=acco",
+            "device=cuda",
         ),
         pytest_part(
             "overlap",
-            40,
-            "the communication stream's overlap with compute (CUDA events), storage dtypes",
+            60,
+            "the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round c + s, "
+            "ACCO's, DPU's and WP's max(c, s) (+20 %), the sync not starved, the compute not slowed",
             ["tests/test_gpu.py"],
-            "overlaps_compute or fp32_parameters",
+            OVERLAP_TEST,
             out,
         ),
-        pytest_part(
-            "other_gpu_tests",
+        internal_part(
+            f"memory_acco_{big}",
             40,
-            "the other tests marked gpu: traced micro-batches never sync the host, points 4-7, the "
-            "comm worker on a real stream",
-            [f"tests/{name}" for name in OTHER_GPU_TESTS],
-            "not nothing_deselected",
+            f"ACCO's allocator peaks (allocated, reserved, retries) against the estimate, {big}",
             out,
+            "--part",
+            "memory",
+            "--model",
+            big,
+            "--seq",
+            str(big_seq),
+            "--mb",
+            str(big_mb),
         ),
     ]
-    for (model, seq, mb), budget in zip(THROUGHPUT, (30, 40)):
+    for (model, seq, mb), budget in zip(reversed(THROUGHPUT), (40, 30)):
         parts.append(
-            Part(
+            internal_part(
                 f"throughput_{model}",
                 budget,
                 f"tokens/s, MFU and peak memory of {model} at sequence {seq}, micro-batch {mb}",
-                (
-                    (
-                        sys.executable,
-                        me,
-                        "--part",
-                        "throughput",
-                        "--model",
-                        model,
-                        "--seq",
-                        str(seq),
-                        "--mb",
-                        str(mb),
-                        "--json",
-                        os.path.join(out, f"throughput_{model}.part.json"),
-                    ),
-                ),
+                out,
+                "--part",
+                "throughput",
+                "--model",
+                model,
+                "--seq",
+                str(seq),
+                "--mb",
+                str(mb),
             )
         )
     return parts
@@ -215,26 +217,36 @@ def kill_group(pgid: int, grace_s: float = 5.0) -> None:
 
 
 def run_part(part: Part, timeout_s: float, log_path: str) -> dict:
-    """The part's commands in turn, each in a new session (its own process group) that is killed
-    as a whole at the time box, and after the command ends (no orphan outlives its part)."""
+    """The part's commands in turn (or all at once where `parallel`), each in a new session (its
+    own process group) that is killed as a whole at the time box, and after the command ends (no
+    orphan outlives its part)."""
     start = time.time()
     status = "passed"
     with open(log_path, "w") as log:
-        for argv in part.commands:
-            log.write(f"$ {' '.join(argv)}\n")
-            log.flush()
-            proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code = proc.wait(timeout=max(1.0, start + timeout_s - time.time()))
-            except subprocess.TimeoutExpired:
-                code = None
-            kill_group(proc.pid)
-            proc.wait()
-            if code is None:
+        batches = [part.commands] if part.parallel else [(argv,) for argv in part.commands]
+        for batch in batches:
+            procs = []
+            for argv in batch:
+                log.write(f"$ {' '.join(argv)}\n")
+                log.flush()
+                procs.append(
+                    subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                )
+            codes: list[int | None] = []
+            for proc in procs:
+                try:
+                    codes.append(proc.wait(timeout=max(1.0, start + timeout_s - time.time())))
+                except subprocess.TimeoutExpired:
+                    codes.append(None)
+            for proc in procs:
+                kill_group(proc.pid)
+                proc.wait()
+            if None in codes:
                 status = f"timed out after {timeout_s:.0f} s"
                 break
-            if code != 0:
-                status = f"failed (exit {code})"
+            failed = [c for c in codes if c != 0]
+            if failed:
+                status = f"failed (exit {failed[0]})"
                 break
     return {"status": status, "seconds": round(time.time() - start, 1), "log": os.path.basename(log_path)}
 
@@ -287,6 +299,10 @@ def read_json(path: str):
         return None
 
 
+def _gb(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
 def summary_md(out: str, machine: dict, parts: dict) -> str:
     lines = [
         "# GPU check (`make gpu-check`)",
@@ -301,36 +317,6 @@ def summary_md(out: str, machine: dict, parts: dict) -> str:
     ]
     for name, p in parts.items():
         lines.append(f"| {name} | {p['what']} | {p['budget_s']} | {p['status']} | {p['seconds']} | {p['log']} |")
-    rows = read_json(os.path.join(out, "throughput.json")) or []
-    if rows:
-        lines += [
-            "",
-            "## Throughput (one GPU, bf16, fwd+bwd)",
-            "",
-            "| model | params | seq | micro-batch | tokens/s | model TFLOP/s | MFU | peak used | "
-            "max allocated GB | estimated GB |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "—"
-            lines.append(
-                f"| {r['model']} | {r['params'] / 1e6:.1f}M | {r['seq_len']} | {r['micro_batch_size']} | "
-                f"{r['tokens_per_s']:.0f} | {r['model_tflops_per_s']:.1f} | {mfu} | "
-                f"{r['peak_tflops'] or '—'} ({r['peak_from']}) | {r['max_allocated_gb']:.2f} | "
-                f"{r['estimated_allocated_gb']:.2f} |"
-            )
-    overlap = read_json(os.path.join(out, "overlap.json")) or {}
-    if overlap:
-        lines += [
-            "",
-            "## Communication stream vs compute stream (CUDA events)",
-            "",
-            "| run | syncs | sync s | overlap fraction |",
-            "|---|---|---|---|",
-        ]
-        for key, r in sorted(overlap.items()):
-            frac = "—" if r.get("overlap_fraction") is None else f"{r['overlap_fraction']:.2f}"
-            lines.append(f"| {key} | {r['syncs']} | {r['sync_s']:.4f} | {frac} |")
     ref = read_json(os.path.join(out, "reference.json")) or {}
     if ref:
         lines += [
@@ -349,11 +335,66 @@ def summary_md(out: str, machine: dict, parts: dict) -> str:
             lines += [f"| {key} | {json.dumps(r)} |" for key, r in sorted(rows_.items())]
     sync = read_json(os.path.join(out, "sync_debug.json"))
     if sync:
-        lines += ["", "## Host syncs of a traced ACCO run (set_sync_debug_mode)", "", f"`{json.dumps(sync['syncs'])}`"]
+        lines += ["", "## Host syncs of a traced ACCO run (set_sync_debug_mode), by when and where", ""]
+        lines += ["| when | syncs | from |", "|---|---|---|"]
+        for when, n in sync["syncs"].items():
+            sources = ", ".join(f"`{src}` ({k})" for src, k in (sync.get("sources") or {}).get(when, {}).items())
+            lines.append(f"| {when} | {n} | {sources} |")
+    bound = read_json(os.path.join(out, "overlap_bound.json")) or {}
+    if bound:
+        b = bound["x1"]
+        lines += [
+            "",
+            "## The overlap as a bound (CUDA events; world 1, the sync stretched by a sleep kernel)",
+            "",
+            f"{b['model']}, accum {b['accum']}: a micro-batch {b['micro_batch_alone_s'] * 1e3:.1f} ms alone, a "
+            f"round's compute c = {b['round_compute_s'] * 1e3:.1f} ms, the sync {b['sync_unstretched_s'] * 1e3:.1f} ms "
+            f"stretched by {b['stretch_s'] * 1e3:.1f} ms to s = {b['sync_alone_s'] * 1e3:.1f} ms; margin "
+            f"{b['margin']:.0%}.",
+            "",
+            "| method | round ms | bound ms | sequential c + s ms | sync beside compute ms | "
+            "micro-batch beside sync ms | holds |",
+            "|---|---|---|---|---|---|---|",
+        ]
+
+        def ms(value) -> str:
+            return "—" if value is None else f"{value * 1e3:.1f}"
+
+        for m, r in b["methods"].items():
+            failed = [k for k, v in (r.get("checks") or {}).items() if not v]
+            verdict = f"{r['holds']} ({r['rule']}{'; failed: ' + ', '.join(failed) if failed else ''})"
+            lines.append(
+                f"| {m} | {ms(r['round_s'])} | {ms(r['bound_s'])} | {ms(r.get('sequential_s'))} | "
+                f"{ms(r.get('sync_beside_compute_s'))} | {ms(r.get('micro_batch_beside_sync_s'))} | {verdict} |"
+            )
+    memory = [r for m, _, _ in THROUGHPUT if (r := read_json(os.path.join(out, f"memory_acco_{m}.json")))]
+    rows = read_json(os.path.join(out, "throughput.json")) or []
+    if rows or memory:
+        lines += [
+            "",
+            "## Throughput and memory (one GPU, bf16 compute, fp32 gradients)",
+            "",
+            "| run | model | seq | micro-batch | tokens/s | MFU | max allocated GB | max reserved GB | "
+            "allocator retries | estimated GB |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "—"
+            lines.append(
+                f"| flat ddp | {r['model']} | {r['seq_len']} | {r['micro_batch_size']} | {r['tokens_per_s']:.0f} | "
+                f"{mfu} ({r['peak_from']}) | {_gb(r.get('max_allocated_gb'))} | {_gb(r.get('max_reserved_gb'))} | "
+                f"{r.get('alloc_retries')} | {_gb(r['estimated_allocated_gb'])} |"
+            )
+        for r in memory:
+            lines.append(
+                f"| {r['method']} (3 steps) | {r['model']} | {r['seq_len']} | {r['micro_batch_size']} | — | — | "
+                f"{_gb(r.get('max_allocated_gb'))} | {_gb(r.get('max_reserved_gb'))} | {r.get('alloc_retries')} | "
+                f"{_gb(r['estimated_allocated_gb'])} |"
+            )
     lines += [
         "",
-        "Files: <part>.log for every part, <part>.xml (pytest), throughput.json / .csv, overlap.json, "
-        "reference.json, races.json, resume.json, sync_debug.json.",
+        "Files: <part>.log for every part, <part>.xml (pytest), reference.json, races.json, resume.json, "
+        "storage.json, sync_debug.json, overlap_bound.json, memory_acco_*.json, throughput.json / .csv.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -394,7 +435,7 @@ def run_plan(parts: list[Part], out: str, machine: dict, deadline: float) -> dic
 
 def collect_throughput(out: str) -> None:
     """throughput.json / .csv from the throughput parts' rows written so far."""
-    rows = [r for m, _, _ in THROUGHPUT if (r := read_json(os.path.join(out, f"throughput_{m}.part.json")))]
+    rows = [r for m, _, _ in THROUGHPUT if (r := read_json(os.path.join(out, f"throughput_{m}.json")))]
     if not rows:
         return
     with open(os.path.join(out, "throughput.json"), "w") as f:
@@ -470,7 +511,8 @@ def main_check(args) -> int:
     os.environ.setdefault("ACCO_TEST_CACHE", os.environ["ACCO_CACHE"])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS in every child
+    # no CUBLAS_WORKSPACE_CONFIG here: the deterministic runs set it themselves (before their first
+    # process group, acco.runtime.launch.deterministic_cuda); the throughput runs run as production does
     # the children import acco and the tests from this checkout
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     for name in os.listdir(out):  # this run's numbers only
@@ -498,7 +540,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "gpu"))
     parser.add_argument("--budget-s", type=float, default=float(BUDGET_S))
-    parser.add_argument("--part", choices=["throughput", "overlap", "sync_debug"])
+    parser.add_argument("--part", choices=["throughput", "overlap", "overlap_bound", "sync_debug", "memory"])
     parser.add_argument("--method", help="--part overlap: ddp_flat, dpu, wp, acco (or ddp: storage only)")
     parser.add_argument("--world", type=int, default=1)
     parser.add_argument("--model")
@@ -522,6 +564,19 @@ def main(argv=None) -> int:
         found = measure_sync_debug([*args.overrides, f"out_dir={scratch('sync')}"])
         emit(json.dumps(found, indent=1), args.json)
         return 0 if found["error"] is None else 1
+    if args.part == "overlap_bound":
+        from acco.bench.gpu import overlap_bound
+
+        base = [o for o in overlap_overrides("acco") if not o.startswith("method")]
+        found = overlap_bound([*base, f"out_dir={scratch('overlap_bound')}", *args.overrides])
+        emit(json.dumps(found, indent=1), args.json)
+        return 0
+    if args.part == "memory":
+        from acco.bench.gpu import measure_memory
+
+        row = measure_memory([*throughput_overrides(args.model, args.seq, args.mb), *args.overrides])
+        emit(json.dumps(row, indent=1), args.json)
+        return 0
     if args.part == "overlap":
         from acco.bench.gpu import measure_overlap_ranks
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 import torch
 from torch import nn
@@ -48,6 +49,9 @@ def build_oracle_task(cfg: dict, rank: int, world_size: int, device) -> Task:
     opts = cfg.get("oracle") or {}
     dim = int(opts.get("dim", 38))
     busy_s = float(opts.get("busy_ms", 0.0)) / 1000.0
+    # the warning torch.cuda.set_sync_debug_mode("warn") gives a synchronizing call, from this
+    # file's line, for the GPU check's host-sync part tested on CPU
+    warn_sync = bool(opts.get("warn_sync", False))
     seed = int(cfg["seed"])
     model = OracleModel(dim, seed)
 
@@ -57,6 +61,8 @@ def build_oracle_task(cfg: dict, rank: int, world_size: int, device) -> Task:
         m.seen[k] = w.detach().clone()
         if busy_s:
             time.sleep(busy_s)  # a stand-in for a real forward/backward's duration
+        if warn_sync:
+            warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=1)  # SYNC_LINE
         return 0.5 * (m.a * (w - x) ** 2).sum()
 
     def on_finish(out_dir: str) -> None:

@@ -25,7 +25,8 @@ def test_the_plan_fits_the_budget_and_every_part_names_what_it_runs(tmp_path):
     parts = check.plan(str(tmp_path))
     names = [p.name for p in parts]
     assert len(set(names)) == len(names) and names[0] == "prepare"  # caches before anything is timed
-    assert {"reference", "races", "resume", "sync_debug", "overlap"} <= set(names)
+    assert {"correctness", "sync_debug", "overlap"} <= set(names)
+    assert names[1] == "correctness"  # the decisive checks first: a shorter lease still answers them
     assert all(p.budget_s > 0 and p.what and p.commands for p in parts)
     assert sum(p.budget_s for p in parts) + check.RESERVE_S <= check.BUDGET_S
     # every test file with tests marked gpu is run by some part
@@ -96,3 +97,27 @@ def test_a_missing_package_is_named_before_anything_runs(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot import no_such_package_acco") and "make wheels" in err
     assert not (tmp_path / "gpu").exists()
+
+
+WAITS_FOR = """
+import os, sys, time
+mine, other = sys.argv[1], sys.argv[2]
+open(mine, "w").close()
+end = time.time() + 20
+while not os.path.exists(other):
+    if time.time() > end:
+        raise SystemExit(1)
+    time.sleep(0.05)
+"""
+
+
+def test_a_parallel_parts_commands_run_side_by_side(tmp_path):
+    """Each command waits for the other's file: they pass only if they run at the same time."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    both = ((sys.executable, "-c", WAITS_FOR, a, b), (sys.executable, "-c", WAITS_FOR, b, a))
+    result = check.run_part(check.Part("pair", 60, "two at once", both, parallel=True), 60, str(tmp_path / "p.log"))
+    assert result["status"] == "passed"
+    a, b = str(tmp_path / "c"), str(tmp_path / "d")
+    both = ((sys.executable, "-c", WAITS_FOR, a, b), (sys.executable, "-c", WAITS_FOR, b, a))
+    one_by_one = check.run_part(check.Part("pair", 60, "in turn", both), 60, str(tmp_path / "q.log"))
+    assert one_by_one["status"] == "failed (exit 1)"  # in turn, the first waits for ever (20 s)
