@@ -18,7 +18,7 @@ from omegaconf import DictConfig, read_write
 from .config.experiments import experiment_dir, run_name, with_out_dir
 from .config.schema import DEFAULT_TASK, check_config, typed
 from .config.validate import ConfigError, out_dir_problem
-from .run.preflight import data_problem, memory_problem
+from .run.preflight import data_problem, memory_problem, with_step_timeout
 from .run.validate import validate
 from .runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
 from .runtime.launch import external_env, local_envs, worker_start_method
@@ -197,6 +197,9 @@ def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
         fail_config(problem)
     cfg = dict(cfg, world_size=world)
     problem = None if external else memory_problem(cfg, world, note=True)
+    if problem:
+        fail_config(problem)
+    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits
     if problem:
         fail_config(problem)
     from .runtime.progress import check_logger

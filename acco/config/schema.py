@@ -128,6 +128,9 @@ class LauncherConfig:  # conf/launcher/local.yaml
     gpu: str | None = None
     gpu_mem_gb: float | None = None
     mfu: float | None = None
+    # the cluster's usable bandwidth between nodes, Gbit/s, as nccl-tests' all-reduce bus bandwidth
+    # (its busbw in GB/s x 8): the dry run's sync times and the sized step timeout; null: the preset's
+    inter_gbps: float | None = None
 
 
 @dataclass
@@ -256,7 +259,7 @@ class FaultConfig:
 @dataclass
 class DistConfig:
     timeout_s: float = MISSING
-    step_timeout_s: float = MISSING
+    step_timeout_s: float | None = MISSING  # null: sized before the workers start (acco/run/plan.py)
     final_timeout_s: float | None = MISSING
     checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
     start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/start.py worker_start_method)

@@ -199,6 +199,17 @@ def hardware(cfg: dict, per_node: int) -> cm.Hardware:
     if name not in cm.PRESETS:
         raise ValueError(f"unknown GPU preset {name!r} (launcher.gpu); choose one of {', '.join(cm.PRESETS)}")
     hw = cm.on_nodes_of(cm.PRESETS[name], per_node)
+    inter = (cfg.get("launcher") or {}).get("inter_gbps")
+    if inter is not None:  # nccl-tests' bus bandwidth: the α-β model's β between nodes is 1/busbw
+        if not float(inter) > 0:
+            raise ValueError(
+                f"launcher.inter_gbps must be above 0 Gbit/s, got {inter}; set e.g. launcher.inter_gbps=50"
+            )
+        hw = replace(
+            hw,
+            name=f"{hw.name.split(' (')[0]} ({float(inter):g} Gbit/s between nodes)",
+            inter_bytes_per_s=float(inter) * 1e9 / 8,
+        )
     mfu = (cfg.get("launcher") or {}).get("mfu")
     if mfu:
         if not 0 < float(mfu) <= 1:
@@ -274,6 +285,56 @@ def plan(cfg: dict) -> dict:
     }
 
 
+# -- the step timeout against the run's longest healthy wait ------------------------------------------
+STEP_TIMEOUT_FLOOR_S = 30.0  # CPU runs, and runs whose waits are shorter
+STEP_TIMEOUT_FACTOR = 3.0  # a sized timeout: this many times the longest healthy wait, in whole tens of s
+STEP_TIMEOUT_MIN_FACTOR = 1.5  # an explicit one shorter than this many times it is refused
+
+
+def healthy_wait_s(row: dict) -> float:
+    """The longest a rank of a healthy run waits inside a training collective, estimated: the sync
+    itself, plus a round of the slowest rank's compute (a peer a round behind: the heterogeneous
+    worker's, or the skew of adaptive rounds)."""
+    return row["sync_s"] + row["compute_per_round_s"]
+
+
+def sized_step_timeout(wait_s: float) -> float:
+    return max(STEP_TIMEOUT_FLOOR_S, 10.0 * math.ceil(STEP_TIMEOUT_FACTOR * wait_s / 10.0))
+
+
+def step_timeout(cfg: dict, row: dict | None = None) -> tuple[float, float | None, str | None]:
+    """(the dist.step_timeout_s the run gets, the longest healthy wait estimated or None, a problem
+    line or None). null is sized from the estimate at the paper scale (else the floor); a number
+    shorter than STEP_TIMEOUT_MIN_FACTOR x the estimate is a problem: a healthy run would be
+    declared dead (fig8 on 2x4 at the ~6-10 Gbit/s between nodes the paper's Table 3 implies
+    has syncs of tens of seconds)."""
+    configured = (cfg.get("dist") or {}).get("step_timeout_s")
+    wait = None
+    if cfg.get("experiment") and cfg.get("scale") == "paper":
+        try:
+            row = row or plan(cfg)
+            wait = healthy_wait_s(row)
+        except (ValueError, KeyError):  # no estimate (an unknown preset, a config without a shape)
+            wait = None
+    if configured is None:
+        return (STEP_TIMEOUT_FLOOR_S if wait is None else sized_step_timeout(wait)), wait, None
+    configured = float(configured)
+    if wait is not None and row is not None and configured < STEP_TIMEOUT_MIN_FACTOR * wait:
+        link = (cfg.get("launcher") or {}).get("inter_gbps")
+        bandwidth = (
+            f"launcher.inter_gbps={link:g}" if link else "the preset's bandwidth (launcher.inter_gbps: your cluster's)"
+        )
+        return (
+            configured,
+            wait,
+            f"dist.step_timeout_s={configured:g} s would declare a healthy run dead: its ranks wait up to "
+            f"~{wait:.0f} s in a collective (a {row['sync_s']:.1f} s sync at {bandwidth} + a round's "
+            f"compute, {row['compute_per_round_s']:.1f} s); set dist.step_timeout_s={sized_step_timeout(wait):g} "
+            f"or null (sized)",
+        )
+    return configured, wait, None
+
+
 def assumptions(rows: list[dict]) -> str:
     """The header line: what the figures assume."""
     parts = []
@@ -315,6 +376,8 @@ COLUMNS = [
     ("ckpt-GB", "checkpoint_gb", "{:.1f}"),
     ("save-s", "checkpoint_save_s", "{:.0f}"),
     ("signal-s", "signal_delay_s", "{}"),
+    ("wait-s", "wait_s", "{:.3g}"),
+    ("timeout-s", "step_timeout_s", "{:g}"),
 ]
 
 
@@ -359,7 +422,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
         common = [f"experiment={exp}/{scale}", *overrides]
         try:
             runs = expand_runs(compose(common)["experiment"])
-            rows, problems, warnings = [], [], []
+            rows, problems, warnings, timeouts_refused = [], [], [], []
             for run in runs:
                 cfg = compose([*common, *run])
                 row = plan(cfg)
@@ -370,6 +433,9 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
                     row["checkpoint_save_s"] = ckpt.save_s
                     row["signal_delay_s"] = (cfg.get("launcher") or {}).get("signal_delay_s") or ckpt.signal_delay_s
                     row["checkpoint_timeout_s"] = ckpt.timeout_s
+                row["step_timeout_s"], row["wait_s"], refused = step_timeout(cfg, row)
+                if refused:
+                    timeouts_refused.append(f"{row['run']}: {refused}")
                 rows.append(row)
                 if row["fits"] is False:
                     problems.append(fit_problem(cfg, row["gpus"]))
@@ -389,6 +455,15 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
                     + "/".join(f"{t:g}" for t in timeouts)
                     + " s; the job is signalled signal-s before its time limit to finish a step and save"
                 )
+        if rows:
+            write(
+                f"step timeout: dist.step_timeout_s against wait-s, the longest a healthy rank waits in a "
+                f"collective (its sync + a round's compute): null is sized to {STEP_TIMEOUT_FACTOR:g}x it "
+                f"(at least {STEP_TIMEOUT_FLOOR_S:g} s); a number under {STEP_TIMEOUT_MIN_FACTOR:g}x it is refused "
+                f"at submission"
+            )
+        for refusal in timeouts_refused:
+            write(f"refused at submission: {refusal}")
         for p in problems:
             write(f"does not fit: {p}")
         for w in warnings:

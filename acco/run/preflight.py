@@ -25,6 +25,16 @@ def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
         return None
 
 
+def with_step_timeout(cfg: dict) -> tuple[dict, str | None]:
+    """The config with dist.step_timeout_s a number (null: sized from the run's estimated waits at
+    the paper scale, acco/run/plan.py step_timeout), and the problem's one line where an explicit
+    one would declare a healthy run dead."""
+    from .plan import step_timeout
+
+    timeout, _, problem = step_timeout(cfg)
+    return dict(cfg, dist=dict(cfg.get("dist") or {}, step_timeout_s=timeout)), problem
+
+
 def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
     """Every dataset, tokenizer and model the run reads is here (tasks/preflight.py), seen as its
     job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""

@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ..runtime.files import read_failures, read_metrics, read_summary, write_json_atomic
+from ..runtime.files import read_failures, read_metrics, read_progress, read_summary, write_json_atomic
 
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 # words of the errors a rank reports when it is a peer, not itself, that failed
@@ -123,6 +123,19 @@ def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int
         return own[0]["rank"], own[0]["error"] + waited, notes
     if outcome.stuck:
         rank = outcome.stuck[0]
+        seen = read_progress(out_dir, rank)
+        ago = None if seen is None else time.time() - float(seen.get("time", 0))
+        if seen is not None and ago is not None and ago < step_timeout_s:  # still computing when its peers gave up
+            micro_batches, steps = (list(seen.get("progress") or []) + [None, None])[:2]
+            return (
+                rank,
+                (
+                    f"rank {rank} was alive and still progressing (micro-batch {micro_batches}, step {steps}, "
+                    f"{ago:.0f} s before it was stopped) but slower than dist.step_timeout_s={step_timeout_s:g} s "
+                    f"allows its peers to wait: not a hang; raise dist.step_timeout_s (null: sized from the run)"
+                ),
+                notes,
+            )
         return (
             rank,
             (

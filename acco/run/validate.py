@@ -77,7 +77,8 @@ def check_run_settings(cfg: dict, world: int) -> None:
     setting_int(cfg, "data.num_proc", 1, allow_none=True)
     dist_cfg = cfg.get("dist") or {}
     setting_number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
-    setting_number(dist_cfg.get("step_timeout_s", 30), "dist.step_timeout_s", 0.0, strict_min=True)
+    if dist_cfg.get("step_timeout_s") is not None:  # null: sized (acco/run/plan.py step_timeout)
+        setting_number(dist_cfg["step_timeout_s"], "dist.step_timeout_s", 0.0, strict_min=True)
     start_method = dist_cfg.get("start_method", "auto")
     if start_method not in START_METHODS:
         raise ConfigError(

@@ -41,7 +41,14 @@ from ..engine.audit import CollectiveAudit
 from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ..engine.virtual_clock import is_virtual
 from ..runtime.disk import NoSpaceError, advise_with, release, reserve, writing
-from ..runtime.files import MetricsWriter, peak_memory_bytes, write_failure, write_json_atomic, write_report
+from ..runtime.files import (
+    MetricsWriter,
+    clear_progress,
+    peak_memory_bytes,
+    write_failure,
+    write_json_atomic,
+    write_report,
+)
 from ..runtime.launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from ..tasks import load_task_factory
 from ..testbed.link import summary as link_summary
@@ -266,6 +273,7 @@ def _finish(
         mem["round_micro_batches"] = trainer.round_micro_batches()
     per_rank: list[dict | None] = [mem]
     if status in ("completed", "preempted"):  # peers are alive: collect every rank's figures
+        clear_progress(out_dir, rank)  # the note that tells a slow rank from a hung one: not needed
         per_rank = [None] * env.world_size
         # on the long group: peers may wait here while rank 0 saves the model; once it returns,
         # every rank's trace part is on disk

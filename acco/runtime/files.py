@@ -147,12 +147,47 @@ def read_failures(out_dir: str) -> list[dict]:
     folder = os.path.join(out_dir, "failures")
     found = []
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if not (name.startswith("rank") and name.endswith(".json")):  # progress notes are not reports
+            continue
         try:
             with open(os.path.join(folder, name)) as f:
                 found.append(json.load(f))
         except (OSError, ValueError):
             continue
     return sorted(found, key=lambda f: f.get("time", 0))
+
+
+def note_progress(out_dir: str, rank: int, progress) -> None:
+    """Rank r's last training progress and when it was seen (failures/progress.rank<r>: the
+    launcher reads it to tell a live but slow rank from a hung one). Best effort: never fails."""
+    path = os.path.join(out_dir, "failures", f"progress.rank{rank}")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"rank": rank, "progress": list(progress), "time": time.time()}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def clear_progress(out_dir: str, rank: int) -> None:
+    """Rank r's progress note gone (a run that ended well leaves none), and the failures folder with
+    it when nothing else is in it."""
+    folder = os.path.join(out_dir, "failures")
+    for path in (os.path.join(folder, f"progress.rank{rank}"), folder):
+        try:
+            os.remove(path) if path != folder else os.rmdir(folder)
+        except OSError:
+            pass
+
+
+def read_progress(out_dir: str, rank: int) -> dict | None:
+    try:
+        with open(os.path.join(out_dir, "failures", f"progress.rank{rank}")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 _RSS_PEAK_RESET = False  # this process's resident-set high-water mark was reset when training began

@@ -24,10 +24,14 @@ class Watchdog:
         timeout_s: float,
         on_stall: Callable[[str], None],
         poll_s: float | None = None,
+        on_progress: Callable[[object], None] | None = None,
     ):
+        """`on_progress(value)`: called on the watchdog's thread when it sees progress (at most once
+        per poll), e.g. to leave a note the launcher reads (acco.runtime.files.note_progress)."""
         self.progress = progress  # a value that changes whenever training moves on
         self.timeout_s = float(timeout_s)
         self.on_stall = on_stall  # called (on the watchdog thread) with the reason
+        self.on_progress = on_progress
         self.poll_s = poll_s if poll_s is not None else min(5.0, self.timeout_s / 4)
         self._paused = 0
         self._stop = threading.Event()
@@ -54,6 +58,8 @@ class Watchdog:
         while not self._stop.wait(self.poll_s):
             now = self.progress()
             if now != last or self._paused:
+                if now != last and self.on_progress is not None:
+                    self.on_progress(now)
                 last, since = now, time.monotonic()
                 continue
             if time.monotonic() - since > self.timeout_s:

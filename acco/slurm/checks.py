@@ -1,7 +1,8 @@
 """The up-front checks of a run written as an sbatch script (experiments/make_sbatch.py): what
 experiments/submit.py checks through acco.start.check_run before it submits, so a script that
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
-against the profile's gpu_mem_gb (acco/train/memory.py), the data, tokenizer and model present
+against the profile's gpu_mem_gb (acco/train/memory.py), a dist.step_timeout_s long enough for
+the run's estimated waits (acco/run/plan.py), the data, tokenizer and model present
 (acco/tasks/preflight.py), the disk (acco/run/disk.py).
 
 Unlike check_run nothing is trained or resolved here: a model another run saves (fig8 fine-tunes
@@ -16,8 +17,8 @@ def script_problem(cfg: dict, world: int) -> str | None:
     or None."""
     from ..config.slurm_profile import sbatch_options
     from ..run.disk import check_disk
-    from ..run.preflight import data_problem, memory_problem
+    from ..run.preflight import data_problem, memory_problem, with_step_timeout
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
-    problem = memory_problem(cfg, world) or data_problem(cfg)
+    problem = memory_problem(cfg, world) or with_step_timeout(cfg)[1] or data_problem(cfg)
     return problem.splitlines()[0] if problem else check_disk(cfg, world)
