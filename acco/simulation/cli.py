@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
 
 from .models import MODELS, custom
 from .stragglers import parse as parse_stragglers
-from .sweep import METHODS, Scenario, applicable, model, run
-from .topology import HBM_BYTES_PER_S, PRECISION_BYTES, busbw_to_inter, replica_groups, topology
+from .sweep import METHODS, Scenario, applicable, bandwidth_for_utilization, model, run
+from .topology import (
+    HBM_BYTES_PER_S,
+    PRECISION_BYTES,
+    all_reduce_s,
+    busbw_to_inter,
+    replica_groups,
+    topology,
+)
 
 NOT_LOSS = "This simulation predicts time only, not loss: larger, fewer or staler steps train differently."
 
@@ -81,6 +89,13 @@ def parse_args(argv):
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument(
+        "--find-bandwidth",
+        type=float,
+        default=None,
+        metavar="CU",
+        help="instead: the inter-node Gbit/s each method needs to reach compute utilization CU (e.g. 0.95)",
+    )
     p.add_argument("--csv", default=None, help="also write the rows to this CSV")
     p.add_argument("--figures", default=None, metavar="OUT", help="write the figure set to OUT and stop")
     p.add_argument("--validation", default=None, metavar="OUT", help="write the validation table to OUT and stop")
@@ -130,6 +145,8 @@ def check(a) -> None:
         raise BadInput(f"--accum {a.accum}: at least 1 micro-batch per committed step")
     if a.H < 1 or a.F < 1 or a.tau < 0:
         raise BadInput(f"--H {a.H} --F {a.F} --tau {a.tau}: H >= 1, F >= 1 fragments and tau >= 0 inner steps")
+    if a.find_bandwidth is not None and not 0 < a.find_bandwidth < 1:
+        raise BadInput(f"--find-bandwidth {a.find_bandwidth:g}: a compute utilization in (0, 1), e.g. 0.95")
     if a.rounds < 8:
         raise BadInput(f"--rounds {a.rounds}: at least 8")
     unknown = [m for m in a.methods.split(",") if m not in METHODS]
@@ -225,6 +242,7 @@ COLUMNS = [
     ("sync_over_compute", "{:.2f}"),
     ("step_s", "{:.3f}"),
     ("samples_per_s", "{:.1f}"),
+    ("tokens_per_s_per_gpu", "{:.0f}"),
     ("speedup_vs_ddp", "{:.2f}"),
     ("idle_fraction", "{:.2f}"),
     ("batch_per_step", "{:.0f}"),
@@ -242,6 +260,12 @@ def table(rows: list[dict]) -> str:
         lines.append(cells)
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines)
+
+
+def busbw(topo, nbytes: float = 10 * 2**30) -> float:
+    """The bus bandwidth nccl-tests' all_reduce_perf would report for this model's all-reduce (GB/s)."""
+    n = topo.workers
+    return 2 * (n - 1) / n * nbytes / all_reduce_s(nbytes, topo) / 1e9
 
 
 def describe_payload(sc: Scenario) -> str:
@@ -299,9 +323,18 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
         f"memory = Table 1 model state, GPU {sc.topo.memory_gb:g} GB"
     )
     print(describe_payload(sc))
+    print(f"all-reduce of 10 GiB over the {sc.topo.workers} GPUs: busbw {busbw(sc.topo):.1f} GB/s (as nccl-tests)")
     skipped = [m for m in methods if not applicable(m, sc)]
     if skipped:
         print(f"not simulated: {', '.join(skipped)} (ACCO needs an even --accum: half a step per round)")
+    if a.find_bandwidth is not None:
+        print(f"inter-node bandwidth each method needs for a compute utilization of {a.find_bandwidth:.0%}:")
+        for m in (m for m in methods if applicable(m, sc)):
+            need, top = bandwidth_for_utilization(sc, m, a.find_bandwidth)
+            shown = f"{need:.3g} Gbit/s per node" if math.isfinite(need) else f"not reached (at most {top:.1%})"
+            print(f"  {m:<17} {shown}")
+        print(NOT_LOSS)
+        return 0
     print(table(rows))
     print(NOT_LOSS)
     if a.csv:

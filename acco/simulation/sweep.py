@@ -24,6 +24,7 @@ below the GPU's memory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -264,6 +265,7 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
                     "sync_over_compute": m[j] / (mu[j] * beside(method, sc)),
                     "step_s": t.step_s[j],
                     "samples_per_s": rate,
+                    "tokens_per_s_per_gpu": rate * sc.model.seq_len / N,
                     "speedup_vs_ddp": rate / ddp_rate if ddp_rate else float("nan"),
                     "idle_fraction": t.idle[j],
                     "batch_per_step": seqs,
@@ -277,3 +279,31 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
 
 def with_topology(sc: Scenario, **changes) -> Scenario:
     return replace(sc, topo=replace(sc.topo, **changes))
+
+
+def utilization(sc: Scenario, method: str, gbps) -> np.ndarray:
+    """Compute utilization (1 − idle fraction: compute time over elapsed) of `method` at each inter-node
+    bandwidth in `gbps` (Gbit/s per node), the scenarios simulated in one batch."""
+    scs = [with_topology(sc, inter_bytes_per_s=float(g) * 1e9 / 8) for g in gbps]
+    return np.array([1.0 - r["idle_fraction"] for r in run(scs, [method])])
+
+
+def bandwidth_for_utilization(
+    sc: Scenario, method: str, target: float, lo: float = 0.01, hi: float = 1e5, points: int = 121
+) -> tuple[float, float]:
+    """(the inter-node Gbit/s per node at which `method` reaches compute utilization `target`, the
+    utilization at `hi`): a geometric grid, then a finer one between the two points that straddle the
+    target. inf where even `hi` does not reach it (the utilization is then capped by something the
+    network does not set: an exposed step, a latency, the schedule)."""
+    grid = np.geomspace(lo, hi, points)
+    cu = utilization(sc, method, grid)
+    top = float(cu[-1])
+    above = np.flatnonzero(cu >= target - 1e-12)
+    if not len(above):
+        return math.inf, top
+    i = int(above[0])
+    if i == 0:
+        return float(grid[0]), top
+    fine = np.geomspace(grid[i - 1], grid[i], 41)
+    cu = utilization(sc, method, fine)
+    return float(fine[int(np.flatnonzero(cu >= target - 1e-12)[0])]), top
