@@ -411,6 +411,8 @@ def test_fragments_need_not_divide_H_and_tau_may_cover_an_outer_step():
     t = schedules.local(mu, ones(20 * H, 2), np.array([20.0]), accum=2, H=H, F=8, tau=H)
     late = t.commit_s[:, 0]
     assert (late[-1] - late[-1 - 5 * H]) / (5 * H) == pytest.approx(8 * 20.0 / H)
+    # the steady state is the link's own time per period, not the window's average over the backlog's growth
+    assert t.step_s[0] == pytest.approx(8 * 20.0 / H) and t.idle[0] == pytest.approx(1 - 1.0 / 1.6)
 
 
 def test_layerwise_diloco_hides_its_sync_behind_the_last_backward():

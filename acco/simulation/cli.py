@@ -78,6 +78,9 @@ def parse_args(argv):
     p.add_argument("--outer-compression", type=float, default=1.0, help="outer payload divided by this (>= 1)")
     p.add_argument("--replica-gpus", type=int, default=1, help="GPUs per DiLoCo replica (sharded inside it)")
     p.add_argument("--layerwise", action="store_true", help="local methods: layer-wise fragments (need --layers)")
+    p.add_argument(
+        "--fragment-pattern", default="sequential", choices=("sequential", "strided"), help="layer-wise fragments"
+    )
     p.add_argument("--prefetch", action="store_true", help="ddp, replicas: gather prefetched under the forward")
     p.add_argument("--contention", default="0", metavar="C[,S]", help="compute (and sync) slowdown when overlapped")
     p.add_argument("--no-optimizer", action="store_true", help="optimizer steps take no time")
@@ -228,6 +231,7 @@ def build(a) -> Scenario:
         outer_compression=a.outer_compression,
         replica_gpus=a.replica_gpus,
         layerwise=a.layerwise,
+        strided=a.fragment_pattern == "strided",
         prefetch=a.prefetch,
         contention=a.contention_terms[0],
         sync_contention=a.contention_terms[1],
@@ -279,7 +283,7 @@ def describe_payload(sc: Scenario) -> str:
     if sc.replica_gpus > 1:
         line += f"; DiLoCo replicas of {sc.replica_gpus} GPUs ({sc.replicas} replicas, sharded inside)"
     if sc.layerwise:
-        line += f"; layer-wise fragments ({sc.model.layers} layers)"
+        line += f"; layer-wise fragments ({sc.model.layers} layers{', strided' if sc.strided else ''})"
     if sc.prefetch:
         line += "; gather prefetched under the forward"
     if sc.contention or sc.sync_contention:

@@ -173,16 +173,17 @@ def fragment_phases(H: int, F: int) -> list[int]:
     return [math.ceil((k + 1) * H / F) for k in range(F)]
 
 
-def _pieces(F: int, layers: int) -> list[list[tuple[float, float]]]:
+def _pieces(F: int, layers: int, strided: bool = False) -> list[list[tuple[float, float]]]:
     """Per fragment, its pieces on the link in the order the backward finishes them: (depth, share
-    of the fragment). Layer-wise: fragment k holds layers ⌊ℓF/L⌋ = k (the sequential pattern), layer ℓ
-    at depth ℓ/L from the input; otherwise one piece at depth 0 (it waits for the whole step)."""
+    of the fragment). Layer-wise: fragment k holds layers ⌊ℓF/L⌋ = k (the sequential pattern) or
+    ℓ mod F = k (strided: its layers spread over the depth), layer ℓ at depth ℓ/L from the input;
+    otherwise one piece at depth 0 (it waits for the whole step)."""
     if not layers:
         return [[(0.0, 1.0)] for _ in range(F)]
     L = int(layers)
     out = []
     for k in range(F):
-        mine = [ell for ell in range(L) if ell * F // L == k]
+        mine = [ell for ell in range(L) if (ell % F if strided else ell * F // L) == k]
         out.append([(ell / L, 1.0 / len(mine)) for ell in sorted(mine, reverse=True)])
     return out
 
@@ -197,12 +198,14 @@ def local(
     tau: int = 0,
     inner_step_s: np.ndarray | float = 0.0,
     layers: int = 0,
+    strided: bool = False,
 ) -> Timing:
     """diloco (F=1, tau=0) and streaming_diloco: a committed step is one inner step (accum
     micro-batches and the inner optimizer step, `inner_step_s`, with whatever communication a replica
     of several GPUs has inside). Fragment k's sync starts at inner step fragment_phases(H, F)[k] of
     each period of H and lands τ inner steps later (any τ ≥ 0: τ = H overlaps a whole outer step);
-    `layers` > 0: layer-wise pieces (module docstring). Steady state: whole periods after the first."""
+    `layers` > 0: layer-wise pieces (module docstring), fragments of consecutive layers or `strided`.
+    Steady state: whole periods after the first."""
     R, B, N = f.shape
     H, F, tau, layers = int(H), int(F), int(tau), int(layers or 0)
     if H < 1 or F < 1 or tau < 0:
@@ -213,7 +216,7 @@ def local(
     if periods < 2:
         raise ValueError(f"need at least 2 periods of H={H} inner steps, got {R} rounds")
     phases = fragment_phases(H, F)
-    pieces = _pieces(F, layers)
+    pieces = _pieces(F, layers, strided)
     inner = np.asarray(inner_step_s, float).reshape(-1, 1)
     t = np.zeros((B, N))
     comm_free = np.zeros(B)
@@ -242,6 +245,8 @@ def local(
         commits[s - 1] = t.max(-1)
         if s % H == 0:
             boundary[s // H - 1] = t.max(-1)
-    elapsed = boundary[-1] - boundary[0]
     steps = (periods - 1) * H
+    # the link carries every fragment once per period: a steady state is never faster than that
+    # (where the link is the bottleneck a backlog grows, which a finite window shows only slowly)
+    elapsed = np.maximum(boundary[-1] - boundary[0], steps * F * np.asarray(m_fragment, float) / H)
     return _per_step_stats(np.full((steps, B), float(accum * N)), elapsed / steps, busy / (N * elapsed), commits)

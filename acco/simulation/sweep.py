@@ -82,6 +82,7 @@ class Scenario:
     outer_compression: float = 1.0  # ≥ 1: the outer payload divided by it (value dropping, sparsity)
     replica_gpus: int = 1  # GPUs per DiLoCo replica (sharded data parallel inside it)
     layerwise: bool = False  # local methods: layer-wise fragments (schedules.local)
+    strided: bool = False  # layer-wise fragments: layers k, k+F, ... (else consecutive layers)
     prefetch: bool = False  # ddp and the replicas' inner step: the gather prefetched under the forward
     contention: float = 0.0  # compute slowdown beside a running sync (dpu, wp, acco)
     sync_contention: float = 0.0  # sync slowdown beside compute (dpu, wp, acco)
@@ -185,7 +186,8 @@ def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
     if method == "diloco":
         return schedules.local(mu, replica_factors(f, sc.replica_gpus), m, A, sc.H, 1, 0, inner, layers)
     if method == "streaming_diloco":
-        return schedules.local(mu, replica_factors(f, sc.replica_gpus), m, A, sc.H, sc.F, sc.tau, inner, layers)
+        f_rep = replica_factors(f, sc.replica_gpus)
+        return schedules.local(mu, f_rep, m, A, sc.H, sc.F, sc.tau, inner, layers, sc.strided)
     raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
 
 
@@ -211,6 +213,7 @@ def _group_key(sc: Scenario):
         sc.rounds,
         sc.replica_gpus,
         sc.model.layers if sc.layerwise else 0,
+        sc.strided,
         sc.contention,
     )
 
