@@ -307,6 +307,17 @@ def simulation_section(results_root: str) -> str:
             "![frontier](../sim/sim_frontier.png)",
             "",
         ]
+    pub = _read(os.path.join(sim, "validation_published.csv"))
+    if pub is not None and not pub.empty:
+        ok = int((pub["within 1.5x"] == "yes").sum())
+        waiting = int((pub["waits for issue 40"] == "yes").sum())
+        lines += [
+            f"**Against published simulations and measurements** (`results/sim/validation.md`): {ok} of "
+            f"{len(pub)} rows within 1.5x (the DiLoCo papers' utilization tables, torchtitan's and llm.c's "
+            f"throughput, nccl-tests' bus bandwidth, the ACCO paper's Table 3); {waiting} rows come from the "
+            "DDP schedule and wait for issue 40's backward overlap.",
+            "",
+        ]
     val = _read(os.path.join(sim, "validation.csv"))
     if val is not None and not val.empty:
         lines += [
