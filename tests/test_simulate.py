@@ -527,3 +527,17 @@ def test_the_diloco_family_is_reproduced_within_the_papers_rounding():
     for r in rows:
         ours, _ = simulate(r)
         assert 1 / 1.25 <= ours / r.published <= 1.25, (r.setting, r.quantity, ours, r.published)
+
+
+def test_strided_fragments_spread_their_layers_over_the_depth():
+    from acco.simulation.schedules import _pieces
+
+    seq, strided = _pieces(4, 12), _pieces(4, 12, strided=True)
+    assert [d for d, _ in seq[0]] == pytest.approx([2 / 12, 1 / 12, 0.0])  # layers 0-2, top first
+    assert [d for d, _ in strided[0]] == pytest.approx([8 / 12, 4 / 12, 0.0])  # layers 0, 4, 8
+    assert all(sum(share for _, share in frag) == pytest.approx(1.0) for frag in seq + strided)
+    # tau = 0: a strided fragment's upper layers land while the next forward climbs to them
+    mu, H, M = np.array([0.3]), 16, np.array([0.25])
+    a = schedules.local(mu, ones(4 * H, 2), M, 1, H, 4, 0, layers=12)
+    b = schedules.local(mu, ones(4 * H, 2), M, 1, H, 4, 0, layers=12, strided=True)
+    assert b.step_s[0] < a.step_s[0]
