@@ -3,6 +3,8 @@
 
 python experiments/simulate.py --gpus-per-node 8 --nodes 16 --inter-gbps 100 --model 7b
     [--stragglers none|lognormal:SIGMA|tail:P:FACTOR|slow_node:FACTOR] [--csv OUT.csv]
+python experiments/simulate.py --params 1e9 --layers 24 --step-time 0.1 --accum 1 --replica-gpus 8 \
+    --outer-precision fp4 --H 100 --F 8 --layerwise --find-bandwidth 0.95   # --help lists the rest
 python experiments/simulate.py --figures results/sim
 python experiments/simulate.py --validation results/sim
 It predicts time, not loss. The figures and the validation table are analysis/'s (acco never

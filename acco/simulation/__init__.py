@@ -3,6 +3,11 @@ round — compute per micro-batch, the sync's reduce-scatter / optimizer step / 
 hierarchical topology, each method's overlap rule — with per-worker speed drawn from a straggler
 distribution.
 
+Every method has a payload precision; DiLoCo replicas can be many GPUs (sharded data parallel inside,
+the outer sync between them); fragments, overlap τ and layer-wise fragments are free; a model can be
+one's own (Ψ, layers, a measured step time) and bandwidths nccl-tests' busbw; a contention term slows
+compute beside a sync (off by default). results/sim/validation.md checks it against published numbers.
+
 It predicts TIME ONLY: samples/s, GPU idle fraction, time per committed step and, for the adaptive
 methods, the effective batch per step. It does not predict loss: a method that commits larger,
 fewer or staler steps trains differently, and nothing here says by how much.

@@ -7,14 +7,24 @@ ends and per scenario the time the communication lane ends, with the overlap rul
 (README "The rounds, drawn", "Local methods"):
 
     ddp         blocking: step r = max_i compute_{r,i} + m                 (ZeRO-1, nothing overlaps)
+                m is what the sync leaves exposed (`exposed_sync`): the reduction and the step
+                always, the gather unless it is prefetched under the next forward (FSDP)
     overlapped  dpu, wp, acco: round r's sync (round r−1's gradients) starts when the last worker
                 has finished round r−1 and the previous sync has ended; each worker starts its round-r
                 compute when its own round r−1 and sync r−1 are done (it needs sync r−1's parameters).
                 Deterministic: `per_round` micro-batches. Adaptive: at least `per_round`, and more
                 until sync r has ended (faster workers do more). ACCO commits every 2 rounds.
-    local       diloco, streaming_diloco: inner steps with no communication; every H/F inner steps a
-                fragment's sync (1/F of the bytes) starts when the last worker reaches it, and each
-                worker waits for it to land τ inner steps later (DiLoCo: F = 1, τ = 0).
+                `contention` κ: compute beside a running sync goes 1 + κ times slower (a CPU
+                testbed's shared cores; 0 on a GPU, whose communication runs on its own engines).
+    local       diloco, streaming_diloco: inner steps with no communication between workers
+                (a worker is a replica: one GPU, or G GPUs whose sharded step is in `inner_step_s`);
+                fragment k's sync (1/F of the bytes) starts at inner steps ⌈(k+1)H/F⌉ mod H, when the
+                last worker reaches it and the link is free, and each worker waits for it to land τ
+                inner steps later (DiLoCo: F = 1, τ = 0; eager overlap of a whole outer step: τ = H).
+                Layer-wise (`layers` > 0): a fragment's layers go on the link as the last backward
+                finishes them (top layer first) and each must land before the forward τ + 1 steps
+                later reaches it — the Streaming DiLoCo papers' schedule, in which every reduction
+                overlaps the backward.
 
 Outputs per scenario: time per committed step (steady state: the first rounds left out), busy
 fraction (compute seconds / (N × elapsed); idle = 1 − busy) and micro-batches per committed step
@@ -24,9 +34,12 @@ committed step ends (`commit_s`, prologue and all), for windows like the measure
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .models import FORWARD_SHARE
 
 EPS = 1e-9
 
@@ -60,6 +73,41 @@ def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray, ev
     )
 
 
+def prefetched_gather_s(gather_s, forward_s, layers: int):
+    """What an all-gather of the parameters leaves exposed when it runs layer by layer ahead of the
+    next forward (FSDP's prefetch): layer ℓ's gather beside layer ℓ−1's forward, a two-stage pipeline
+    of `layers` stages — the first layer's gather, then max(gather, forward) per layer:
+    exposed = max(AG/L, AG − (L−1)/L·forward). Without layers (0): the whole gather."""
+    gather_s, forward_s = np.asarray(gather_s, float), np.asarray(forward_s, float)
+    if not layers:
+        return gather_s
+    L = int(layers)
+    return np.maximum(gather_s / L, gather_s - (L - 1) / L * forward_s)
+
+
+def exposed_sync(reduce_s, step_s, gather_s, forward_s=0.0, layers: int = 0, prefetch: bool = False):
+    """The part of a data-parallel sync that no compute hides, in its order: the reduction (today's
+    rule: all of it — the bucketed reduction in the last backward is issue 40's overlap rule), ZeRO's
+    optimizer step (after the last reduction, before the gather that carries its result: never
+    hidden), and the gather (hidden layer by layer under the next forward with `prefetch`)."""
+    gather = prefetched_gather_s(gather_s, forward_s, layers) if prefetch else np.asarray(gather_s, float)
+    return np.asarray(reduce_s, float) + np.asarray(step_s, float) + gather
+
+
+def _contended_end(start, work, s0, s1, kappa: float):
+    """When compute of `work` uncontended seconds, started at `start`, ends if it runs 1 + κ times
+    slower while a sync occupies [s0, s1] (per worker; s0, s1 per scenario, broadcast)."""
+    if not kappa:
+        return start + work
+    a = np.maximum(start, s0)  # the contended window as this worker sees it
+    before = np.clip(s0 - start, 0.0, None)  # uncontended work done before the sync starts
+    window = np.clip(s1 - a, 0.0, None)
+    rest = work - before
+    slow_end = a + rest * (1 + kappa)
+    past = a + window + rest - window / (1 + kappa)  # the sync ended before the compute did
+    return np.where(rest <= 0, start + work, np.where(rest * (1 + kappa) <= window, slow_end, past))
+
+
 def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int) -> Timing:
     """Blocking: every worker computes `accum` micro-batches, then all wait for one sync."""
     R, B, N = f.shape
@@ -77,9 +125,11 @@ def overlapped(
     rounds_per_step: int = 1,
     adaptive: bool = False,
     skip: int = 2,
+    contention: float = 0.0,
 ) -> Timing:
     """dpu / wp (rounds_per_step=1) and acco (2): each round's sync beside the next round's compute.
-    Round 0 is the prologue (compute only, no sync yet)."""
+    Round 0 is the prologue (compute only, no sync yet). `contention` κ: compute beside a running sync
+    is 1 + κ times slower."""
     R, B, N = f.shape
     skip = max(1, int(skip))
     usable = skip + ((R - skip) // rounds_per_step) * rounds_per_step
@@ -91,14 +141,18 @@ def overlapped(
     for r in range(R):
         start = np.maximum(cend, s_prev[:, None]) if r else np.zeros((B, N))
         t = mu[:, None] * f[r]  # one micro-batch of each worker in this round
-        s = start.max(-1) + (m if r else 0.0)  # sync r (round r−1's gradients) ends
+        s0 = start.max(-1)
+        s = s0 + (m if r else 0.0)  # sync r (round r−1's gradients) ends
+        kappa = contention if r else 0.0
         n = np.full((B, N), float(per_round))
         if adaptive and r:
-            n = np.maximum(n, np.ceil((s[:, None] - start) / t - EPS))
-        cend = start + n * t
+            # micro-batches that fit before the sync ends: uncontended until it starts, slowed beside it
+            doable = (s0[:, None] - start) + (s - s0)[:, None] / (1 + kappa)
+            n = np.maximum(n, np.ceil(doable / t - EPS))
+        cend = _contended_end(start, n * t, s0[:, None], s[:, None], kappa)
         sync_end[r], counts[r] = s, n.sum(-1)
         if skip <= r < usable:
-            busy += (n * t).sum(-1)
+            busy += (cend - start).sum(-1)
         s_prev = s
     elapsed = sync_end[usable - 1] - sync_end[skip - 1]
     steps = (usable - skip) // rounds_per_step
@@ -113,6 +167,27 @@ def overlapped(
     return _per_step_stats(per_step, elapsed / steps, busy / (N * elapsed), commits, every)
 
 
+def fragment_phases(H: int, F: int) -> list[int]:
+    """The inner step (1..H) of each period at which fragment k's sync starts: ⌈(k+1)H/F⌉ — every
+    H/F steps when F divides H (H = 100 with 8 fragments: 13, 25, 38, 50, 63, 75, 88, 100)."""
+    return [math.ceil((k + 1) * H / F) for k in range(F)]
+
+
+def _pieces(F: int, layers: int, strided: bool = False) -> list[list[tuple[float, float]]]:
+    """Per fragment, its pieces on the link in the order the backward finishes them: (depth, share
+    of the fragment). Layer-wise: fragment k holds layers ⌊ℓF/L⌋ = k (the sequential pattern) or
+    ℓ mod F = k (strided: its layers spread over the depth), layer ℓ at depth ℓ/L from the input;
+    otherwise one piece at depth 0 (it waits for the whole step)."""
+    if not layers:
+        return [[(0.0, 1.0)] for _ in range(F)]
+    L = int(layers)
+    out = []
+    for k in range(F):
+        mine = [ell for ell in range(L) if (ell % F if strided else ell * F // L) == k]
+        out.append([(ell / L, 1.0 / len(mine)) for ell in sorted(mine, reverse=True)])
+    return out
+
+
 def local(
     mu: np.ndarray,
     f: np.ndarray,
@@ -122,38 +197,56 @@ def local(
     F: int = 1,
     tau: int = 0,
     inner_step_s: np.ndarray | float = 0.0,
+    layers: int = 0,
+    strided: bool = False,
 ) -> Timing:
     """diloco (F=1, tau=0) and streaming_diloco: a committed step is one inner step (accum
-    micro-batches and the inner AdamW step over the whole model, `inner_step_s`). Steady state:
-    whole periods of H inner steps after the first."""
+    micro-batches and the inner optimizer step, `inner_step_s`, with whatever communication a replica
+    of several GPUs has inside). Fragment k's sync starts at inner step fragment_phases(H, F)[k] of
+    each period of H and lands τ inner steps later (any τ ≥ 0: τ = H overlaps a whole outer step);
+    `layers` > 0: layer-wise pieces (module docstring), fragments of consecutive layers or `strided`.
+    Steady state: whole periods after the first."""
     R, B, N = f.shape
-    H, F, tau = int(H), int(F), int(tau)
-    if H % F or tau >= H // F:
-        raise ValueError(f"local method needs F dividing H and tau < H/F (H={H}, F={F}, tau={tau})")
+    H, F, tau, layers = int(H), int(F), int(tau), int(layers or 0)
+    if H < 1 or F < 1 or tau < 0:
+        raise ValueError(f"local method needs H >= 1, F >= 1 and tau >= 0 (H={H}, F={F}, tau={tau})")
+    if layers and layers < F:
+        raise ValueError(f"layer-wise fragments need at least one layer per fragment ({layers} layers, F={F})")
     periods = R // H
     if periods < 2:
         raise ValueError(f"need at least 2 periods of H={H} inner steps, got {R} rounds")
+    phases = fragment_phases(H, F)
+    pieces = _pieces(F, layers, strided)
+    inner = np.asarray(inner_step_s, float).reshape(-1, 1)
     t = np.zeros((B, N))
     comm_free = np.zeros(B)
-    pending: list[tuple[int, np.ndarray]] = []
+    pending: dict[int, list[tuple[float, np.ndarray]]] = {}
     boundary = np.zeros((periods, B))
     commits = np.zeros((periods * H, B))
     busy = np.zeros(B)
-    every = H // F
     for s in range(1, periods * H + 1):
-        work = accum * mu[:, None] * f[s - 1] + np.asarray(inner_step_s, float).reshape(-1, 1)
+        one = mu[:, None] * f[s - 1]  # this step's micro-batch, per worker
+        work = accum * one + inner
         t = t + work
         if s > H:
             busy += work.sum(-1)
-        if s % every == 0:  # a fragment's sync starts once the last worker reaches it
-            start = np.maximum(t.max(-1), comm_free)
-            comm_free = start + m_fragment
-            pending.append((s + tau, comm_free))
-        while pending and pending[0][0] == s:  # it lands: every worker waits for it
-            t = np.maximum(t, pending.pop(0)[1][:, None])
+        # the last backward and the inner step finish the layers from the top down
+        tail = (1 - FORWARD_SHARE) * one + inner
+        for k in (k for k in range(F) if (s - phases[k]) % H == 0):
+            for depth, share in pieces[k]:  # a fragment's pieces, as the backward finishes them
+                ready = (t - depth * tail).max(-1)  # the last worker to finish this piece
+                start = np.maximum(ready, comm_free)
+                comm_free = start + share * m_fragment
+                pending.setdefault(s + tau, []).append((depth, comm_free))
+        if s in pending:  # they land: a worker's next forward waits at each piece's depth
+            ahead = FORWARD_SHARE * mu[:, None] * f[min(s, R - 1)]
+            for depth, land in pending.pop(s):
+                t = np.maximum(t, land[:, None] - depth * ahead)
         commits[s - 1] = t.max(-1)
         if s % H == 0:
             boundary[s // H - 1] = t.max(-1)
-    elapsed = boundary[-1] - boundary[0]
     steps = (periods - 1) * H
+    # the link carries every fragment once per period: a steady state is never faster than that
+    # (where the link is the bottleneck a backlog grows, which a finite window shows only slowly)
+    elapsed = np.maximum(boundary[-1] - boundary[0], steps * F * np.asarray(m_fragment, float) / H)
     return _per_step_stats(np.full((steps, B), float(accum * N)), elapsed / steps, busy / (N * elapsed), commits)

@@ -1,11 +1,21 @@
 """Scenarios -> each method's simulated outputs (one dict per method and scenario).
 
-A scenario is a model, a topology, the micro-batches per committed step per worker (`accum`, A),
+A scenario is a model, a topology, the micro-batches per committed step per GPU (`accum`, A),
 a straggler distribution and the local methods' (H, F, τ). The methods process the same samples
 per committed step: DDP, DPU and WP compute A micro-batches per round, ACCO A/2 per round (two
-rounds per committed step, the paper's "ACCO 1 vs DDP 2"), DiLoCo and Streaming DiLoCo A per inner
-step. Every method of one scenario sees the same straggler draws (common random numbers), so their
-differences are not sampling noise of the draws.
+rounds per committed step, the paper's "ACCO 1 vs DDP 2": ACCO needs an even A and is left out
+otherwise), DiLoCo and Streaming DiLoCo A per inner step on every GPU. Every method of one scenario
+sees the same straggler draws (common random numbers), so their differences are not sampling noise
+of the draws.
+
+A DiLoCo replica is one GPU (`replica_gpus` = 1, as this repo runs it) or G GPUs that train with
+sharded data parallelism every inner step (reduce-scatter, AdamW on the shard, all-gather inside the
+replica: the setting of every DiLoCo paper); the outer sync runs between replicas, and a replica's
+inner step waits for its slowest GPU. Every method has a payload precision (topology.PRECISION_BYTES;
+the outer gradients also a compression ratio), a measured step time can replace 6·Ψ·tokens / MFU
+(`step_time_s`: one step's forward + backward on one GPU), and `contention` slows compute beside a
+running sync (off by default: a GPU's copy engines and NICs do not take its SMs' time as the CPU
+testbed's shared cores do).
 
 Speed-ups are samples/s over DDP's. Memory per GPU is the model state of Table 1's formulas
 (acco/analytic/table1.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
@@ -14,6 +24,7 @@ below the GPU's memory.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,9 +32,16 @@ import numpy as np
 from acco.analytic.table1 import TABLE1_FORMULAS
 
 from . import schedules
-from .models import ModelSpec, model
+from .models import FORWARD_SHARE, ModelSpec, model
 from .stragglers import Stragglers
-from .topology import Topology, compute_s, inner_step_s, sync_s
+from .topology import (
+    Topology,
+    compute_s,
+    inner_step_s,
+    replica_groups,
+    replica_sync_parts,
+    sync_parts,
+)
 
 METHODS = ("ddp", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
 LABELS = {
@@ -50,8 +68,8 @@ TABLE1_KEY = {  # acco/analytic/table1.py TABLE1_FORMULAS's row for each method
 class Scenario:
     model: ModelSpec
     topo: Topology
-    accum: int = 2  # micro-batches per committed step per worker
-    grad_bytes: int = 2
+    accum: int = 2  # micro-batches per committed step per GPU (ACCO: even, half per round)
+    grad_bytes: float = 2  # bytes per gradient value reduced (topology.PRECISION_BYTES)
     stragglers: Stragglers = field(default_factory=Stragglers)
     H: int = 32
     F: int = 4
@@ -59,69 +77,145 @@ class Scenario:
     rounds: int = 200
     seed: int = 0
     ddp_bucket_mb: float = 0.0  # 0: one flat buffer (method.impl=flat); 25: PyTorch DDP's buckets
+    param_bytes: float = 2  # bytes per parameter gathered
+    outer_bytes: float = 4  # the local methods' outer gradients (fp32, as this repo sends them)
+    outer_compression: float = 1.0  # ≥ 1: the outer payload divided by it (value dropping, sparsity)
+    replica_gpus: int = 1  # GPUs per DiLoCo replica (sharded data parallel inside it)
+    layerwise: bool = False  # local methods: layer-wise fragments (schedules.local)
+    strided: bool = False  # layer-wise fragments: layers k, k+F, ... (else consecutive layers)
+    prefetch: bool = False  # ddp and the replicas' inner step: the gather prefetched under the forward
+    contention: float = 0.0  # compute slowdown beside a running sync (dpu, wp, acco)
+    sync_contention: float = 0.0  # sync slowdown beside compute (dpu, wp, acco)
+    step_time_s: float = 0.0  # > 0: one step's measured forward + backward on one GPU (replaces FLOPs)
+    optimizer: bool = True  # False: optimizer steps take no time (as the DiLoCo papers' simulations)
 
     def __post_init__(self):
-        if self.accum < 2 or self.accum % 2:
-            raise ValueError(
-                f"accum={self.accum}: micro-batches per committed step must be even (ACCO does half per round)"
-            )
+        if self.accum < 1:
+            raise ValueError(f"accum={self.accum}: at least one micro-batch per committed step")
+        if self.outer_compression < 1:
+            raise ValueError(f"outer_compression={self.outer_compression}: a ratio >= 1")
+        if self.replica_gpus < 1 or self.topo.workers % self.replica_gpus:
+            raise ValueError(f"replica_gpus={self.replica_gpus} must divide the {self.topo.workers} GPUs")
+        if self.replica_gpus > 1:
+            replica_groups(self.topo, self.replica_gpus)  # raises on a replica that splits nodes unevenly
+        if self.contention < 0 or self.sync_contention < 0:
+            raise ValueError("contention terms are slowdown fractions >= 0")
+
+    @property
+    def replicas(self) -> int:
+        return self.topo.workers // self.replica_gpus
+
+
+def applicable(method: str, sc: Scenario) -> bool:
+    """ACCO splits a step's micro-batches in two halves: it needs an even accum."""
+    return not (method.startswith("acco") and sc.accum % 2)
 
 
 def scenario(model_name: str, topo: Topology, **kw) -> Scenario:
     return Scenario(model(model_name), topo, **kw)
 
 
-def memory_gb(method: str, params: float, workers: int) -> float:
+def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1) -> float:
+    if method in ("diloco", "streaming_diloco") and replica_gpus > 1:
+        # sharded inside the replica: everything, outer vector included, over its G GPUs
+        return TABLE1_FORMULAS["diloco"][0](12, workers) / replica_gpus * params / 1e9
     return TABLE1_FORMULAS[TABLE1_KEY[method]][0](12, workers) * params / 1e9
 
 
+def micro_batch_s(sc: Scenario) -> float:
+    """One micro-batch's forward + backward: the measured step over accum, or 6·Ψ·tokens at the MFU."""
+    if sc.step_time_s:
+        return sc.step_time_s / sc.accum
+    return compute_s(sc.model.flops_per_micro_batch(), sc.topo)
+
+
 def primitives(sc: Scenario) -> dict:
-    """The micro-batch time and each method's sync time (seconds)."""
-    P = sc.model.params
-    return {
-        "micro_batch_s": compute_s(sc.model.flops_per_micro_batch(), sc.topo),
-        "inner_step_s": inner_step_s(P, sc.topo),
-        "sync_s": {
-            m: sync_s(m, P, sc.topo, sc.grad_bytes, 2, ddp_bucket_mb=sc.ddp_bucket_mb)
-            for m in ("ddp", "dpu", "wp", "acco", "acco_adaptive")
-        }
-        | {
-            "diloco": sync_s("diloco", P, sc.topo),
-            "streaming_diloco": sync_s("streaming_diloco", P, sc.topo, fragments=sc.F),
-        },
+    """The micro-batch time, the local methods' inner step and each method's sync time (seconds):
+    DDP's is what its sync leaves exposed (schedules.exposed_sync), the overlapped methods' the whole
+    sync (× 1 + sync_contention), the local methods' one fragment's outer sync."""
+    P, topo, L = sc.model.params, sc.topo, sc.model.layers
+    mu = micro_batch_s(sc)
+    forward = FORWARD_SHARE * mu
+    parts = {
+        m: sync_parts(m, P, topo, sc.grad_bytes, sc.param_bytes, ddp_bucket_mb=sc.ddp_bucket_mb, optimizer=sc.optimizer)
+        for m in ("ddp", "dpu", "wp", "acco", "acco_adaptive")
     }
+    outer = sc.outer_bytes / sc.outer_compression
+    for m, F in (("diloco", 1), ("streaming_diloco", sc.F)):
+        parts[m] = sync_parts(
+            m, P, topo, fragments=F, outer_bytes=outer, replica_gpus=sc.replica_gpus, optimizer=sc.optimizer
+        )
+    if sc.replica_gpus > 1:
+        inside = replica_sync_parts(P, topo, sc.replica_gpus, sc.grad_bytes, sc.param_bytes)
+        inner = float(
+            schedules.exposed_sync(
+                inside.reduce_s, inside.step_s if sc.optimizer else 0.0, inside.gather_s, forward, L, sc.prefetch
+            )
+        )
+    else:
+        inner = inner_step_s(P, topo) if sc.optimizer else 0.0
+    d = parts["ddp"]
+    sync = {m: parts[m].total * (1 + sc.sync_contention) for m in ("dpu", "wp", "acco", "acco_adaptive")}
+    sync["ddp"] = float(schedules.exposed_sync(d.reduce_s, d.step_s, d.gather_s, forward, L, sc.prefetch))
+    sync["diloco"], sync["streaming_diloco"] = parts["diloco"].total, parts["streaming_diloco"].total
+    return {"micro_batch_s": mu, "inner_step_s": inner, "sync_s": sync, "parts": parts}
+
+
+def replica_factors(f: np.ndarray, replica_gpus: int) -> np.ndarray:
+    """(R, B, N) per-GPU slowdowns -> (R, B, N/G): a replica's synchronous inner step waits for its
+    slowest GPU (replicas are consecutive GPUs: whole nodes, or slices of one)."""
+    if replica_gpus == 1:
+        return f
+    R, B, N = f.shape
+    return f.reshape(R, B, N // replica_gpus, replica_gpus).max(-1)
 
 
 def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
-    """One method over B scenarios that share (accum, H, F, τ): mu, m, inner (the local methods'
-    inner optimizer step) of shape (B,)."""
+    """One method over B scenarios that share (accum, H, F, τ, replicas, ...): mu, m, inner (the local
+    methods' inner step) of shape (B,); f per GPU (local methods: per replica, replica_factors)."""
     A = sc.accum
+    if not applicable(method, sc):
+        raise ValueError(f"{method} needs an even accum (half a step per round), got {A}")
+    layers = sc.model.layers if sc.layerwise else 0
     if method == "ddp":
         return schedules.ddp(mu, f, m, A)
     if method in ("dpu", "wp"):
-        return schedules.overlapped(mu, f, m, A, 1)
+        return schedules.overlapped(mu, f, m, A, 1, contention=sc.contention)
     if method in ("acco", "acco_adaptive"):
-        return schedules.overlapped(mu, f, m, A // 2, 2, adaptive=method == "acco_adaptive")
+        return schedules.overlapped(mu, f, m, A // 2, 2, adaptive=method == "acco_adaptive", contention=sc.contention)
     if method == "diloco":
-        return schedules.local(mu, f, m, A, sc.H, 1, 0, inner)
+        return schedules.local(mu, replica_factors(f, sc.replica_gpus), m, A, sc.H, 1, 0, inner, layers)
     if method == "streaming_diloco":
-        return schedules.local(mu, f, m, A, sc.H, sc.F, sc.tau, inner)
+        f_rep = replica_factors(f, sc.replica_gpus)
+        return schedules.local(mu, f_rep, m, A, sc.H, sc.F, sc.tau, inner, layers, sc.strided)
     raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
 
 
 def beside(method: str, sc: Scenario) -> float:
-    """Micro-batches per worker between two syncs (what a sync hides under, or is amortised over)."""
+    """Micro-batches per GPU between two syncs (what a sync hides under, or is amortised over)."""
     if method.startswith("acco"):
-        return sc.accum // 2
+        return sc.accum / 2
     if method == "diloco":
         return sc.accum * sc.H
     if method == "streaming_diloco":
-        return sc.accum * sc.H // sc.F
+        return sc.accum * sc.H / sc.F
     return sc.accum
 
 
 def _group_key(sc: Scenario):
-    return (sc.topo.workers, sc.topo.gpus_per_node, sc.accum, sc.H, sc.F, sc.tau, sc.rounds)
+    return (
+        sc.topo.workers,
+        sc.topo.gpus_per_node,
+        sc.accum,
+        sc.H,
+        sc.F,
+        sc.tau,
+        sc.rounds,
+        sc.replica_gpus,
+        sc.model.layers if sc.layerwise else 0,
+        sc.strided,
+        sc.contention,
+    )
 
 
 def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
@@ -143,19 +237,22 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
         mu = np.array([p["micro_batch_s"] for p in prims])
         inner = np.array([p["inner_step_s"] for p in prims])
         per_method = {}
-        for method in methods:
+        for method in (m for m in methods if applicable(m, first)):
             m = np.array([p["sync_s"][method] for p in prims])
             per_method[method] = (timings(method, mu, f, m, first, inner), m)
         for j, i in enumerate(idx):
             sc = scenarios[i]
             ddp_rate = None
             for k, method in enumerate(methods):
+                if method not in per_method:
+                    continue
                 t, m = per_method[method]
-                seqs = t.micro_batches[j] * sc.model.micro_batch
+                per_worker = sc.replica_gpus if method in ("diloco", "streaming_diloco") else 1
+                seqs = t.micro_batches[j] * per_worker * sc.model.micro_batch
                 rate = seqs / t.step_s[j]
                 if method == "ddp":
                     ddp_rate = rate
-                mem = memory_gb(method, sc.model.params, N)
+                mem = memory_gb(method, sc.model.params, N, sc.replica_gpus)
                 rows[i * len(methods) + k] = {
                     "method": method,
                     "label": LABELS[method],
@@ -171,11 +268,12 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
                     "sync_over_compute": m[j] / (mu[j] * beside(method, sc)),
                     "step_s": t.step_s[j],
                     "samples_per_s": rate,
+                    "tokens_per_s_per_gpu": rate * sc.model.seq_len / N,
                     "speedup_vs_ddp": rate / ddp_rate if ddp_rate else float("nan"),
                     "idle_fraction": t.idle[j],
                     "batch_per_step": seqs,
-                    "batch_p5": t.micro_batches_p5[j] * sc.model.micro_batch,
-                    "batch_p95": t.micro_batches_p95[j] * sc.model.micro_batch,
+                    "batch_p5": t.micro_batches_p5[j] * per_worker * sc.model.micro_batch,
+                    "batch_p95": t.micro_batches_p95[j] * per_worker * sc.model.micro_batch,
                     "memory_gb": mem,
                     "fits": mem <= sc.topo.memory_gb,
                 }
@@ -184,3 +282,31 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
 
 def with_topology(sc: Scenario, **changes) -> Scenario:
     return replace(sc, topo=replace(sc.topo, **changes))
+
+
+def utilization(sc: Scenario, method: str, gbps) -> np.ndarray:
+    """Compute utilization (1 − idle fraction: compute time over elapsed) of `method` at each inter-node
+    bandwidth in `gbps` (Gbit/s per node), the scenarios simulated in one batch."""
+    scs = [with_topology(sc, inter_bytes_per_s=float(g) * 1e9 / 8) for g in gbps]
+    return np.array([1.0 - r["idle_fraction"] for r in run(scs, [method])])
+
+
+def bandwidth_for_utilization(
+    sc: Scenario, method: str, target: float, lo: float = 0.01, hi: float = 1e5, points: int = 121
+) -> tuple[float, float]:
+    """(the inter-node Gbit/s per node at which `method` reaches compute utilization `target`, the
+    utilization at `hi`): a geometric grid, then a finer one between the two points that straddle the
+    target. inf where even `hi` does not reach it (the utilization is then capped by something the
+    network does not set: an exposed step, a latency, the schedule)."""
+    grid = np.geomspace(lo, hi, points)
+    cu = utilization(sc, method, grid)
+    top = float(cu[-1])
+    above = np.flatnonzero(cu >= target - 1e-12)
+    if not len(above):
+        return math.inf, top
+    i = int(above[0])
+    if i == 0:
+        return float(grid[0]), top
+    fine = np.geomspace(grid[i - 1], grid[i], 41)
+    cu = utilization(sc, method, fine)
+    return float(fine[int(np.flatnonzero(cu >= target - 1e-12)[0])]), top

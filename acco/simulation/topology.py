@@ -10,27 +10,55 @@ network link — so the node moves (n−1)/n·S bytes through its NIC:
     AG(S) = the same;  AR(S) = RS(S) + AG(S)
 
 With one node this is the flat ring on NVLink; with one GPU per node, the flat ring on the network.
-B_inter is the node's usable network bandwidth (what nccl-tests reports as bus bandwidth, not the
-line rate), α the per-step latency: both are inputs.
+The two phases are added: NCCL pipelines them, so where both matter the model is pessimistic (the
+validation's nccl-tests rows say by how much). B_inter is the node's usable network bandwidth (what
+nccl-tests reports as bus bandwidth, not the line rate; `busbw_to_inter` converts a measured
+multi-node busbw), α the per-step latency: both are inputs.
 
-A sync (README "The rounds, drawn") = reduce-scatter of the gradients + the sharded optimizer step
-+ all-gather of the parameters. Bytes per parameter follow Table 1 (acco/analytic/table1.py
-TABLE1_FORMULAS): bf16 gradients and parameters, 2 bytes each (`grad_bytes=4` for fp32 gradients,
-as the paper-scale figures' train.grad_dtype=fp32 and PyTorch's DDP send); the local methods send
-the fp32 pseudo-gradient and gather fp32 φ (4 bytes each). By default the DDP baseline syncs one
-flat buffer, as `method.impl=flat` and ACCO do (the schedules then differ in nothing else);
+**Groups.** A collective can run over a group of the GPUs (`Group`): the GPUs of one DiLoCo replica
+(sharded data parallel inside it, every inner step) or the GPUs that hold the same shard in every
+replica (the outer sync between replicas: G rings, one per shard of a replica of G GPUs, all sharing
+each node's NIC). `group_reduce_scatter_s` is the formula above for a group of `a` members per node
+over `k` nodes whose node carries `c` such groups' traffic.
+
+**A sync** (README "The rounds, drawn") = reduce-scatter of the gradients + the sharded optimizer
+step + all-gather of the parameters, in that order (`SyncParts`): the step needs the reduced shard
+and the gather carries its result, so ZeRO-1's AdamW step sits on the critical path between the two
+collectives, on the compute lane (it is GPU work), and nothing hides it in a data-parallel step. What a
+schedule can hide is the gather (FSDP-style prefetch under the next forward: schedules.exposed_sync)
+and, in the last backward, the reduction (the DDP overlap of issue 40). The overlapped methods
+(dpu, wp, acco) run all three beside the next round's compute, on the communication stream.
+
+**Payload precision** (`PRECISION_BYTES`: fp32 4, bf16 2, fp8 1, fp4 0.5 bytes per value): the
+gradients reduced (default bf16, Table 1; fp32 as `train.grad_dtype=fp32` and PyTorch's DDP send),
+the parameters gathered (bf16), and the local methods' outer gradients (default fp32, as this repo's
+DiLoCo sends them; bf16/fp8/fp4 and a compression ratio as the DiLoCo papers send them), all-reduced
+at that precision (reduce-scatter + all-gather of the payload; each replica applies the outer step).
+By default the DDP baseline syncs one flat buffer, as `method.impl=flat` and ACCO do;
 `ddp_bucket_mb=25` makes it go bucket by bucket as PyTorch's DDP does, each bucket paying the
-collectives' latency terms again. The
-optimizer step is memory-bound: bytes touched per parameter of the shard over the GPU's HBM
+collectives' latency terms again.
+
+**Optimizer steps** are memory-bound: bytes touched per parameter of the shard over the GPU's HBM
 bandwidth (AdamW: fp32 master, m, v read and written + gradient read + bf16 parameter written
 ≈ 30 B; a tentative step (acco, wp) also saves and restores master, m, v: + 24 B). The local
-methods' inner AdamW is not sharded: 30 B per parameter of the whole model, every inner step.
+methods' inner AdamW: over the whole model when a replica is one GPU, over its shard (1/G) when a
+replica is G GPUs (sharded data parallel inside the replica).
+
+**Presets** (`SIM_PRESETS`, the simulator's own; acco/analytic/costmodel.py keeps the paper-model
+presets its fig4 and Table 3 arithmetic use): A100 NVLink as the bus bandwidth nccl-tests measures
+on 8 A100 (232 GB/s all_reduce busbw, 10 GiB, BM.GPU4.8: oracle-japan/ocitutorials,
+content/hpc/benchmark/run-nccltests-ubuntu/index.md) instead of the 300 GB/s line rate; MFU on the
+6·Ψ·tokens count from torchtitan's published runs — A100 0.45 (Llama 3 8B, FSDP on 64 A100: 2904
+tokens/s/GPU, pytorch/torchtitan docs/performance.md as of 2024), H100/H200 0.30 (Llama 3.1 8B,
+FSDP on 8 H100: 5,762–6,667 tokens/s/GPU without/with torch.compile, the same file as of 2024-12;
+6·8.03e9·tokens/s / 989 TFLOP/s = 0.28–0.32). The network between nodes stays the paper's 100 Gb/s
+(A100) and 400 Gb/s (H100/H200) per node: set `--inter-gbps` or `--inter-busbw` to one's own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from acco.analytic.costmodel import PRESETS, Hardware, reduce_scatter_time
 
@@ -41,6 +69,19 @@ HBM_BYTES_PER_S = {"A100": 2.0e12, "H100": 3.35e12, "H200": 4.8e12}
 ADAMW_BYTES_PER_PARAM = 30.0
 TENTATIVE_EXTRA_BYTES_PER_PARAM = 24.0
 OUTER_SGD_BYTES_PER_PARAM = 20.0  # Nesterov: fp32 φ, momentum read+write, pseudo-gradient read
+PRECISION_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+# the simulator's presets: costmodel's hardware with the sourced corrections of the module docstring
+SIM_PRESETS: dict[str, Hardware] = {
+    "A100": replace(PRESETS["A100"], intra_bytes_per_s=232e9, mfu=0.45),
+    "H100": replace(PRESETS["H100"], mfu=0.30),
+    "H200": replace(PRESETS["H200"], mfu=0.30),
+}
+
+
+def precision_bytes(name: str) -> float:
+    if name not in PRECISION_BYTES:
+        raise ValueError(f"unknown precision {name!r}: use one of {', '.join(PRECISION_BYTES)}")
+    return PRECISION_BYTES[name]
 
 
 @dataclass(frozen=True)
@@ -79,10 +120,11 @@ def topology(
     mfu: float | None = None,
     alpha_intra_us: float | None = None,
     alpha_inter_us: float | None = None,
+    hbm_gbytes: float | None = None,
 ) -> Topology:
-    """A topology from a hardware preset of acco/analytic/costmodel.py, with any field overridden
-    (inter_gbps in Gbit/s per node, intra_gbytes in GB/s per GPU, α in µs)."""
-    hw: Hardware = PRESETS[gpu]
+    """A topology from a simulator preset (SIM_PRESETS), with any field overridden (inter_gbps in
+    Gbit/s per node, intra_gbytes in GB/s per GPU, α in µs, hbm_gbytes in GB/s)."""
+    hw: Hardware = SIM_PRESETS[gpu]
     return Topology(
         int(gpus_per_node),
         int(nodes),
@@ -92,19 +134,70 @@ def topology(
         hw.alpha_inter_s if alpha_inter_us is None else alpha_inter_us * 1e-6,
         hw.peak_flops,
         hw.mfu if mfu is None else mfu,
-        HBM_BYTES_PER_S[gpu],
+        HBM_BYTES_PER_S[gpu] if hbm_gbytes is None else hbm_gbytes * 1e9,
         hw.memory_gb,
         gpu,
     )
 
 
-def reduce_scatter_s(nbytes: float, topo: Topology, buckets: int = 1) -> float:
-    """Hierarchical reduce-scatter of `nbytes` (the same for an all-gather), in `buckets` pieces
-    that each pay the latency terms."""
-    g, n = topo.gpus_per_node, topo.nodes
-    intra = reduce_scatter_time(nbytes, g, topo.alpha_intra_s * buckets, 1.0 / topo.intra_bytes_per_s)
-    inter = reduce_scatter_time(nbytes, n, topo.alpha_inter_s * buckets, 1.0 / topo.inter_bytes_per_s)
+def busbw_to_inter(busbw_gbytes: float, gpus_per_node: int, nodes: int, intra_bytes_per_s: float) -> float:
+    """The node's network bandwidth (bytes/s) that makes this model's all-reduce over `nodes` nodes of
+    `gpus_per_node` GPUs take the time nccl-tests' all_reduce_perf reported as `busbw_gbytes` (GB/s):
+    time = 2(N−1)/N·S/busbw = 2[(g−1)/g·S/B_intra + (n−1)/n·S/B_inter] solved for B_inter."""
+    g, n = int(gpus_per_node), int(nodes)
+    if n < 2:
+        raise ValueError("a busbw measured across nodes needs at least 2 nodes")
+    N = g * n
+    rest = (N - 1) / N / (busbw_gbytes * 1e9) - (g - 1) / g / intra_bytes_per_s
+    if rest <= 0:
+        raise ValueError(
+            f"busbw {busbw_gbytes:g} GB/s across {n}x{g} GPUs is faster than the intra-node link alone allows "
+            f"({intra_bytes_per_s / 1e9:g} GB/s): give --intra-busbw from a one-node run"
+        )
+    return (n - 1) / n / rest
+
+
+@dataclass(frozen=True)
+class Group:
+    """GPUs that run one collective together: `per_node` of them on each of `nodes` nodes, a node's
+    NIC carrying `sharing` such groups at once."""
+
+    per_node: int
+    nodes: int
+    sharing: int = 1
+
+
+def whole(topo: Topology) -> Group:
+    return Group(topo.gpus_per_node, topo.nodes, 1)
+
+
+def replica_groups(topo: Topology, replica_gpus: int) -> tuple[Group, Group]:
+    """(inside one replica of `replica_gpus` GPUs, across replicas: the GPUs holding one shard).
+    A replica is a fraction of a node (replica_gpus divides g) or whole nodes (a multiple of g)."""
+    g, n, G = topo.gpus_per_node, topo.nodes, int(replica_gpus)
+    if G <= g:
+        if g % G:
+            raise ValueError(f"a replica of {G} GPUs must divide the {g} GPUs of a node or be whole nodes")
+        return Group(G, 1, g // G), Group(g // G, n, G)
+    if G % g or n % (G // g):
+        raise ValueError(f"a replica of {G} GPUs must be whole nodes of {g} GPUs and divide the {n} nodes")
+    return Group(g, G // g, 1), Group(1, n // (G // g), g)
+
+
+def group_reduce_scatter_s(nbytes: float, topo: Topology, group: Group, buckets: int = 1) -> float:
+    """Hierarchical reduce-scatter of `nbytes` over a group (the same for an all-gather), in `buckets`
+    pieces that each pay the latency terms."""
+    intra = reduce_scatter_time(nbytes, group.per_node, topo.alpha_intra_s * buckets, 1.0 / topo.intra_bytes_per_s)
+    inter = reduce_scatter_time(
+        nbytes * group.sharing, group.nodes, topo.alpha_inter_s * buckets, 1.0 / topo.inter_bytes_per_s
+    )
     return intra + inter
+
+
+def reduce_scatter_s(nbytes: float, topo: Topology, buckets: int = 1) -> float:
+    """Hierarchical reduce-scatter of `nbytes` over every GPU (the same for an all-gather), in
+    `buckets` pieces that each pay the latency terms."""
+    return group_reduce_scatter_s(nbytes, topo, whole(topo), buckets)
 
 
 def all_gather_s(nbytes: float, topo: Topology, buckets: int = 1) -> float:
@@ -115,35 +208,72 @@ def all_reduce_s(nbytes: float, topo: Topology, buckets: int = 1) -> float:
     return 2 * reduce_scatter_s(nbytes, topo, buckets)
 
 
-def sync_s(
+@dataclass(frozen=True)
+class SyncParts:
+    """One sync in its order: reduce-scatter, the optimizer step on the shard, all-gather (seconds)."""
+
+    reduce_s: float
+    step_s: float
+    gather_s: float
+
+    @property
+    def total(self) -> float:
+        return self.reduce_s + self.step_s + self.gather_s
+
+
+def sync_parts(
     method: str,
     params: float,
     topo: Topology,
-    grad_bytes: int = 2,
-    param_bytes: int = 2,
+    grad_bytes: float = 2,
+    param_bytes: float = 2,
     fragments: int = 1,
     ddp_bucket_mb: float = 0.0,
-) -> float:
-    """One sync of `method` (one fragment's for the local methods): reduce-scatter, the sharded
-    optimizer step, all-gather."""
+    outer_bytes: float = 4,
+    replica_gpus: int = 1,
+    optimizer: bool = True,
+) -> SyncParts:
+    """One sync of `method` (one fragment's for the local methods, between replicas of
+    `replica_gpus` GPUs), in its parts. `optimizer=False` leaves the optimizer step out."""
     n = topo.workers
     if method in ("diloco", "streaming_diloco"):
         frag = params / max(int(fragments), 1)
-        opt = frag / n * OUTER_SGD_BYTES_PER_PARAM / topo.hbm_bytes_per_s
-        return reduce_scatter_s(4 * frag, topo) + opt + all_gather_s(4 * frag, topo)
+        group = replica_groups(topo, replica_gpus)[1] if replica_gpus > 1 else whole(topo)
+        shard = frag / max(int(replica_gpus), 1)  # each GPU syncs its replica's shard of the fragment
+        opt = frag / n * OUTER_SGD_BYTES_PER_PARAM / topo.hbm_bytes_per_s if optimizer else 0.0
+        rs = group_reduce_scatter_s(outer_bytes * shard, topo, group)
+        return SyncParts(rs, opt, rs)
     buckets = 1
     if method == "ddp" and ddp_bucket_mb > 0:
         buckets = math.ceil(params * grad_bytes / (ddp_bucket_mb * 2**20))
     per_param = ADAMW_BYTES_PER_PARAM + (TENTATIVE_EXTRA_BYTES_PER_PARAM if method.startswith(("acco", "wp")) else 0)
-    opt = params / n * per_param / topo.hbm_bytes_per_s
-    return (
-        reduce_scatter_s(grad_bytes * params, topo, buckets) + opt + all_gather_s(param_bytes * params, topo, buckets)
+    opt = params / n * per_param / topo.hbm_bytes_per_s if optimizer else 0.0
+    return SyncParts(
+        reduce_scatter_s(grad_bytes * params, topo, buckets), opt, all_gather_s(param_bytes * params, topo, buckets)
     )
 
 
-def inner_step_s(params: float, topo: Topology) -> float:
-    """The local methods' inner AdamW step: unsharded, over the whole model, every inner step."""
-    return params * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
+def sync_s(method: str, params: float, topo: Topology, *args, **kwargs) -> float:
+    """One sync of `method` (one fragment's for the local methods): reduce-scatter, the sharded
+    optimizer step, all-gather (`sync_parts`' total)."""
+    return sync_parts(method, params, topo, *args, **kwargs).total
+
+
+def inner_step_s(params: float, topo: Topology, replica_gpus: int = 1) -> float:
+    """The local methods' inner AdamW step: over the whole model (a replica of one GPU) or over the
+    replica's shard (sharded data parallel inside a replica of `replica_gpus` GPUs)."""
+    return params / max(int(replica_gpus), 1) * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
+
+
+def replica_sync_parts(params: float, topo: Topology, replica_gpus: int, grad_bytes: float, param_bytes: float):
+    """Inside a replica of `replica_gpus` GPUs, every inner step: reduce-scatter of the gradients,
+    AdamW on the shard, all-gather of the parameters (sharded data parallel, FSDP/ZeRO-3)."""
+    inside = replica_groups(topo, replica_gpus)[0]
+    return SyncParts(
+        group_reduce_scatter_s(grad_bytes * params, topo, inside),
+        inner_step_s(params, topo, replica_gpus),
+        group_reduce_scatter_s(param_bytes * params, topo, inside),
+    )
 
 
 def compute_s(flops: float, topo: Topology) -> float:
