@@ -23,7 +23,7 @@ from ..engine.sharded_adamw import AdamWSettings
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
-from ..runtime.files import MetricsWriter, reset_peak_memory
+from ..runtime.files import MetricsWriter, note_progress, reset_peak_memory
 from ..runtime.launch import nccl_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
 from ..runtime.watchdog import Watchdog, exit_on_stall
@@ -188,10 +188,13 @@ class Trainer:
         SignalLatch.install()
         self.backend.carry_votes(SignalLatch.votes)
         # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
+        out_dir = self.cfg["out_dir"]
         self.watchdog = Watchdog(
             lambda: (self.runner.next_index, self.steps_done),
             2 * self.step_timeout_s,
-            exit_on_stall(self.rank, self.cfg["out_dir"]),
+            exit_on_stall(self.rank, out_dir),
+            # a note of the last progress seen: the local launcher tells a live but slow rank from a hung one
+            on_progress=lambda progress: note_progress(out_dir, self.rank, progress),
         ).start()
         try:
             self.backend.run(self.until, self.on_step, start)
@@ -280,8 +283,15 @@ class Trainer:
         dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.control_group)
         return bool(flag[0])
 
+    def _drain(self) -> None:
+        """On a GPU, wait for the training work still queued, so a timer of non-training time
+        (evaluation, a checkpoint) started next does not absorb it: it is training time."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
     def save_checkpoint(self, step: int) -> str:
         shared, own = self.state_dicts(step)
+        self._drain()
         start = time.perf_counter()
         with self.watchdog.paused():
             self.last_checkpoint = checkpoint.save(
@@ -347,6 +357,7 @@ class Trainer:
             return self._evaluate()
 
     def _evaluate(self) -> float:
+        self._drain()
         start = time.perf_counter()
         model = self.task.model
         was_training = model.training
