@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import torch
 import yaml
 from omegaconf import DictConfig, read_write
 
-from .config.experiments import experiment_dir, run_name, with_out_dir
+from .config.experiments import dependency_out_dir, with_out_dir
 from .config.schema import DEFAULT_TASK, check_config, typed
 from .config.validate import ConfigError, out_dir_problem
 from .run.preflight import data_problem, memory_problem
@@ -50,25 +51,17 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-def dependency_out_dir(spec: dict | DictConfig, results_root: str) -> str:
-    overrides = list(spec.get("overrides") or [])
-    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-    return os.path.join(
-        experiment_dir(results_root, spec.get("scale", "cpu"), spec["experiment"]),
-        run_name({"method": {"name": method}}, overrides),
-    )
-
-
 def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None) -> None:
     """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
-    CPU-scale pretraining of Fig. 7) gets that run's saved model; the run is trained first if its
-    results are not there yet. Sets model.pretrained_path in `cfg` (the plain config the run is
-    started with) and in `view`, typed(cfg) if made already (made here otherwise)."""
+    CPU-scale pretraining of Fig. 7) gets that run's saved model, trained first (once) into the
+    data cache's folder for it (dependency_out_dir) if it is not there yet. Sets
+    model.pretrained_path in `cfg` (the plain config the run is started with) and in `view`,
+    typed(cfg) if made already (made here otherwise)."""
     view = typed(cfg) if view is None else view
     spec = view.model.pretrained_from
     if view.model.pretrained_path or spec is None:
         return
-    dep_dir = dependency_out_dir(spec, view.results_root)
+    dep_dir = dependency_out_dir(spec, view.data.cache_dir)
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
@@ -87,12 +80,12 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             f"experiment={spec.experiment}/{spec.scale}",
             *on_slurm,
             *spec.overrides,
-            f"results_root='{view.results_root}'",
-            f"out_dir='{dep_dir}'",
+            "train.save_model=true",  # what this folder is for
+            f"out_dir='{dep_dir}'",  # quoted: run folder names contain '='
             # an unfinished pretraining run continues from its checkpoint; a completed one without
             # its model is made again
             "overwrite=true" if (read_summary(dep_dir) or {}).get("status") == "completed" else "resume=auto",
-        ]  # quoted: run folder names contain '='
+        ]
 
         if external:
             fail_config(
@@ -104,13 +97,67 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             file=sys.stderr,
             flush=True,
         )
-        code = subprocess.call([sys.executable, TRAIN, *args])
+        code, stopped_by = run_child([sys.executable, TRAIN, *args])
+        if stopped_by is not None:
+            print(
+                f"acco: interrupted while pretraining {dep_dir}; the same command continues it from its checkpoint",
+                file=sys.stderr,
+            )
+            sys.exit(128 + stopped_by)
         if code != 0 or not os.path.isdir(model_dir):
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
             sys.exit(1)
     cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
     with read_write(view.model):  # the same setting in the one view, not a second conversion
         view.model.pretrained_path = cfg["model"]["pretrained_path"]
+
+
+# the signals that stop a child run of ours (ensure_pretrained's) through this process, and what the
+# child is sent: a checkpoint signal as it is; an interrupt or hang-up as SIGTERM (checkpoint, stop)
+CHILD_SIGNALS = {
+    signal.SIGTERM: signal.SIGTERM,
+    signal.SIGINT: signal.SIGTERM,
+    signal.SIGHUP: signal.SIGTERM,
+    signal.SIGUSR1: signal.SIGUSR1,
+    signal.SIGUSR2: signal.SIGUSR2,
+}
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies (Linux' parent-death
+    signal), so a launcher killed outright (SIGKILL) leaves no training behind it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the signal forwarding below is all there is
+        pass
+
+
+def run_child(argv: list[str]) -> tuple[int, int | None]:
+    """Run a command of ours to its end: (its exit code, the stop signal this process got meanwhile,
+    if any). It has its own session (a Ctrl-C at
+    the terminal reaches this process only); a stop signal this process gets is passed on to it (an
+    interrupt as SIGTERM: it checkpoints and stops) and this process waits for it to end: an
+    interrupted launcher never leaves its child running."""
+    child = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+    got: list[int] = []
+
+    def forward(signum, frame):
+        got.append(signum)
+        try:
+            child.send_signal(CHILD_SIGNALS[signal.Signals(signum)])
+        except ProcessLookupError:
+            pass
+
+    old = {sig: signal.signal(sig, forward) for sig in CHILD_SIGNALS}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    stops = [s for s in got if s not in (signal.SIGUSR1, signal.SIGUSR2)]
+    return code, (int(stops[0]) if stops else None)
 
 
 class Resubmission(NamedTuple):

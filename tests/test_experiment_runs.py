@@ -33,15 +33,17 @@ def test_cpu_experiment_runs(tmp_path, exp):
 
 
 @pytest.mark.slow
-def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
+def test_finetuning_trains_its_pretraining_dependency_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCO_CACHE", str(tmp_path / "cache"))  # the pretraining lands in the cache
     dep = "+model.pretrained_from.overrides=['method=ddp','train.steps=2','data.source.num_stories=1500']"
     proc = run_train(
         ["experiment=fig8/cpu", "method=acco", "layout=2x1", "train.steps=2", f"results_root={tmp_path}", dep]
     )
     assert "training it first" in proc.stderr
-    pre = tmp_path / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
+    pre = tmp_path / "cache" / "pretrained" / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
     assert load_run(str(pre))["summary"]["status"] == "completed" and (pre / "model").is_dir()
-    (fine,) = (tmp_path / "cpu" / "fig8").iterdir()
+    assert not (tmp_path / "cpu" / "fig7").exists()  # nothing under the results
+    (fine,) = [p.parent for p in tmp_path.rglob("summary.json") if p.parent != pre]
     assert fine.name.startswith("acco_layout=2x1_model.pretrained_from.overrides=")
     run = load_run(str(fine))
     assert run["summary"]["status"] == "completed"

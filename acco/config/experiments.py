@@ -22,6 +22,7 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Mapping
 
 from omegaconf import OmegaConf
 
@@ -105,6 +106,21 @@ def experiment_dir(results_root: str, scale: str, exp: str) -> str:
     """Where an experiment's runs live: `<results_root>/<scale>/<exp>/<run_name>/` (so a CPU-scale
     reproduction is one folder, results/cpu/, and never mixes with paper-scale runs)."""
     return os.path.join(results_root, scale, exp)
+
+
+def dependency_out_dir(spec: Mapping, cache_dir: str) -> str:
+    """Where the run a model starts from (`model.pretrained_from`) is trained: a folder of the data
+    cache's own, `<cache>/pretrained/<scale>/<experiment>/<run>`, never the experiment's folder under
+    results/ (a committed run there has no model/, and must not be trained again into it)."""
+    overrides = list(spec.get("overrides") or [])
+    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+    return os.path.join(
+        os.path.expanduser(str(cache_dir)),
+        "pretrained",
+        str(spec.get("scale", "cpu")),
+        str(spec["experiment"]),
+        run_name({"method": {"name": method}}, overrides),
+    )
 
 
 def default_out_dir(cfg: dict, overrides: list[str]) -> str:

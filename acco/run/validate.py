@@ -16,6 +16,7 @@ from ..config.validate import (
     ConfigError,
     check_experiment,
     check_model_shape,
+    check_pretrained_source,
     check_trace_steps,
     embedding_rows,
     parse_layout,
@@ -256,6 +257,7 @@ def validate(
     if (cfg.get("launcher") or {}).get("name") == "slurm":  # a Slurm profile's setup, options, env, signal
         check_profile(cfg["launcher"])
     check_model_shape(cfg)
+    check_pretrained_source(cfg)
     check_vocabulary(cfg)
     out_dir = cfg.get("out_dir")
     if not out_dir:

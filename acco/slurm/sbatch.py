@@ -188,9 +188,13 @@ def sbatch_script(
     model = cfg.get("model") or {}
     dep = model.get("pretrained_from")
     if dep and not model.get("pretrained_path"):
+        from ..config.experiments import dependency_out_dir
+
         needs = " ".join([f"experiment={dep['experiment']}/{dep.get('scale', 'cpu')}", *(dep.get("overrides") or [])])
+        where = dependency_out_dir(dep, (cfg.get("data") or {}).get("cache_dir") or "")
         lines.append(
-            f"# needs:      the saved model of `{needs}` (run it first; under srun it is not trained automatically)"
+            f"# needs:      the saved model of `{needs}` in {where}/model (train.py trains it there "
+            "before a run of this experiment starts; under srun it is not trained automatically)"
         )
 
     directives = [("job-name", name), ("nodes", shape["nodes"]), ("ntasks-per-node", shape["tasks_per_node"])]

@@ -1,0 +1,121 @@
+"""A user's everyday runs never touch a committed run (issue 41): fine-tuning gets its pretrained
+starting point from a folder of the data cache's own, an interrupted launcher ends the run it
+started, and a combination that cannot run is one line, exit 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from acco.config.experiments import run_name
+
+from .conftest import ROOT, TRAIN, load_run, run_train
+
+pytestmark = pytest.mark.integration  # every test here starts processes
+
+COMMITTED_PRETRAINING = os.path.join(ROOT, "results", "cpu", "fig7", "ddp_method.impl=flat_seed=0")
+
+
+def committed_copy(results_root, name: str) -> dict:
+    """A stand-in for a committed pretraining run (its small files, no model/, as in results/cpu)
+    under `results_root`/cpu/fig7/`name`; returns each file's bytes."""
+    folder = results_root / "cpu" / "fig7" / name
+    folder.mkdir(parents=True)
+    for f in ("config.yaml", "metrics.csv", "summary.json", "eval.json"):
+        shutil.copy(os.path.join(COMMITTED_PRETRAINING, f), folder / f)
+    return snapshot(folder)
+
+
+def snapshot(folder) -> dict:
+    return {p.name: p.read_bytes() if p.is_file() else "a folder" for p in sorted(folder.iterdir())}
+
+
+def test_finetuning_never_retrains_a_committed_pretraining_run(tmp_path):
+    # a small pretraining of its own (unique to this test: it is trained here, not found in the cache)
+    pre = ["method=ddp", "train.steps=2", "train.tokens=null", "data.source.num_stories=1500", "seed=41"]
+    name = run_name({"method": {"name": "ddp"}}, pre)
+    before = committed_copy(tmp_path, name)
+    dep = "+model.pretrained_from.overrides=[" + ",".join(f"'{o}'" for o in pre) + "]"
+    proc = run_train(
+        ["experiment=fig8/cpu", "method=acco", "layout=1x2", "train.samples=null", "train.steps=2", dep]
+        + [f"results_root={tmp_path}", "train.log_every=0"]
+    )
+    assert "training it first" in proc.stderr
+    committed = tmp_path / "cpu" / "fig7" / name
+    assert snapshot(committed) == before  # not one byte of the committed run changed, nothing added
+    cache = os.path.join(os.environ["ACCO_CACHE"], "pretrained", "cpu", "fig7", name)
+    assert load_run(cache)["summary"]["status"] == "completed" and os.path.isdir(os.path.join(cache, "model"))
+    (fine,) = [p.parent for p in tmp_path.rglob("summary.json") if p.parent != committed]
+    assert load_run(str(fine))["cfg"]["model"]["pretrained_path"] == os.path.join(cache, "model")
+
+
+def live_processes_naming(text: str) -> list[int]:
+    """The pids of live processes whose command line contains `text` (ours: a unique tmp path)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            pids.append(int(pid))
+    return pids
+
+
+def test_an_interrupted_finetuning_run_ends_its_pretraining_child(tmp_path):
+    cache = tmp_path / "cache"  # a cache of this test's own: the pretraining child names it
+    env = dict(os.environ, ACCO_CACHE=str(cache), ACCO_PROGRESS="off")
+    dep = "+model.pretrained_from.overrides=['method=ddp','train.steps=5000','train.tokens=null','link.rate_mbit=0']"
+    args = ["experiment=fig8/cpu", "method=acco", "layout=1x2", dep, f"results_root={tmp_path}"]
+    proc = subprocess.Popen(
+        [sys.executable, TRAIN, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        metrics = list(cache.glob("pretrained/cpu/fig7/*/metrics.csv"))
+        deadline = time.monotonic() + 300
+        while not metrics and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)  # the pretraining child has started training
+            metrics = list(cache.glob("pretrained/cpu/fig7/*/metrics.csv"))
+        assert metrics and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else "no start"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 128 + signal.SIGTERM, err
+        assert "interrupted while pretraining" in err
+        time.sleep(2)  # the workers' last moments
+        assert live_processes_naming(str(cache)) == []  # no orphan: the child and its workers ended
+        summary = load_run(str(metrics[0].parent))["summary"]
+        assert summary["status"] == "preempted"  # it checkpointed: the same command continues it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in live_processes_naming(str(cache)):  # what an old launcher left behind
+            os.kill(pid, signal.SIGKILL)
+
+
+def one_line_error(args, tmp_path) -> str:
+    proc = run_train([*args, f"results_root={tmp_path}"], expect=2, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing written
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["model.pretrained_from=null"], "data.tokenizer.kind=from_model"),
+        (["model.pretrained_from.experiment=fig99"], "is not an experiment"),
+        (["model.pretrained_from.scale=huge"], "has the scales"),
+    ],
+)
+def test_finetuning_without_a_starting_point_is_one_line(tmp_path, args, words):
+    assert words in one_line_error(["experiment=fig8/cpu", "method=acco", "layout=1x2", *args], tmp_path)
