@@ -230,27 +230,36 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     return cfg, world
 
 
-def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
-    """check_run's (plain config, its typed view, world size): the view is made once, after the
-    validation; `rank_view` gives it the notes the plain config takes after it."""
+def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str | None]:
+    """The checks of a run that build, train or fetch nothing (a local sweep makes them on every job
+    before its first starts): (the config with its world size, that size, None) or (None, 0, the
+    problem's one line)."""
     try:
         env = external_env() if external else None
         assert env is not None or not external  # torchrun / srun set the environment it reads
         world = validate(cfg, None if env is None else env.world_size, torch.cuda.is_available())
     except (ConfigError, ValueError) as exc:
-        fail_config(str(exc).splitlines()[0])
+        return None, 0, str(exc).splitlines()[0]
     problem = out_dir_problem(cfg.get("out_dir"))
     if problem:
-        fail_config(problem)
+        return None, 0, problem
     cfg = dict(cfg, world_size=world)
     problem = None if external else memory_problem(cfg, world, note=True)
     if problem:
-        fail_config(problem)
+        return None, 0, problem
     from .runtime.progress import check_logger
 
     problem = check_logger(cfg)
-    if problem:
-        fail_config(problem)
+    return (None, 0, problem) if problem else (cfg, world, None)
+
+
+def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
+    """check_run's (plain config, its typed view, world size): the view is made once, after the
+    validation; `rank_view` gives it the notes the plain config takes after it."""
+    checked, world, problem = precheck(cfg, external)
+    if checked is None:
+        fail_config(problem or "?")
+    cfg = checked
     # from here the config is final but for the notes below (model.pretrained_path, _resume): read
     # through its typed view, made once (the plain dict stays what config.yaml holds and what the
     # workers are sent)
@@ -281,6 +290,38 @@ def rank_view(view: DictConfig, cfg: dict) -> DictConfig:
         view._resume = cfg["_resume"]
         view.link.runtime = cfg["link"]["runtime"]
     return view
+
+
+def sweep_out_dirs(jobs: list[tuple[dict, list[str]]]) -> list[str | None]:
+    """Where each job of a Hydra sweep (its composed config, its overrides) goes when the user named
+    no out_dir: a job of an experiment's run list to the experiment's folder as always (None: the
+    default); every other job to one folder for the sweep, `<results_root>/sweeps/<label>/<run>`,
+    the label naming the experiment and what the sweep varies (acco/config/experiments.py
+    sweep_label), so a sweep never mixes with the runs the figures and the report read."""
+    from .config.experiments import SWEEPS, in_run_list, run_name, sweep_label
+
+    groups: dict[tuple, list[int]] = {}
+    for i, (cfg, _) in enumerate(jobs):
+        exp = cfg.get("experiment") or {}
+        groups.setdefault((exp.get("id"), cfg.get("scale"), cfg.get("results_root")), []).append(i)
+    out: list[str | None] = [None] * len(jobs)
+    for (_, scale, root), members in groups.items():
+        exp = jobs[members[0]][0].get("experiment")
+        label = sweep_label(exp, str(scale), [jobs[i][1] for i in members])
+        for i in members:
+            cfg, overrides = jobs[i]
+            name = run_name(cfg, overrides)
+            if cfg.get("out_dir") or (exp and in_run_list(name, exp)):
+                continue
+            out[i] = os.path.join(str(root or "results"), SWEEPS, label, name)
+    return out
+
+
+def with_sweep_out_dir(overrides: list[str], out_dir: str | None) -> list[str]:
+    """A job's overrides with its sweep folder (sweep_out_dirs) named, quoted for Hydra."""
+    from .slurm.sbatch import hydra_quote
+
+    return list(overrides) if out_dir is None else [*overrides, f"out_dir={hydra_quote(out_dir)}"]
 
 
 def named_and_checked(cfg: dict, overrides: list[str]) -> dict:

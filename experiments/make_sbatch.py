@@ -26,7 +26,18 @@ import sys
 
 import yaml
 
-from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of
+from acco.config.experiments import (
+    CONF_DIR,
+    SCALES,
+    compose,
+    expand_runs,
+    experiment_ids,
+    results_root_override,
+    run_list_keys,
+    run_name,
+    scales_of,
+    variant_root,
+)
 from acco.slurm.checks import script_problem
 from acco.slurm.sbatch import log_dir, sbatch_script, shell_quote
 
@@ -145,13 +156,17 @@ def main(argv: list[str]) -> int:
     if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
         fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
 
+    # overrides that change the runs (not a run-list key, path, ...): a results root of their own
+    root = next((str(_value(o)) for o in extra if _key(o) == "results_root"), "results")
+    variant = variant_root(root, str(exp["id"]), scale, extra, run_list_keys(exp) | {"results_root", "out_dir"})
+    in_root = [results_root_override(variant)] if variant != root else []
     regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
     folder = os.path.join(args.out, str(exp["id"]), scale)
     rendered = []
     for run in selected:
-        overrides = base + run + profile_args
+        overrides = base + run + profile_args + in_root
         try:
-            cfg = compose(overrides)
+            cfg = compose(overrides, in_experiment=True)
             if (cfg.get("launcher") or {}).get("name") != "slurm":
                 fail(f"launcher={cfg['launcher'].get('profile')} is not a Slurm profile; use launcher=slurm or yours")
             world = validate(cfg, cuda_available=True)

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs
+from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
 from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
 from acco.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
@@ -45,9 +45,12 @@ def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     runs = expand_runs(exp)
     if not runs:
         fail_config(f"experiment {exp['id']} has no training runs of its own")
+    overrides, variant = in_variant_root(overrides, base)  # overrides that change the runs: a root of their own
+    if variant:
+        print(f"these overrides change the experiment's runs: results go to {variant}", flush=True)
     planned: list[Planned] = []
     for run in runs:
-        cfg = compose([*overrides, *run])  # the run's own settings define it (and its folder)
+        cfg = compose([*overrides, *run], in_experiment=True)  # the run's own settings define it (and its folder)
         name = f"{exp['id']}/{os.path.basename(os.path.normpath(cfg['out_dir']))}"
         todo = resubmission(cfg)
         if todo.skip is not None:

@@ -11,7 +11,7 @@ import pytest
 
 from acco.config.experiments import compose, expand_runs
 
-from .conftest import load_run, run_train
+from .conftest import load_run, run_folders, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -22,8 +22,9 @@ FAST = ["train.steps=2", "train.log_every=0", "data.source.num_stories=1500"]
 def test_cpu_experiment_runs(tmp_path, exp):
     first = expand_runs(compose([f"experiment={exp}/cpu"])["experiment"])[0]
     run_train([f"experiment={exp}/cpu", *first, *FAST, f"results_root={tmp_path}"])
-    runs = list((tmp_path / "cpu" / exp).iterdir())
-    assert len(runs) == 1
+    runs = run_folders(tmp_path)  # not the experiment's run list (2 steps): a folder of its own
+    assert len(runs) == 1 and runs[0].parent.parent == tmp_path / "sweeps"
+    assert not (tmp_path / "cpu").exists()
     summary = load_run(str(runs[0]))["summary"]
     assert summary["status"] == "completed" and summary["steps_completed"] == 2
     if exp in ("fig7", "fig11"):  # Table 2's evaluations ran at the end
@@ -55,14 +56,21 @@ def test_finetuning_trains_its_pretraining_dependency_first(tmp_path, monkeypatc
 
 
 def test_multirun_sweep_one_folder_per_run(tmp_path):
-    run_train(["-m", "experiment=fig5/cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
-    names = sorted(p.name for p in (tmp_path / "cpu" / "fig5").iterdir())
+    """A sweep of settings outside the experiment's run list goes to one folder of its own, named
+    after the experiment and what the sweep varies, never beside the experiment's runs."""
+    proc = run_train(["-m", "experiment=fig5/cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
+    sweep = tmp_path / "sweeps" / "fig5-cpu_data.source.num_stories=1500_method=ddp,acco_train.steps=2"
+    names = sorted(p.name for p in sweep.iterdir())
     assert names == [
         "acco_data.source.num_stories=1500_train.steps=2",
         "ddp_data.source.num_stories=1500_train.steps=2",
     ]
+    assert not (tmp_path / "cpu").exists()
     for name in names:
-        assert load_run(str(tmp_path / "cpu" / "fig5" / name))["summary"]["status"] == "completed"
+        assert load_run(str(sweep / name))["summary"]["status"] == "completed"
+    # the closing table: every run with its status
+    table = proc.stderr[proc.stderr.index("sweep of 2 runs") :]
+    assert "2 completed, 0 skipped" in table and all(name in table for name in names)
 
 
 def one_line_error(args, tmp_path):

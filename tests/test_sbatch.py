@@ -329,7 +329,8 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
     )
     assert proc.returncode == 0 and job, output(proc) + logs
 
-    out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
+    # train.steps=3 changes the experiment's runs: a results root of their own under sweeps/
+    out_dir = results / "sweeps" / "fig5-cpu_train.steps=3" / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     assert summary["world_size"] == 2 and summary["launcher"] == "slurm"

@@ -52,6 +52,8 @@ def test_finetuning_never_retrains_a_committed_pretraining_run(tmp_path):
     cache = os.path.join(os.environ["ACCO_CACHE"], "pretrained", "cpu", "fig7", name)
     assert load_run(cache)["summary"]["status"] == "completed" and os.path.isdir(os.path.join(cache, "model"))
     (fine,) = [p.parent for p in tmp_path.rglob("summary.json") if p.parent != committed]
+    assert fine.parent.parent == tmp_path / "sweeps"  # 2 steps: not one of fig8's runs, a folder of its own
+    assert not (tmp_path / "cpu" / "fig8").exists()
     assert load_run(str(fine))["cfg"]["model"]["pretrained_path"] == os.path.join(cache, "model")
 
 
@@ -119,3 +121,35 @@ def one_line_error(args, tmp_path) -> str:
 )
 def test_finetuning_without_a_starting_point_is_one_line(tmp_path, args, words):
     assert words in one_line_error(["experiment=fig8/cpu", "method=acco", "layout=1x2", *args], tmp_path)
+
+
+def test_a_local_sweep_checks_every_job_before_the_first_starts(tmp_path):
+    # the first job is good, the second is not: nothing trains (before, the first ran, then the second failed)
+    args = ["-m", "experiment=fig5/cpu", "method=dpu", "method.warmup_steps=4,-1", "train.steps=2"]
+    line = one_line_error(args, tmp_path)
+    assert line.startswith("error: job 1 of the sweep (") and "method.warmup_steps=-1" in line
+    assert "method.warmup_steps must be >= 0" in line
+
+
+def reproduce_main():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reproduce", os.path.join(ROOT, "experiments", "reproduce.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_a_plan_at_the_cpu_scale_says_what_will_train(tmp_path, capsys):
+    """`reproduce.py <id> --dry-run` (or --plan) at the CPU scale: which runs are complete, which will
+    train and how long that takes; it trains nothing (before: 'use --scale paper', exit 2)."""
+    main = reproduce_main()
+    assert main(["fig8", "--dry-run"]) == 0  # the committed results: every run complete
+    out = capsys.readouterr().out
+    assert "plan: 46 runs, 46 complete (skipped), 0 to train: nothing trains" in out
+    root = tmp_path / "results"
+    assert main(["fig5", "--plan", "--results", str(root)]) == 0  # nothing there yet
+    out = capsys.readouterr().out
+    assert "plan: 35 runs, 0 complete (skipped), 35 to train, ETA ~" in out
+    assert "from the committed runs' times in results/cpu/fig5" in out
+    assert "fig5/ddp_seed=0 " in out and not root.exists()
