@@ -408,7 +408,7 @@ def main(argv=None) -> int:
         except (ConfigError, ValueError) as exc:
             return error(str(exc).splitlines()[0])
         adding = args.add_seeds if args.add_seeds is not None else args.scale == "cpu"
-        seeds = None if not all(r["complete"] for r in planned) else []
+        seeds: list[dict] | None = None if not all(r["complete"] for r in planned) else []
         if adding and seeds is not None:  # all there: the undecided claims' next seeds are known now
             seeds = more_seed_runs(todo, args.scale, base, args.results)
         print(plan_text(planned, args.scale, seeds if adding else []), flush=True)

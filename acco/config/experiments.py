@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Mapping
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -301,13 +301,13 @@ def compose_runs(common: list[str], runs: list[list[str]], in_experiment: bool =
 
     register()
     parser = OverridesParser.create()
-    composed: dict[tuple, object] = {}
+    composed: dict[tuple[str, ...], DictConfig] = {}
     out = []
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         for run in runs:
             parsed = parser.parse_overrides(list(run))
-            groups = tuple(o.input_line for o in parsed if _is_group_override(o))
+            groups = tuple(str(o.input_line) for o in parsed if _is_group_override(o))
             if groups not in composed:
                 composed[groups] = hydra_compose(config_name="config", overrides=[*common, *groups])
             cfg = copy.deepcopy(composed[groups])
