@@ -10,7 +10,7 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
+.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures plot reproduce clean bench \
 	simulate calibrate-clock \
 	rehearse rehearsal-data gpu-check wheels
 .DEFAULT_GOAL := help
@@ -93,6 +93,12 @@ reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default, ARGS=overri
 # Figures and tables from the results that exist (no training).
 figures: $(STAMP) ## Figures and tables from the results that exist (no training)
 	$(PYTHON) analysis/make_figures.py results --scale $(SCALE)
+
+# Any runs plotted (loss against steps, samples, wall-clock) with a table of final numbers: a
+# sweep's folder (results/sweeps/<sweep>), run folders, globs (analysis/plot_runs.py).
+RUNS ?= results/sweeps
+plot: $(STAMP) ## Plot any runs: loss vs steps, samples, time + final numbers (RUNS=results/sweeps/<sweep>)
+	$(PYTHON) analysis/plot_runs.py $(RUNS)
 
 # The dress rehearsal: every paper experiment's paper-scale configuration with only its sizes shrunk
 # (conf/experiment/*.yaml `rehearsal:`), on local copies of the data in the real formats
