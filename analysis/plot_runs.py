@@ -92,7 +92,7 @@ def final_numbers(folder: str, cfg: dict) -> dict:
     summary = _read_json(os.path.join(folder, "summary.json")) or {}
     metrics = read_metrics(os.path.join(folder, "metrics.csv"))
     last = metrics.iloc[-1] if len(metrics) else None
-    evals = metrics["eval_loss"].dropna() if len(metrics) else []
+    evals = metrics["eval_loss"].dropna()
     return {
         "status": summary.get("status", "running?" if last is not None else "no steps"),
         "steps": int(last["step"]) if last is not None else 0,
