@@ -28,6 +28,15 @@ from .runtime.progress import say_how_it_ended
 TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
 
 
+def help_asked(argv: list[str], doc: str | None) -> bool:
+    """`-h`/`--help` among a script's arguments (one that takes Hydra overrides, not argparse options):
+    its docstring (what it does, examples) printed; the caller exits 0."""
+    if not any(a in ("-h", "--help") for a in argv):
+        return False
+    print((doc or "").strip())
+    return True
+
+
 def fail_config(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)

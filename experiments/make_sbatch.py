@@ -76,9 +76,7 @@ def select_runs(runs: list[list[str]], extra: list[str]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help="an experiment id (conf/experiment/<id>/), e.g. fig8")
     parser.add_argument("--scale", default="cpu", help=f"one of {', '.join(SCALES)} (default: cpu)")
     parser.add_argument(

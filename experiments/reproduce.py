@@ -348,7 +348,7 @@ def add_seeds(title: str, todo: list[str], scale: str, base: list[str], results:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help=f"one of {', '.join(EXPERIMENTS)}, a comma list, or all")
     parser.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])

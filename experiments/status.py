@@ -16,12 +16,14 @@ import sys
 from acco.config.experiments import CONF_DIR, SWEEPS, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
 from acco.slurm.status import run_status
-from acco.start import fail_config
+from acco.start import fail_config, help_asked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main(argv: list[str]) -> int:
+    if help_asked(argv, __doc__):
+        return 0
     try:
         check_overrides(argv, CONF_DIR)
         base = compose(argv)

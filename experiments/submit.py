@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
 from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
-from acco.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
+from acco.start import Resubmission, check_run, fail_config, for_slurm_job, help_asked, prepare_out_dir, resubmission
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -136,6 +136,8 @@ def wait_submitted(job: MultiRun, submitted: list[tuple[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if help_asked(argv, __doc__):
+        return 0
     wait = "--wait" in argv
     overrides = [a for a in argv if a != "--wait"]
     exp_id, planned = plan(overrides)

@@ -153,3 +153,25 @@ def test_a_plan_at_the_cpu_scale_says_what_will_train(tmp_path, capsys):
     assert "plan: 35 runs, 0 complete (skipped), 35 to train, ETA ~" in out
     assert "from the committed runs' times in results/cpu/fig5" in out
     assert "fig5/ddp_seed=0 " in out and not root.exists()
+
+
+SCRIPTS = sorted(f for f in os.listdir(os.path.join(ROOT, "experiments")) if f.endswith(".py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_entry_point_answers_help(script):
+    """`--help` says what the script does and gives an example, exit 0 (before: status.py, submit.py and
+    prepare_data.py ended in a Hydra traceback)."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "experiments", script), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    text = proc.stdout
+    assert len(text.strip().splitlines()) >= 3, text
+    if script != "simulate.py":  # its help is acco/simulation/cli.py's (the simulator's owner)
+        assert f"experiments/{script}" in text or "make " in text, text[:2000]  # an example
