@@ -417,6 +417,9 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     started = time.monotonic()
     prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
+    layout_note = local_layout_note(cfg, world)
+    if layout_note:
+        print(f"acco: {layout_note}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
 
     from .engine.virtual_clock import is_virtual, unemulated_link
@@ -452,6 +455,27 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     if not outcome.ok:
         return 1
     return PREEMPTED_EXIT if summary.get("status") == "preempted" else 0
+
+
+def local_layout_note(cfg: dict, world: int) -> str | None:
+    """What a layout of several nodes means to the local launcher: all its ranks on this machine."""
+    from .config.validate import parse_layout
+
+    if not cfg.get("layout"):
+        return None
+    nodes, per_node = parse_layout(cfg["layout"])
+    if nodes == 1:
+        return None
+    link = cfg.get("link") or {}
+    how = (
+        f"every worker behind the same {link['rate_mbit']} Mbit/s link (link.*)"
+        if link.get("rate_mbit")
+        else "no link between them but loopback (set link.rate_mbit to emulate one)"
+    )
+    return (
+        f"layout={cfg['layout']}: {nodes} nodes x {per_node} = {world} workers, all on this machine, {how}; "
+        "launcher=slurm puts them on nodes"
+    )
 
 
 def preload_worker_modules(cfg: dict) -> None:

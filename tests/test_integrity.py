@@ -98,7 +98,10 @@ def test_local_sweep_skips_completed_runs(tmp_path):
     assert len(folders) == 2, folders  # the sweep's folder, results/sweeps/<experiment and settings>/
     before = [(f / "metrics.csv").stat().st_mtime_ns for f in folders]
     proc = run_train(["-m", *common, "seed=0,1"])  # the same sweep again: both runs are complete
-    assert proc.stderr.count("skipped: already complete") == 2, proc.stderr
+    skipped = [
+        ln for ln in proc.stderr.splitlines() if ln.startswith("run ") and ln.endswith(": skipped: already complete")
+    ]
+    assert len(skipped) == 2, proc.stderr
     assert "0 completed, 2 skipped" in proc.stderr
     assert run_folders(root) == folders
     assert [(f / "metrics.csv").stat().st_mtime_ns for f in folders] == before

@@ -175,3 +175,32 @@ def test_every_entry_point_answers_help(script):
     assert len(text.strip().splitlines()) >= 3, text
     if script != "simulate.py":  # its help is acco/simulation/cli.py's (the simulator's owner)
         assert f"experiments/{script}" in text or "make " in text, text[:2000]  # an example
+
+
+def test_what_cannot_be_meant_is_refused_or_said(tmp_path):
+    """world_size=64 on a few cores is refused at once (a one-line override lets it run); a setting
+    the run would record and ignore is refused; a layout of several nodes on the local launcher says
+    that they are all this machine."""
+    line = one_line_error(["world_size=64"], tmp_path)
+    assert "world_size=64 would start 64 worker processes" in line and "dist.max_local_workers=64" in line
+    line = one_line_error(["data.source.path=/nonexistent"], tmp_path)
+    assert "data.source.path=/nonexistent: this source is generated" in line
+    from .conftest import SMALL_LM
+
+    proc = run_train(["method=acco", "layout=2x1", "train.steps=1", *SMALL_LM, f"out_dir={tmp_path / 'run'}"])
+    assert "layout=2x1: 2 nodes x 1 = 2 workers, all on this machine" in proc.stderr
+
+
+def test_the_worker_limit_follows_the_cores():
+    from acco.config.validate import ConfigError
+    from acco.run.validate import check_local_workers
+    from acco.runtime.launch import usable_cores
+
+    cfg = {"launcher": {"name": "local"}, "device": "cpu", "dist": {"max_local_workers": "auto"}}
+    limit = 4 * usable_cores()
+    check_local_workers(cfg, limit, None, False)  # at the limit: fine
+    with pytest.raises(ConfigError, match="dist.max_local_workers"):
+        check_local_workers(cfg, limit + 1, None, False)
+    check_local_workers({**cfg, "dist": {"max_local_workers": limit + 1}}, limit + 1, None, False)  # asked for
+    check_local_workers(dict(cfg, launcher={"name": "slurm"}), 64, None, False)  # not this machine's
+    check_local_workers(cfg, 64, 64, False)  # torchrun/srun started them
