@@ -34,7 +34,6 @@ from acco.config.experiments import (
     experiment_ids,
     results_root_override,
     run_list_keys,
-    run_name,
     scales_of,
     variant_root,
 )
@@ -172,7 +171,7 @@ def main(argv: list[str]) -> int:
             problem = script_problem(cfg, world)
             if problem:
                 fail(problem)
-            name = run_name(cfg, overrides)
+            name = os.path.basename(os.path.normpath(cfg["out_dir"]))  # the run's folder (a run list's label)
             text = sbatch_script(overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate)
         except (ConfigError, ValueError) as exc:
             fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")

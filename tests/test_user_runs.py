@@ -204,3 +204,26 @@ def test_the_worker_limit_follows_the_cores():
     check_local_workers({**cfg, "dist": {"max_local_workers": limit + 1}}, limit + 1, None, False)  # asked for
     check_local_workers(dict(cfg, launcher={"name": "slurm"}), 64, None, False)  # not this machine's
     check_local_workers(cfg, 64, 64, False)  # torchrun/srun started them
+
+
+def test_a_run_list_label_names_the_folder_short(tmp_path):
+    """fig7's virtual-clock entries carry `label:` (acco_virtual, ddp_virtual): their folders are
+    `acco_virtual_seed=1`, not the 150-character list of every override, config.yaml keeps every
+    value; a run made before the label keeps its long-named folder."""
+    from acco.config.experiments import compose, expanded_runs, in_run_list, run_name
+
+    runs = expanded_runs(compose(["experiment=fig7/cpu"])["experiment"])
+    overrides, folder = next(
+        (o, f) for o, f in runs if "seed=1" in o and "method=acco" in o and "clock.mode=virtual" in o
+    )
+    assert folder == "acco_virtual_seed=1"
+    cfg = compose(["experiment=fig7/cpu", f"results_root={tmp_path}", *overrides])
+    assert cfg["out_dir"] == str(tmp_path / "cpu" / "fig7" / "acco_virtual_seed=1")
+    assert cfg["clock"]["mode"] == "virtual" and cfg["clock"]["sync_s"] == 0.0465 and cfg["seed"] == 1
+    long = run_name(cfg, overrides)
+    assert len(long) > 100 and long.startswith("acco_clock.micro_batch_s=0.15")
+    (tmp_path / "cpu" / "fig7" / long).mkdir(parents=True)  # the committed runs' names
+    assert compose(["experiment=fig7/cpu", f"results_root={tmp_path}", *overrides])["out_dir"].endswith(long)
+    block = compose(["experiment=fig7/cpu"])["experiment"]
+    assert in_run_list("acco_virtual_seed=1", block) and in_run_list(long, block)
+    assert in_run_list("acco_virtual_seed=7", block)  # a seed added to an undecided claim

@@ -136,14 +136,15 @@ def dependency_out_dir(spec: Mapping, cache_dir: str) -> str:
     )
 
 
-_RUN_LIST_NAMES: dict[str, tuple[set[str], set[str]]] = {}
+_RUN_LIST_NAMES: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
 
 
-def run_list_names(exp: Mapping) -> tuple[set[str], set[str]]:
-    """The folder names of an experiment's run list (its composed block, `experiment`): exactly, and
-    with the seed left open (`seed=*`: the seeds reproduce.py adds to an undecided claim's groups).
-    A run list entry without `method` runs the default method, acco. (Cached: the analysis asks for
-    every run folder it reads.)"""
+def run_list_names(exp: Mapping) -> tuple[dict[str, str], dict[str, str]]:
+    """The runs of an experiment's run list (its composed block, `experiment`) by folder name: each
+    run's name from its overrides (run_name) -> the name of its folder (the same, or the short one
+    of a labelled entry, expanded_runs); and the same with the seed left open (`seed=*`: the seeds
+    reproduce.py adds to an undecided claim's groups). A run list entry without `method` runs the
+    default method, acco. (Cached: the analysis asks for every run folder it reads.)"""
     import json
 
     key = json.dumps([exp.get("id"), exp.get("runs"), exp.get("rehearsal_maps")], sort_keys=True, default=str)
@@ -152,24 +153,49 @@ def run_list_names(exp: Mapping) -> tuple[set[str], set[str]]:
     return _RUN_LIST_NAMES[key]
 
 
-def _run_list_names(exp: Mapping) -> tuple[set[str], set[str]]:
-    exact, any_seed = set(), set()
-    for overrides in expand_runs(dict(exp)):
+def _run_list_names(exp: Mapping) -> tuple[dict[str, str], dict[str, str]]:
+    exact: dict[str, str] = {}
+    any_seed: dict[str, str] = {}
+    for overrides, folder in expanded_runs(dict(exp)):
         method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-        exact.add(run_name({"method": {"name": method}}, overrides))
+        name = run_name({"method": {"name": method}}, overrides)
+        exact[name] = folder
         unseeded = [o for o in overrides if not o.startswith("seed=")]
-        any_seed.add(run_name({"method": {"name": method}}, [*unseeded, "seed=0"]))
-    return exact, {_open_seed(n) for n in any_seed}
+        open_name = _open_seed(run_name({"method": {"name": method}}, [*unseeded, "seed=0"]))
+        any_seed[open_name] = open_name if folder == name else _open_seed(_with_seed(folder))
+    return exact, any_seed
 
 
 def _open_seed(name: str) -> str:
     return re.sub(r"(^|_)seed=\d+(?=_|$)", r"\1seed=*", name)
 
 
+def _with_seed(folder: str) -> str:
+    """A labelled folder name with a seed part (one is added where its entry set no seed list)."""
+    return folder if re.search(r"(^|_)seed=\d+(_|$)", folder) else f"{folder}_seed=0"
+
+
 def in_run_list(name: str, exp: Mapping) -> bool:
-    """Whether a run folder's name is one of the experiment's run list (or one with a seed added)."""
+    """Whether a run folder's name is one of the experiment's run list (or one with a seed added):
+    its name from the overrides, or a labelled entry's short one."""
+    return run_list_folder(name, exp) is not None or _is_labelled_folder(name, exp)
+
+
+def _is_labelled_folder(folder: str, exp: Mapping) -> bool:
     exact, any_seed = run_list_names(exp)
-    return name in exact or ("seed=" in name and _open_seed(name) in any_seed)
+    return folder in exact.values() or ("seed=" in folder and _open_seed(folder) in any_seed.values())
+
+
+def run_list_folder(name: str, exp: Mapping) -> str | None:
+    """The folder name of the run list's run called `name` by its overrides (run_name): the name
+    itself, or its entry's label with what the entry varies; None for a run not in the list."""
+    exact, any_seed = run_list_names(exp)
+    if name in exact:
+        return exact[name]
+    if "seed=" in name and _open_seed(name) in any_seed:
+        seed = re.search(r"(?:^|_)seed=(\d+)(?=_|$)", name)
+        return any_seed[_open_seed(name)].replace("seed=*", f"seed={seed.group(1) if seed else 0}")
+    return None
 
 
 def sweep_label(exp: Mapping | None, scale: str, jobs: list[list[str]]) -> str:
@@ -245,8 +271,12 @@ def default_out_dir(cfg: dict, overrides: list[str], in_experiment: bool = False
     name = run_name(cfg, overrides)
     if exp:
         scale = cfg.get("scale", "cpu")
-        if in_experiment or in_run_list(name, exp):
-            return os.path.join(experiment_dir(root, scale, str(exp["id"])), name)
+        folder = run_list_folder(name, exp)
+        if in_experiment or folder is not None:
+            where = experiment_dir(root, scale, str(exp["id"]))
+            if folder is not None and folder != name and os.path.exists(os.path.join(where, name)):
+                folder = name  # a run made before its entry had a label keeps its folder
+            return os.path.join(where, folder or name)
         return os.path.join(root, SWEEPS, sweep_label(exp, scale, [overrides]), name)
     return os.path.join(root, "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{name}")
 
@@ -333,12 +363,30 @@ def run_specs(exp: dict) -> list[dict]:
 def expand_runs(exp: dict) -> list[list[str]]:
     """The composed experiment block's runs as lists of overrides; list values expand as a product
     (e.g. seed: [0, 1, 2]); the list is a union of such products."""
+    return [overrides for overrides, _ in expanded_runs(exp)]
+
+
+def expanded_runs(exp: dict) -> list[tuple[list[str], str]]:
+    """Each run of the block with its folder name. An entry's `label` (not a setting) names its
+    folders short: the label, then what the entry varies (its list values, seed last among them as
+    run_name sorts), e.g. `label: acco_virtual, seed: [0, 1, 2]` -> acco_virtual_seed=0; config.yaml
+    keeps every value. Without a label the folder is run_name's (the method, then every override)."""
     runs = []
     for spec in run_specs(exp):
+        spec = dict(spec)
+        label = spec.pop("label", None)
         keys = list(spec)
         values = [v if isinstance(v, list) else [v] for v in spec.values()]
+        varied = [k for k, v in spec.items() if isinstance(v, list) and len(v) > 1]
         for combo in itertools.product(*values):
-            runs.append([f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)])  # Hydra's None
+            overrides = [f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)]  # Hydra's None
+            method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+            if label:
+                chosen = [o for o in overrides if o.split("=", 1)[0] in varied]
+                folder = run_name({"method": {"name": str(label)}}, chosen)
+            else:
+                folder = run_name({"method": {"name": method}}, overrides)
+            runs.append((overrides, folder))
     return runs
 
 

@@ -69,7 +69,9 @@ def job_name(cfg: dict, overrides: list[str]) -> str:
 
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
-    name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run_name(cfg, overrides)]))
+    # an experiment's run: its folder's name (a run list's label, acco/config/experiments.py)
+    run = os.path.basename(os.path.normpath(cfg["out_dir"])) if exp.get("id") and cfg.get("out_dir") else ""
+    name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run or run_name(cfg, overrides)]))
     if len(name) > JOB_NAME_MAX:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
         name = f"{name[: JOB_NAME_MAX - 9]}-{digest}"
