@@ -17,7 +17,12 @@ The cluster profile (partition, account, time, CPUs, setup lines, extra #SBATCH 
 it exists — the local test cluster of slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes
 one setting. Each run passes submit.py's checks first (memory fit against the profile's gpu_mem_gb,
 data present, disk: acco/slurm/checks.py). Bad input (an unknown key, a run that would not fit):
-one line `error: ...` and exit code 2, and no script is written.
+one line `error: ...` and exit code 2, and no script is written. `--no-data-checks` writes them
+before the data, tokenizer, model and disk space are on this machine (to read them first); the
+memory fit is still checked, and each script's header says what was not.
+
+The job runs `python` from the PATH the profile's setup lines make (they activate the cluster's
+environment), or, without setup lines, the Python running this; `--python PATH` names another.
 """
 
 import argparse
@@ -87,7 +92,16 @@ def main(argv: list[str]) -> int:
         help="folder for <experiment>/<scale>/*.sbatch (default: slurm/generated)",
     )
     parser.add_argument(
-        "--python", default=os.path.abspath(sys.executable), help="the Python the jobs run (default: this one)"
+        "--python",
+        default=None,
+        help="the Python the jobs run (default: `python` from the PATH the profile's setup lines make, e.g. "
+        "`source /shared/acco/.venv/bin/activate`; without setup lines, the one running this)",
+    )
+    parser.add_argument(
+        "--no-data-checks",
+        action="store_true",
+        help="write the scripts without checking that the data, tokenizer, model and disk space are there "
+        "(to read them first, on any machine); each script's header says it was not checked",
     )
     args = parser.parse_intermixed_args(argv)
 
@@ -168,11 +182,13 @@ def main(argv: list[str]) -> int:
                 fail(f"launcher={cfg['launcher'].get('profile')} is not a Slurm profile; use launcher=slurm or yours")
             world = validate(cfg, cuda_available=True)
             # what submit.py checks before it submits: memory fit, data present, disk
-            problem = script_problem(cfg, world)
+            problem = script_problem(cfg, world, data=not args.no_data_checks)
             if problem:
-                fail(problem)
+                fail(problem + ("" if args.no_data_checks else " (--no-data-checks: write the scripts anyway)"))
             name = os.path.basename(os.path.normpath(cfg["out_dir"]))  # the run's folder (a run list's label)
-            text = sbatch_script(overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate)
+            text = sbatch_script(
+                overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate, unchecked=args.no_data_checks
+            )
         except (ConfigError, ValueError) as exc:
             fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")
         except Exception as exc:
