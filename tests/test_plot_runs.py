@@ -56,3 +56,21 @@ def test_make_figures_refuses_an_unknown_id_at_once(capsys):
     assert make_figures(["results", "--only", "fig12"]) == 2  # before: a minute of drawing, then exit 0
     err = capsys.readouterr().err
     assert err.startswith("error: --only fig12: no such figure or table") and "fig11" in err
+
+
+def test_the_forest_plot_reads_each_claims_interval_and_margin(tmp_path):
+    """analysis/forest.py: one row per claim, its block (loss, measured, modelled time), its interval
+    and margin; the same rows give the same PNG, byte for byte."""
+    from analysis.forest import Row, write_forest
+
+    rows = [
+        Row("fig5", "dynamics", "ACCO matches DDP", "matches", True, 0.1, 0.0, 0.2, 0.5),
+        Row("fig8", "measured", "ACCO sooner", "worse", False, 85.0, 73.2, 96.9, 6.0),
+        Row("fig8", "virtual", "ACCO sooner (virtual clock)", "better", True, -41.8, -41.8, -41.8),
+        Row("fig9", "virtual", "not run yet", "not run", None),
+    ]
+    first = write_forest(rows, str(tmp_path / "a"))
+    second = write_forest(rows, str(tmp_path / "b"))
+    assert [os.path.basename(p) for p in first] == ["claims.png", "claims.pdf"]
+    assert open(first[0], "rb").read() == open(second[0], "rb").read()
+    assert write_forest([], str(tmp_path / "c")) == []

@@ -132,10 +132,14 @@ def test_report_from_fixture_runs_has_every_section(tmp_path):
         [sys.executable, os.path.join(ROOT, "analysis", "report.py"), str(results)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     text = (results / "cpu" / "REPORT.md").read_text()
+    # it opens with one picture of every claim against its margin (issue 41), drawn beside it
+    head = text.split("**The rule.**")[0]
+    assert "![every claim against its margin](figures/claims.png)" in head
+    assert (results / "cpu" / "figures" / "claims.png").stat().st_size > 10_000
     for title in (
         "Fig. 4",
         "Fig. 5",
