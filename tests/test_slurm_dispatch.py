@@ -52,6 +52,12 @@ def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noq
         assert summary["slurm_job_id"] and (out / "slurm.json").exists()
         nodes = {r["node"] for r in summary["per_rank"]}
         assert len(nodes) == distinct_nodes and nodes <= {"n1", "n2", "n3", "n4"}, nodes
+    # status.py shows the runs a user submitted by hand (not of the run list: under sweeps/), issue 41
+    status = script("status.py", ["experiment=fig5/cpu", f"results_root={tmp_path}"], timeout=120)
+    assert status.returncode == 0, status.stderr
+    others = status.stdout.split("other runs of fig5/cpu under ", 1)[1]
+    rows = [line for line in others.splitlines() if "layout=" in line]
+    assert len(rows) == 2 and all("COMPLETED" in r and "completed" in r for r in rows), status.stdout
 
 
 @pytest.mark.integration
@@ -86,6 +92,8 @@ def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_pa
     for i in ids:
         arrays[i.split("_")[0]] = arrays.get(i.split("_")[0], 0) + 1
     assert sorted(arrays.values()) == [2, 2], proc.stdout  # an array per shape, 2 seeds each
+    # the closing table (issue 41): every run's status, not only the job ids
+    assert "sweep of 4 Slurm job(s)" in proc.stderr and "4 completed, 0 skipped" in proc.stderr, proc.stderr
     runs = run_folders(tmp_path)  # the sweep's folder under sweeps/
     assert len(runs) == 4 and not (tmp_path / "cpu").exists()
     for out in runs:
