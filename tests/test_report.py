@@ -81,9 +81,27 @@ def test_fig5_verdicts_follow_the_rules(tmp_path):
         a = d * (1.0 + 0.002 * (seed - 2))  # −0.4 … +0.4 %
         write_run(root, "fig5", f"ddp_seed={seed}", "ddp", [5.0] * 10 + [d] * 10, seed=seed)
         write_run(root, "fig5", f"acco_seed={seed}", "acco", [5.0] * 10 + [a] * 10, seed=seed)
-        write_run(root, "fig5", f"dpu_w0_seed={seed}", "dpu", [5.0] * 10 + [d * 1.18] * 10, seed=seed, warmup=0)
-        write_run(root, "fig5", f"dpu_w4_seed={seed}", "dpu", [5.0] * 10 + [d * 1.01] * 10, seed=seed, warmup=4)
-        write_run(root, "fig5", f"dpu_w30_seed={seed}", "dpu", [5.0] * 10 + [d] * 10, seed=seed, warmup=30)
+        write_run(
+            root,
+            "fig5",
+            f"dpu_method.warmup_steps=0_seed={seed}",
+            "dpu",
+            [5.0] * 10 + [d * 1.18] * 10,
+            seed=seed,
+            warmup=0,
+        )
+        write_run(
+            root,
+            "fig5",
+            f"dpu_method.warmup_steps=4_seed={seed}",
+            "dpu",
+            [5.0] * 10 + [d * 1.01] * 10,
+            seed=seed,
+            warmup=4,
+        )
+        write_run(
+            root, "fig5", f"dpu_method.warmup_steps=30_seed={seed}", "dpu", [5.0] * 10 + [d] * 10, seed=seed, warmup=30
+        )
     text = build_report(root, "cpu")
     fig5 = text.split("## Fig. 5")[1].split("## Fig. 6")[0]
     assert "| DDP | 5 | 3.020 [2.950–3.100] |" in fig5

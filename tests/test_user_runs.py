@@ -227,3 +227,14 @@ def test_a_run_list_label_names_the_folder_short(tmp_path):
     block = compose(["experiment=fig7/cpu"])["experiment"]
     assert in_run_list("acco_virtual_seed=1", block) and in_run_list(long, block)
     assert in_run_list("acco_virtual_seed=7", block)  # a seed added to an undecided claim
+
+
+@pytest.mark.parametrize("exp", ["fig8/cpu", "fig5/rehearsal"])
+def test_a_plan_composes_each_run_as_hydra_does(exp):
+    """reproduce.py's plan composes Hydra once per choice of config groups and applies each run's
+    value overrides with Hydra's own code (compose_runs): the same configs as one compose per run."""
+    from acco.config.experiments import compose, compose_runs, expand_runs
+
+    common = [f"experiment={exp}", "results_root=/tmp/acco-plan"]
+    runs = expand_runs(compose(common)["experiment"])
+    assert compose_runs(common, runs, in_experiment=True) == [compose([*common, *r], in_experiment=True) for r in runs]

@@ -86,7 +86,9 @@ def check_unused_settings(cfg: dict) -> None:
     ):
         if not isinstance(block, dict) or not block.get("generator"):
             continue
-        for key in ("path", "hub_id"):
+        # a path set for it is the user's; a hub id only where the generated config sets none (the
+        # evaluation's LAMBADA source keeps its hub id beside a generator: the default's)
+        for key in ("path", "hub_id") if name == "data.source" else ("path",):
             if block.get(key):
                 raise ConfigError(
                     f"{name}.{key}={block[key]}: this source is generated ({name}.generator={block['generator']}) "
