@@ -373,21 +373,22 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
     d = directives(text)
     assert (d["--nodes"], d["--ntasks-per-node"]) == ("2", "1") and "--gpus-per-node" not in d
 
+    # layout=2x1 (not a key of fig5's run list) changes the runs: a results root of their own under sweeps/
+    variant = results / "sweeps" / "fig5-cpu_layout=2x1"
     proc = run(["sbatch", "--wait", str(script)], timeout=300, cwd=str(tmp_path))
     job = re.search(r"Submitted batch job (\d+)", proc.stdout)
     logs = "".join(
-        f"\n--- {p.name} ---\n{p.read_text()[-3000:]}" for p in sorted((results / ".slurm").glob("*")) if p.is_file()
+        f"\n--- {p.name} ---\n{p.read_text()[-3000:]}" for p in sorted((variant / ".slurm").glob("*")) if p.is_file()
     )
     assert proc.returncode == 0 and job, output(proc) + logs
 
-    # train.steps=3 changes the experiment's runs: a results root of their own under sweeps/
-    out_dir = results / "sweeps" / "fig5-cpu_train.steps=3" / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
+    out_dir = variant / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     assert summary["world_size"] == 2 and summary["launcher"] == "slurm"
     with open(out_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
-    assert (results / ".slurm" / f"acco-fig5-acco_layout=2x1_seed=0_train.steps=3-{job.group(1)}.out").is_file()
+    assert (variant / ".slurm" / f"acco-fig5-acco_layout=2x1_seed=0_train.steps=3-{job.group(1)}.out").is_file()
     name, state = sacct_fields(job.group(1), "JobName,State")
     assert (name, state) == ("acco-fig5-acco_layout=2x1_seed=0_train.steps=3", "COMPLETED")
