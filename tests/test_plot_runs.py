@@ -74,3 +74,22 @@ def test_the_forest_plot_reads_each_claims_interval_and_margin(tmp_path):
     assert [os.path.basename(p) for p in first] == ["claims.png", "claims.pdf"]
     assert open(first[0], "rb").read() == open(second[0], "rb").read()
     assert write_forest([], str(tmp_path / "c")) == []
+
+
+def test_every_committed_run_is_in_its_experiments_run_list():
+    """The analysis reads, of an experiment's folder, only the runs its run list names (issue 41):
+    a run list edited so that a committed run drops out of it would silently leave that run out of
+    the figures and the report. Every committed run must stay named (seeds added by reproduce.py
+    and the long names of runs made before a label included)."""
+    from acco.config.experiments import experiment_block, in_run_list
+
+    committed = os.path.join(ROOT, "results", "cpu")
+    missing = []
+    for exp in sorted(os.listdir(committed)):
+        block = experiment_block(exp, "cpu")
+        if not block.get("runs"):
+            continue
+        for name in sorted(os.listdir(os.path.join(committed, exp))):
+            if os.path.isfile(os.path.join(committed, exp, name, "config.yaml")) and not in_run_list(name, block):
+                missing.append(f"{exp}/{name}")
+    assert not missing, missing
