@@ -10,7 +10,7 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures reproduce clean bench \
+.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures plot reproduce clean bench \
 	simulate calibrate-clock \
 	rehearse rehearsal-data gpu-check wheels
 .DEFAULT_GOAL := help
@@ -94,6 +94,12 @@ reproduce: $(STAMP) ## Every figure and table (SCALE=cpu by default, ARGS=overri
 figures: $(STAMP) ## Figures and tables from the results that exist (no training)
 	$(PYTHON) analysis/make_figures.py results --scale $(SCALE)
 
+# Any runs plotted (loss against steps, samples, wall-clock) with a table of final numbers: a
+# sweep's folder (results/sweeps/<sweep>), run folders, globs (analysis/plot_runs.py).
+RUNS ?= results/sweeps
+plot: $(STAMP) ## Plot any runs: loss vs steps, samples, time + final numbers (RUNS=results/sweeps/<sweep>)
+	$(PYTHON) analysis/plot_runs.py $(RUNS)
+
 # The dress rehearsal: every paper experiment's paper-scale configuration with only its sizes shrunk
 # (conf/experiment/*.yaml `rehearsal:`), on local copies of the data in the real formats
 # ($(REHEARSAL_DATA)), through Slurm on the local cluster (started if needed: root), then every
@@ -117,20 +123,20 @@ sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=
 	$(PYTHON) experiments/make_sbatch.py $* --scale $(SCALE) $(ARGS)
 
 # The performance testbed: every method on an emulated slow link (network namespaces + tc), side by
-# side, medians over rounds -> results/bench/ (README: "A slow interconnect and make bench").
+# side, medians over rounds -> results/bench/ (docs/bench.md).
 BENCH_ARGS ?=
 bench: $(STAMP) ## Every method on an emulated slow link -> results/bench/
 	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)
 
 # The virtual clock's costs on this machine (experiments/calibrate_clock.py: one sequential run per
 # wall-clock figure's link, every micro-batch and sync from its trace) and its validation against
-# real delay-link runs -> results/cpu/clock/ (README: "Measured and modelled time").
+# real delay-link runs -> results/cpu/clock/ (docs/virtual-clock.md).
 calibrate-clock: $(STAMP) ## The virtual clock's costs and its validation against real runs -> results/cpu/clock/
 	$(PYTHON) experiments/calibrate_clock.py --out results/cpu/clock/calibration.json
 	$(PYTHON) experiments/calibrate_clock.py --out results/cpu/clock/calibration.json --validate 100,25 --reps 3
 
 # The schedules simulated past this machine (8-1024 GPUs; modelled time only, no loss) and their
-# validation against the CPU testbed -> results/sim/ (README: "At cluster scale (modelled)").
+# validation against the CPU testbed -> results/sim/ (docs/virtual-clock.md).
 simulate: $(STAMP) ## The methods' schedules simulated at 8-1024 GPUs: figures and validation -> results/sim/
 	$(PYTHON) experiments/simulate.py --figures results/sim
 	$(PYTHON) experiments/simulate.py --validation results/sim

@@ -219,18 +219,18 @@ class Overlapped:
                     parameters become views into the engine's flat buffer on `device` (stored in
                     the compute dtype), as in the suite.
       method        "acco" (default), "ddp" (DDP + ZeRO-1 on the flat engine), "dpu", "wp",
-                    "diloco", "streaming_diloco" (README, the methods).
+                    "diloco", "streaming_diloco" (README, the methods; docs/rounds.md).
       steps         committed optimizer steps of the run (the schedule's length, and the last step
                     computes nothing nobody would use).
       accum         micro-batches per round per rank (ACCO: per stage, so 2 x accum per step).
       deterministic True: exactly `accum` micro-batches per round (reproducible, equal to the
                     suite's deterministic runs). False (default): an overlapped round keeps computing
-                    until its sync is done, so faster ranks contribute more (README, adaptive).
+                    until its sync is done, so faster ranks contribute more (docs/rounds.md, adaptive).
       optimizer     AdamW and its schedule, over conf/config.yaml's optim defaults: lr, betas, eps,
                     weight_decay, decay_bias_and_norm, clip_norm, schedule (constant|cosine|linear),
                     warmup_steps, min_lr_ratio. For diloco/streaming_diloco it is the inner optimizer.
       precision     auto (bf16 on a GPU, fp32 on CPU) | bf16 | fp32; grad_dtype: auto | bf16 | fp32
-                    (README, Precision).
+                    (docs/rounds.md, Precision).
       process_group the ranks that train together (default: the default group, every process of
                     which then builds its Overlapped at the same point); the engine makes groups of
                     its own over those ranks for its communication thread (and, for the local

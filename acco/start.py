@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ import torch
 import yaml
 from omegaconf import DictConfig, read_write
 
-from .config.experiments import experiment_dir, run_name, with_out_dir
+from .config.experiments import dependency_out_dir, with_out_dir
 from .config.schema import DEFAULT_TASK, check_config, typed
 from .config.validate import ConfigError, out_dir_problem
 from .run.preflight import data_problem, memory_problem, with_step_timeout
@@ -25,6 +26,15 @@ from .runtime.launch import external_env, local_envs, worker_start_method
 from .runtime.progress import say_how_it_ended
 
 TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
+
+
+def help_asked(argv: list[str], doc: str | None) -> bool:
+    """`-h`/`--help` among a script's arguments (one that takes Hydra overrides, not argparse options):
+    its docstring (what it does, examples) printed; the caller exits 0."""
+    if not any(a in ("-h", "--help") for a in argv):
+        return False
+    print((doc or "").strip())
+    return True
 
 
 def fail_config(message: str) -> NoReturn:
@@ -50,25 +60,17 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-def dependency_out_dir(spec: dict | DictConfig, results_root: str) -> str:
-    overrides = list(spec.get("overrides") or [])
-    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-    return os.path.join(
-        experiment_dir(results_root, spec.get("scale", "cpu"), spec["experiment"]),
-        run_name({"method": {"name": method}}, overrides),
-    )
-
-
 def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None) -> None:
     """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
-    CPU-scale pretraining of Fig. 7) gets that run's saved model; the run is trained first if its
-    results are not there yet. Sets model.pretrained_path in `cfg` (the plain config the run is
-    started with) and in `view`, typed(cfg) if made already (made here otherwise)."""
+    CPU-scale pretraining of Fig. 7) gets that run's saved model, trained first (once) into the
+    data cache's folder for it (dependency_out_dir) if it is not there yet. Sets
+    model.pretrained_path in `cfg` (the plain config the run is started with) and in `view`,
+    typed(cfg) if made already (made here otherwise)."""
     view = typed(cfg) if view is None else view
     spec = view.model.pretrained_from
     if view.model.pretrained_path or spec is None:
         return
-    dep_dir = dependency_out_dir(spec, view.results_root)
+    dep_dir = dependency_out_dir(spec, view.data.cache_dir)
     model_dir = os.path.join(dep_dir, "model")
     done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
     if not done:
@@ -87,12 +89,12 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             f"experiment={spec.experiment}/{spec.scale}",
             *on_slurm,
             *spec.overrides,
-            f"results_root='{view.results_root}'",
-            f"out_dir='{dep_dir}'",
+            "train.save_model=true",  # what this folder is for
+            f"out_dir='{dep_dir}'",  # quoted: run folder names contain '='
             # an unfinished pretraining run continues from its checkpoint; a completed one without
             # its model is made again
             "overwrite=true" if (read_summary(dep_dir) or {}).get("status") == "completed" else "resume=auto",
-        ]  # quoted: run folder names contain '='
+        ]
 
         if external:
             fail_config(
@@ -104,13 +106,67 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             file=sys.stderr,
             flush=True,
         )
-        code = subprocess.call([sys.executable, TRAIN, *args])
+        code, stopped_by = run_child([sys.executable, TRAIN, *args])
+        if stopped_by is not None:
+            print(
+                f"acco: interrupted while pretraining {dep_dir}; the same command continues it from its checkpoint",
+                file=sys.stderr,
+            )
+            sys.exit(128 + stopped_by)
         if code != 0 or not os.path.isdir(model_dir):
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
             sys.exit(1)
     cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
     with read_write(view.model):  # the same setting in the one view, not a second conversion
         view.model.pretrained_path = cfg["model"]["pretrained_path"]
+
+
+# the signals that stop a child run of ours (ensure_pretrained's) through this process, and what the
+# child is sent: a checkpoint signal as it is; an interrupt or hang-up as SIGTERM (checkpoint, stop)
+CHILD_SIGNALS = {
+    signal.SIGTERM: signal.SIGTERM,
+    signal.SIGINT: signal.SIGTERM,
+    signal.SIGHUP: signal.SIGTERM,
+    signal.SIGUSR1: signal.SIGUSR1,
+    signal.SIGUSR2: signal.SIGUSR2,
+}
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies (Linux' parent-death
+    signal), so a launcher killed outright (SIGKILL) leaves no training behind it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the signal forwarding below is all there is
+        pass
+
+
+def run_child(argv: list[str]) -> tuple[int, int | None]:
+    """Run a command of ours to its end: (its exit code, the stop signal this process got meanwhile,
+    if any). It has its own session (a Ctrl-C at
+    the terminal reaches this process only); a stop signal this process gets is passed on to it (an
+    interrupt as SIGTERM: it checkpoints and stops) and this process waits for it to end: an
+    interrupted launcher never leaves its child running."""
+    child = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+    got: list[int] = []
+
+    def forward(signum, frame):
+        got.append(signum)
+        try:
+            child.send_signal(CHILD_SIGNALS[signal.Signals(signum)])
+        except ProcessLookupError:
+            pass
+
+    old = {sig: signal.signal(sig, forward) for sig in CHILD_SIGNALS}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    stops = [s for s in got if s not in (signal.SIGUSR1, signal.SIGUSR2)]
+    return code, (int(stops[0]) if stops else None)
 
 
 class Resubmission(NamedTuple):
@@ -183,30 +239,39 @@ def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
     return cfg, world
 
 
-def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
-    """check_run's (plain config, its typed view, world size): the view is made once, after the
-    validation; `rank_view` gives it the notes the plain config takes after it."""
+def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str | None]:
+    """The checks of a run that build, train or fetch nothing (a local sweep makes them on every job
+    before its first starts): (the config with its world size, that size, None) or (None, 0, the
+    problem's one line)."""
     try:
         env = external_env() if external else None
         assert env is not None or not external  # torchrun / srun set the environment it reads
         world = validate(cfg, None if env is None else env.world_size, torch.cuda.is_available())
     except (ConfigError, ValueError) as exc:
-        fail_config(str(exc).splitlines()[0])
+        return None, 0, str(exc).splitlines()[0]
     problem = out_dir_problem(cfg.get("out_dir"))
     if problem:
-        fail_config(problem)
+        return None, 0, problem
     cfg = dict(cfg, world_size=world)
     problem = None if external else memory_problem(cfg, world, note=True)
     if problem:
-        fail_config(problem)
+        return None, 0, problem
     cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits
     if problem:
-        fail_config(problem)
+        return None, 0, problem
     from .runtime.progress import check_logger
 
     problem = check_logger(cfg)
-    if problem:
-        fail_config(problem)
+    return (None, 0, problem) if problem else (cfg, world, None)
+
+
+def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
+    """check_run's (plain config, its typed view, world size): the view is made once, after the
+    validation; `rank_view` gives it the notes the plain config takes after it."""
+    checked, world, problem = precheck(cfg, external)
+    if checked is None:
+        fail_config(problem or "?")
+    cfg = checked
     # from here the config is final but for the notes below (model.pretrained_path, _resume): read
     # through its typed view, made once (the plain dict stays what config.yaml holds and what the
     # workers are sent)
@@ -237,6 +302,38 @@ def rank_view(view: DictConfig, cfg: dict) -> DictConfig:
         view._resume = cfg["_resume"]
         view.link.runtime = cfg["link"]["runtime"]
     return view
+
+
+def sweep_out_dirs(jobs: list[tuple[dict, list[str]]]) -> list[str | None]:
+    """Where each job of a Hydra sweep (its composed config, its overrides) goes when the user named
+    no out_dir: a job of an experiment's run list to the experiment's folder as always (None: the
+    default); every other job to one folder for the sweep, `<results_root>/sweeps/<label>/<run>`,
+    the label naming the experiment and what the sweep varies (acco/config/experiments.py
+    sweep_label), so a sweep never mixes with the runs the figures and the report read."""
+    from .config.experiments import SWEEPS, in_run_list, run_name, sweep_label
+
+    groups: dict[tuple, list[int]] = {}
+    for i, (cfg, _) in enumerate(jobs):
+        exp = cfg.get("experiment") or {}
+        groups.setdefault((exp.get("id"), cfg.get("scale"), cfg.get("results_root")), []).append(i)
+    out: list[str | None] = [None] * len(jobs)
+    for (_, scale, root), members in groups.items():
+        exp = jobs[members[0]][0].get("experiment")
+        label = sweep_label(exp, str(scale), [jobs[i][1] for i in members])
+        for i in members:
+            cfg, overrides = jobs[i]
+            name = run_name(cfg, overrides)
+            if cfg.get("out_dir") or (exp and in_run_list(name, exp)):
+                continue
+            out[i] = os.path.join(str(root or "results"), SWEEPS, label, name)
+    return out
+
+
+def with_sweep_out_dir(overrides: list[str], out_dir: str | None) -> list[str]:
+    """A job's overrides with its sweep folder (sweep_out_dirs) named, quoted for Hydra."""
+    from .slurm.sbatch import hydra_quote
+
+    return list(overrides) if out_dir is None else [*overrides, f"out_dir={hydra_quote(out_dir)}"]
 
 
 def named_and_checked(cfg: dict, overrides: list[str]) -> dict:
@@ -323,6 +420,9 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     started = time.monotonic()
     prepare_out_dir(out_dir, cfg)
     print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
+    layout_note = local_layout_note(cfg, world)
+    if layout_note:
+        print(f"acco: {layout_note}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
 
     from .engine.virtual_clock import is_virtual, unemulated_link
@@ -358,6 +458,27 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     if not outcome.ok:
         return 1
     return PREEMPTED_EXIT if summary.get("status") == "preempted" else 0
+
+
+def local_layout_note(cfg: dict, world: int) -> str | None:
+    """What a layout of several nodes means to the local launcher: all its ranks on this machine."""
+    from .config.validate import parse_layout
+
+    if not cfg.get("layout"):
+        return None
+    nodes, per_node = parse_layout(cfg["layout"])
+    if nodes == 1:
+        return None
+    link = cfg.get("link") or {}
+    how = (
+        f"every worker behind the same {link['rate_mbit']} Mbit/s link (link.*)"
+        if link.get("rate_mbit")
+        else "no link between them but loopback (set link.rate_mbit to emulate one)"
+    )
+    return (
+        f"layout={cfg['layout']}: {nodes} nodes x {per_node} = {world} workers, all on this machine, {how}; "
+        "launcher=slurm puts them on nodes"
+    )
 
 
 def preload_worker_modules(cfg: dict) -> None:

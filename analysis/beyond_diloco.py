@@ -467,7 +467,7 @@ def section(root: str, scale: str) -> list[str]:
         "",
         "**Memory per rank** (model state as summary.json reports it, on "
         + "/".join(sorted({str(r.summary.get("device")) for r in runs}))
-        + "; formulas in the README, *Local methods*):",
+        + "; formulas in docs/local-methods.md):",
         "",
         "| method | parameters | gradients | comm. buffer | optimizer state | model state | × DDP's | peak RSS |",
         "|---|---|---|---|---|---|---|---|",

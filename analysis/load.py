@@ -2,21 +2,24 @@
 
 A run is a folder `<root>/<scale>/<exp>/<run_name>/` holding config.yaml, metrics.csv,
 summary.json (and optionally trace.json); only runs whose summary says `status: completed` are
-used. Everything is read from the run folder itself: the run's identity (method, seed, DPU warmup,
-accumulation, layout, workers, heterogeneity) comes from its resolved config.yaml, never from the
-folder name.
+used, and where a folder holds runs of the experiment's run list, only those (a run of other
+settings put there by hand, or by a version before sweeps had folders of their own, is left out
+with a note: it would be read as one more seed of a group). Everything is read from the run
+folder itself: the run's identity (method, seed, DPU warmup, accumulation, layout, workers,
+heterogeneity) comes from its resolved config.yaml, never from the folder name.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 
 import pandas as pd
 import yaml
 
-from acco.config.experiments import SCALES, experiment_dir
+from acco.config.experiments import SCALES, experiment_block, experiment_dir, in_run_list
 from acco.runtime.files import METRIC_FIELDS
 
 METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/runtime/files.py)
@@ -194,6 +197,7 @@ def discover_runs(
             edir = experiment_dir(root, s, e)
             if not os.path.isdir(edir):
                 continue
+            here = []
             for name in sorted(os.listdir(edir)):
                 rdir = os.path.join(edir, name)
                 summary = _read_json(os.path.join(rdir, "summary.json"))
@@ -201,11 +205,36 @@ def discover_runs(
                     continue
                 if completed_only and summary.get("status") != "completed":
                     continue
-                cfg = _read_yaml(os.path.join(rdir, "config.yaml"))
-                if clock is not None and clock_of(cfg) != clock:
-                    continue
-                runs.append(Run(rdir, e, s, name, cfg, summary))
+                here.append(Run(rdir, e, s, name, _read_yaml(os.path.join(rdir, "config.yaml")), summary))
+            runs += [r for r in of_the_run_list(here, edir) if clock is None or clock_of(r.config) == clock]
     return sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
+
+
+_NOTED: set[str] = set()  # folders whose left-out runs were named once already
+
+
+def of_the_run_list(runs: list[Run], folder: str) -> list[Run]:
+    """The runs of an experiment's folder that its run list (as conf/ composes it now) names, seeds
+    added by reproduce.py included; all of them when it names none (a results root of runs made
+    with other settings, test fixtures). The others are named once on stderr."""
+    if not runs:
+        return runs
+    block = experiment_block(runs[0].exp, runs[0].scale) if runs[0].exp and runs[0].scale else {}
+    if not block.get("runs"):
+        return runs
+    listed = [r for r in runs if in_run_list(r.name, block)]
+    if not listed:
+        return runs
+    extra = [r.name for r in runs if r not in listed]
+    if extra and folder not in _NOTED:
+        _NOTED.add(folder)
+        shown = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        print(
+            f"analysis: {folder}: {len(extra)} run(s) not in the experiment's run list left out ({shown}); "
+            "move them out (a sweep belongs in results/sweeps/)",
+            file=sys.stderr,
+        )
+    return listed
 
 
 def experiments(root: str, scale: str = "cpu") -> list[str]:

@@ -140,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no results folder {args.root}", file=sys.stderr)
         return 2
     only = [s.strip() for s in args.only.split(",") if s.strip()] or None
+    unknown = [i for i in only or [] if i not in ALL]
+    if unknown:  # before a minute of drawing: a typo is one line
+        print(
+            f"error: --only {','.join(unknown)}: no such figure or table; choose from {','.join(ALL)}", file=sys.stderr
+        )
+        return 2
     result = make_all(
         args.root, args.scale, only, timelines=not args.no_timelines, timeline_seconds=args.timeline_seconds
     )

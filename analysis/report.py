@@ -715,42 +715,51 @@ SECTIONS = [
 ]
 
 
-def claims_section(root: str, scale: str) -> list[str]:
-    """The first table: every claim the experiments list (analysis/claims.py), tested on this folder."""
-    from analysis.claims import METRICS, claim_clock, claims_of, evaluate, runs_for
+def claim_outcomes(root: str, scale: str) -> list[tuple[str, Any, Any]]:
+    """(experiment, Claim, Outcome) of every claim the experiments list (analysis/claims.py), tested
+    on this folder, in the report's order: the claims table and the picture above it read these."""
+    from analysis.claims import claim_clock, claims_of, evaluate, runs_for
 
-    rows = []
+    out = []
     for exp, *_ in SECTIONS:
         claims = claims_of(experiment_block(exp, scale), scale)
         runs = runs_for(claims, root, exp, scale)
-        for claim in claims:
-            o = evaluate(claim, runs[claim_clock(claim)])
-            seen = "not run" if o.verdict is None else o.verdict.value
-            look = o.look
-            decided = look is not None and look.gap.n > 0
-            margin = look.margin_pct if look is not None else float("nan")
-            rows.append(
-                {
-                    "figure": exp,
-                    "question": claim.question,
-                    "claim (A vs B)": claim.name,
-                    "paper": claim.paper,
-                    "number": METRICS[claim.metric].label
-                    + (f" − the same gap on the {METRICS[claim.versus].label}" if claim.versus else ""),
-                    "paper's claim is one of": claim.tests,
-                    "A / B (means)": "–" if o.verdict is None else f"{o.mean_a:.4g} / {o.mean_b:.4g}",
-                    "look": "–" if look is None else look.describe_look(),
-                    "A vs B, paired (interval at the look)": "–"
-                    if not decided
-                    else f"{cast(Look, look).gap.describe()} at {cast(Look, look).gap.confidence:.1%}",
-                    "sign": "–" if not decided else cast(Look, look).sign.value,
-                    "margin m": "–" if margin != margin else f"±{margin:.2f} %",
-                    "size": "–" if not decided or margin != margin else size_text(cast(Look, look)),
-                    "expected": claim.expect.value,
-                    "verdict": f"**{seen}**",
-                    "reproduced": {True: "yes", False: "**no**", None: "not yet"}[o.reproduced],
-                }
-            )
+        out += [(exp, claim, evaluate(claim, runs[claim_clock(claim)])) for claim in claims]
+    return out
+
+
+def claims_section(root: str, scale: str, outcomes: list | None = None) -> list[str]:
+    """The first table: every claim the experiments list (analysis/claims.py), tested on this folder."""
+    from analysis.claims import METRICS
+
+    rows = []
+    for exp, claim, o in claim_outcomes(root, scale) if outcomes is None else outcomes:
+        seen = "not run" if o.verdict is None else o.verdict.value
+        look = o.look
+        decided = look is not None and look.gap.n > 0
+        margin = look.margin_pct if look is not None else float("nan")
+        rows.append(
+            {
+                "figure": exp,
+                "question": claim.question,
+                "claim (A vs B)": claim.name,
+                "paper": claim.paper,
+                "number": METRICS[claim.metric].label
+                + (f" − the same gap on the {METRICS[claim.versus].label}" if claim.versus else ""),
+                "paper's claim is one of": claim.tests,
+                "A / B (means)": "–" if o.verdict is None else f"{o.mean_a:.4g} / {o.mean_b:.4g}",
+                "look": "–" if look is None else look.describe_look(),
+                "A vs B, paired (interval at the look)": "–"
+                if not decided
+                else f"{cast(Look, look).gap.describe()} at {cast(Look, look).gap.confidence:.1%}",
+                "sign": "–" if not decided else cast(Look, look).sign.value,
+                "margin m": "–" if margin != margin else f"±{margin:.2f} %",
+                "size": "–" if not decided or margin != margin else size_text(cast(Look, look)),
+                "expected": claim.expect.value,
+                "verdict": f"**{seen}**",
+                "reproduced": {True: "yes", False: "**no**", None: "not yet"}[o.reproduced],
+            }
+        )
     if not rows:
         return []
     return [
@@ -843,13 +852,33 @@ def comm_section(root: str, scale: str) -> list[str]:
     ]
 
 
+def forest_lines(root: str, scale: str, outcomes: list) -> list[str]:
+    """The picture the report opens with (analysis/forest.py), written beside it in figures/."""
+    from analysis.forest import image_line, row_of, write_forest
+
+    paths = write_forest([row_of(exp, c, o) for exp, c, o in outcomes], os.path.join(root, scale, "figures"))
+    if not paths:
+        return []
+    return [
+        image_line(os.path.join(root, scale), paths),
+        "",
+        "*Every claim at a glance:* its paired gap of A against B with the interval at the look its verdict was "
+        "taken at, over its margin ±m (grey), coloured by the verdict; filled where the verdict is the paper's, "
+        "hollow where it is not; loss, measured time and modelled time apart. The table under *The claims* "
+        "gives every number.",
+        "",
+    ]
+
+
 def build_report(root: str, scale: str = "cpu") -> str:
+    outcomes = claim_outcomes(root, scale)
     out = [
         f"# Reproduction report — {scale} scale",
         "",
         f"Generated by `python analysis/report.py {root} --scale {scale}` (also run by `make figures`) from the "
         "run folders alone.",
         "",
+        *forest_lines(root, scale, outcomes),
         f"**The rule.** {rule_text()} The final loss is the mean training loss over the last "
         f"{int(TAIL * 100)}% of the samples. Verdicts in bold with an interval and n follow this rule.",
         "",
@@ -870,7 +899,7 @@ def build_report(root: str, scale: str = "cpu") -> str:
             "the methods compare; its losses and times say nothing about the paper's claims.",
             "",
         ]
-    out += claims_section(root, scale)
+    out += claims_section(root, scale, outcomes)
     if scale != "paper":
         out += comm_section(root, scale)
     for exp, title, fn in SECTIONS:

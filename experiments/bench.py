@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The performance testbed's benchmark (`make bench`): see acco/bench/main.py and README.md.
+"""The performance testbed's benchmark (`make bench`): see acco/bench/main.py and docs/bench.md.
 
 python experiments/bench.py [--worlds 2,4] [--ratios 0,1,2] [--rounds 2] [--hetero-worlds 2,4] [--out results/bench]
 """

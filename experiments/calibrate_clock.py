@@ -45,7 +45,7 @@ def parse_points(text: str | None) -> tuple[tuple[Point, ...], str | None]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--points", default=None, help="FIGURE:RATE_MBIT,... (default: every wall-clock figure's links)")
     p.add_argument("--steps", type=int, default=8, help="committed steps per calibration run (the first not measured)")
     p.add_argument("--out", default=os.path.join("results", "cpu", "clock", "calibration.json"))

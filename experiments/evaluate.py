@@ -35,7 +35,7 @@ def record_in_summary(run: str, results: dict, write_json_atomic) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders holding config.yaml and model/")
     parser.add_argument("--lambada-path", help="a local copy of EleutherAI/lambada_openai (test split)")
     parser.add_argument("--device", default="cpu")

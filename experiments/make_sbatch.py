@@ -17,7 +17,12 @@ The cluster profile (partition, account, time, CPUs, setup lines, extra #SBATCH 
 it exists — the local test cluster of slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes
 one setting. Each run passes submit.py's checks first (memory fit against the profile's gpu_mem_gb,
 data present, disk: acco/slurm/checks.py). Bad input (an unknown key, a run that would not fit):
-one line `error: ...` and exit code 2, and no script is written.
+one line `error: ...` and exit code 2, and no script is written. `--no-data-checks` writes them
+before the data, tokenizer, model and disk space are on this machine (to read them first); the
+memory fit is still checked, and each script's header says what was not.
+
+The job runs `python` from the PATH the profile's setup lines make (they activate the cluster's
+environment), or, without setup lines, the Python running this; `--python PATH` names another.
 """
 
 import argparse
@@ -26,7 +31,17 @@ import sys
 
 import yaml
 
-from acco.config.experiments import CONF_DIR, SCALES, compose, expand_runs, experiment_ids, run_name, scales_of
+from acco.config.experiments import (
+    CONF_DIR,
+    SCALES,
+    compose,
+    expand_runs,
+    experiment_ids,
+    results_root_override,
+    run_list_keys,
+    scales_of,
+    variant_root,
+)
 from acco.slurm.checks import script_problem
 from acco.slurm.sbatch import log_dir, sbatch_script, shell_quote
 
@@ -65,9 +80,7 @@ def select_runs(runs: list[list[str]], extra: list[str]) -> list[list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help="an experiment id (conf/experiment/<id>/), e.g. fig8")
     parser.add_argument("--scale", default="cpu", help=f"one of {', '.join(SCALES)} (default: cpu)")
     parser.add_argument(
@@ -79,7 +92,16 @@ def main(argv: list[str]) -> int:
         help="folder for <experiment>/<scale>/*.sbatch (default: slurm/generated)",
     )
     parser.add_argument(
-        "--python", default=os.path.abspath(sys.executable), help="the Python the jobs run (default: this one)"
+        "--python",
+        default=None,
+        help="the Python the jobs run (default: `python` from the PATH the profile's setup lines make, e.g. "
+        "`source /shared/acco/.venv/bin/activate`; without setup lines, the one running this)",
+    )
+    parser.add_argument(
+        "--no-data-checks",
+        action="store_true",
+        help="write the scripts without checking that the data, tokenizer, model and disk space are there "
+        "(to read them first, on any machine); each script's header says it was not checked",
     )
     args = parser.parse_intermixed_args(argv)
 
@@ -145,22 +167,28 @@ def main(argv: list[str]) -> int:
     if len(selected) > 1 and any(_key(o) == "out_dir" for o in extra):
         fail(f"out_dir would be the same for all {len(selected)} runs; set results_root=... instead")
 
+    # overrides that change the runs (not a run-list key, path, ...): a results root of their own
+    root = next((str(_value(o)) for o in extra if _key(o) == "results_root"), "results")
+    variant = variant_root(root, str(exp["id"]), scale, extra, run_list_keys(exp) | {"results_root", "out_dir"})
+    in_root = [results_root_override(variant)] if variant != root else []
     regenerate = " ".join(["python experiments/make_sbatch.py", *map(shell_quote, argv)])
     folder = os.path.join(args.out, str(exp["id"]), scale)
     rendered = []
     for run in selected:
-        overrides = base + run + profile_args
+        overrides = base + run + profile_args + in_root
         try:
-            cfg = compose(overrides)
+            cfg = compose(overrides, in_experiment=True)
             if (cfg.get("launcher") or {}).get("name") != "slurm":
                 fail(f"launcher={cfg['launcher'].get('profile')} is not a Slurm profile; use launcher=slurm or yours")
             world = validate(cfg, cuda_available=True)
             # what submit.py checks before it submits: memory fit, data present, disk
-            problem = script_problem(cfg, world)
+            problem = script_problem(cfg, world, data=not args.no_data_checks)
             if problem:
-                fail(problem)
-            name = run_name(cfg, overrides)
-            text = sbatch_script(overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate)
+                fail(problem + ("" if args.no_data_checks else " (--no-data-checks: write the scripts anyway)"))
+            name = os.path.basename(os.path.normpath(cfg["out_dir"]))  # the run's folder (a run list's label)
+            text = sbatch_script(
+                overrides, cfg, cfg["launcher"], ROOT, args.python, regenerate=regenerate, unchecked=args.no_data_checks
+            )
         except (ConfigError, ValueError) as exc:
             fail(f"{' '.join(run)}: {str(exc).strip().splitlines()[0]}")
         except Exception as exc:

@@ -27,7 +27,7 @@ import time
 from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.schema import typed
 from acco.config.validate import ConfigError, check_overrides
-from acco.start import ensure_pretrained, fail_config
+from acco.start import ensure_pretrained, fail_config, help_asked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,6 +49,8 @@ def data_key(cfg: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if help_asked(argv, __doc__):
+        return 0
     from acco.data.sources import DataNotFoundError
     from acco.tasks import prepare_task_data
     from acco.tasks.hub_fetch import fetch_needs, hub_needs

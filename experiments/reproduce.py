@@ -39,10 +39,14 @@ from acco.config.experiments import (
     CONF_DIR,
     changed_keys,
     compose,
+    compose_runs,
     expand_runs,
     experiment_block,
     experiment_ids,
+    results_root_override,
+    run_list_keys,
     scales_of,
+    variant_root,
 )
 from acco.config.validate import ConfigError, check_overrides
 from acco.runtime.files import read_summary
@@ -81,16 +85,19 @@ def error(message: str) -> int:
     return 2
 
 
-def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
+def plan_run(exp: str, scale: str, base: list[str], run: list[str], cfg: dict | None = None) -> dict:
     """One run composed (a bad override fails here, before any run): its name, overrides, folder, cost
-    for the ETA (steps x workers), whether it is complete, and its identity (analysis/load.py run_info)."""
+    for the ETA (steps x workers), whether it is complete, and its identity (analysis/load.py run_info).
+    `cfg`: the run composed already (compose_runs)."""
     from analysis.claims import identity
     from analysis.load import run_info
 
     common = [f"experiment={exp}/{scale}", *base]
-    cfg = compose([*common, *run])
+    if cfg is None:
+        cfg = compose([*common, *run], in_experiment=True)  # the experiment's own folder under results_root
     out_dir = cfg["out_dir"]
-    completed = (read_summary(out_dir) or {}).get("status") == "completed"
+    summary = read_summary(out_dir) or {}
+    completed = summary.get("status") == "completed"
     stale = stale_settings(out_dir, cfg) if completed else []
     return {
         "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
@@ -101,6 +108,8 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str]) -> dict:
         # a completed run made from other settings (the experiment's file changed since) is run again
         "stale": stale,
         "complete": completed and not stale,
+        "status": summary.get("status"),
+        "wall_s": summary.get("total_wall_time_s") if (cfg.get("clock") or {}).get("mode") != "virtual" else None,
         "info": identity(run_info(cfg), cfg),
     }
 
@@ -140,12 +149,21 @@ def weigh(runs: list[dict]) -> list[dict]:
     return runs
 
 
+_PLANNED: dict[tuple, list[dict]] = {}
+
+
 def local_runs(todo: list[str], scale: str, base: list[str]) -> list[dict]:
-    """Every run of the experiments, composed up front (plan_run)."""
+    """Every run of the experiments, composed up front (plan_run; compose_runs: Hydra composes once
+    per method, not once per run). Cached: the seeds' passes plan the same runs again."""
     runs = []
     for exp in todo:
-        common = [f"experiment={exp}/{scale}", *base]
-        runs += [plan_run(exp, scale, base, run) for run in expand_runs(compose(common)["experiment"])]
+        key = (exp, scale, tuple(base))
+        if key not in _PLANNED:
+            common = [f"experiment={exp}/{scale}", *base]
+            listed = expand_runs(compose(common)["experiment"])
+            cfgs = compose_runs(common, listed, in_experiment=True)
+            _PLANNED[key] = [plan_run(exp, scale, base, run, cfg) for run, cfg in zip(listed, cfgs)]
+        runs += [dict(r) for r in _PLANNED[key]]
     return weigh(runs)
 
 
@@ -182,6 +200,74 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
                         if seed not in have and key not in extra:
                             extra[key] = plan_run(exp, scale, base, [*unseeded, f"seed={seed}"])
     return weigh(list(extra.values()))
+
+
+def seconds_per_cost(runs: list[dict], exp: str, scale: str) -> tuple[float, str] | None:
+    """Seconds per unit of cost (steps x workers) the complete runs of `exp` took on the machine:
+    those of this plan, else the committed ones (results/<scale>/<exp>, from another machine);
+    None with neither. A run on the virtual clock says nothing of the machine's time."""
+    timed = [(r["wall_s"], r["cost"]) for r in runs if r["name"].startswith(exp + "/") and r["complete"]]
+    timed = [(w, c) for w, c in timed if w and c]
+    source = "this results folder's complete runs"
+    if not timed:
+        folder = os.path.join(ROOT, "results", scale, exp)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            summary = read_summary(os.path.join(folder, name)) or {}
+            cfg_path = os.path.join(folder, name, "config.yaml")
+            if summary.get("status") != "completed" or not os.path.isfile(cfg_path):
+                continue
+            with open(cfg_path) as f:
+                cfg = yaml.safe_load(f) or {}
+            if (cfg.get("clock") or {}).get("mode") != "virtual" and summary.get("total_wall_time_s"):
+                timed.append((float(summary["total_wall_time_s"]), run_cost(cfg)))
+        timed = [(w, c) for w, c in timed if c]
+        source = f"the committed runs' times in results/{scale}/{exp}"
+    if not timed:
+        return None
+    return sum(w for w, _ in timed) / sum(c for _, c in timed), source
+
+
+def plan_text(runs: list[dict], scale: str, seeds: list[dict] | None) -> str:
+    """What `reproduce` would do, before it does it: each run complete (skipped), to train, or to
+    train again (made with other settings), with the ETA of what trains (seconds_per_cost); `seeds`:
+    the runs the undecided claims add next (None: not known before the runs above are made)."""
+    from acco.runtime.multirun import duration
+
+    rates = {e: seconds_per_cost(runs, e, scale) for e in dict.fromkeys(r["name"].split("/")[0] for r in runs)}
+    lines, todo_s, unknown = [], 0.0, 0
+    width = max(len(r["name"]) for r in runs) if runs else 0
+    for r in runs:
+        rate = rates[r["name"].split("/")[0]]
+        if r["complete"]:
+            what, eta = "complete: skipped", ""
+        else:
+            what = "to train again" if r["stale"] else "to train"
+            what += f" ({r['status']})" if r["status"] and not r["stale"] else ""
+            est = rate[0] * r["cost"] if rate else None
+            todo_s += est or 0.0
+            unknown += est is None
+            eta = f"~{duration(est)}" if est is not None else "?"
+        lines.append(f"  {r['name']:<{width}}  {what:<24}  {eta}")
+        if r["stale"]:
+            more = ", …" if len(r["stale"]) > 4 else ""
+            lines.append(f"  {'':<{width}}    changed: {', '.join(r['stale'][:4])}{more}")
+    done = sum(r["complete"] for r in runs)
+    head = f"plan: {len(runs)} runs, {done} complete (skipped), {len(runs) - done} to train"
+    if len(runs) > done:
+        head += f", ETA ~{duration(todo_s)}" if todo_s else ""
+        head += f" ({unknown} of unknown length)" if unknown else ""
+        sources = sorted({rate[1] for rate in rates.values() if rate})
+        head += f" (from {'; '.join(sources)})" if todo_s else ""
+    elif not seeds:
+        head += ": nothing trains; the figures are drawn again"
+    tail = []
+    if seeds is None:
+        tail.append("then, for each claim undecided at a planned look, the seeds of its next look")
+    elif seeds:
+        todo = [r for r in seeds if not r["complete"]]
+        tail.append(f"then {len(seeds)} more runs for claims undecided at a planned look, {len(todo)} to train:")
+        tail += [f"  {r['name']}" for r in todo]
+    return "\n".join([head, *lines, *tail])
 
 
 def run_local(title: str, runs: list[dict]) -> MultiRun:
@@ -262,15 +348,18 @@ def add_seeds(title: str, todo: list[str], scale: str, base: list[str], results:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment", help=f"one of {', '.join(EXPERIMENTS)}, a comma list, or all")
     parser.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
     parser.add_argument("--results", default="results")
     parser.add_argument(
         "--dry-run",
+        "--plan",
+        dest="dry_run",
         action="store_true",
-        help="print each run's GPUs, nodes, per-GPU memory estimate, wall-clock and GPU-hours; submit and run nothing",
+        help="say what would happen and do nothing: every run, complete (skipped) or to train, with an ETA; at "
+        "--scale paper also each run's GPUs, nodes, per-GPU memory estimate, wall-clock and GPU-hours",
     )
     parser.add_argument(
         "--add-seeds",
@@ -300,12 +389,34 @@ def main(argv=None) -> int:
         return error(f"{', '.join(missing)} has no {args.scale} scale (conf/experiment/<id>/{args.scale}.yaml)")
     if not args.wait and args.launcher != "slurm":
         return error("--no-wait is for --launcher slurm (local runs are this process's own)")
-    base = [f"results_root={args.results}", *args.overrides]
+    # overrides that change the runs (not a path, the launcher, ...): a results root of their own
+    listed_keys = set().union(*(run_list_keys(experiment_block(e, args.scale)) for e in todo))
+    results = variant_root(args.results, ",".join(todo), args.scale, args.overrides, listed_keys)
+    if results != args.results:
+        print(
+            f"these overrides change the experiment's runs: results go to {results} "
+            f"(not beside the runs of {args.results}/{args.scale}/; --results names another root)",
+            flush=True,
+        )
+    args.results = results
+    base = [results_root_override(args.results), *args.overrides]
     if args.dry_run:  # estimates only: no GPU, Slurm, data or model weights needed
+        profile = slurm_profile(args.scale, base) if args.launcher == "slurm" else []
+        try:
+            check_overrides(args.overrides, CONF_DIR)
+            planned = local_runs(todo, args.scale, [*base, *profile])
+        except (ConfigError, ValueError) as exc:
+            return error(str(exc).splitlines()[0])
+        adding = args.add_seeds if args.add_seeds is not None else args.scale == "cpu"
+        seeds: list[dict] | None = None if not all(r["complete"] for r in planned) else []
+        if adding and seeds is not None:  # all there: the undecided claims' next seeds are known now
+            seeds = more_seed_runs(todo, args.scale, base, args.results)
+        print(plan_text(planned, args.scale, seeds if adding else []), flush=True)
+        if args.scale != "paper":
+            return 0
         from acco.run.plan import dry_run
 
-        profile = slurm_profile(args.scale, base) if args.launcher == "slurm" else []
-        return dry_run(todo, [f"results_root={args.results}", *args.overrides, *profile], args.scale)
+        return dry_run(todo, [*base, *profile], args.scale)
     title = f"reproduce {args.experiment} ({args.scale})"
     jobs: list[MultiRun] = []
     if todo and args.launcher == "slurm":

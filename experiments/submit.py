@@ -15,10 +15,10 @@ import os
 import sys
 from typing import Any, NamedTuple
 
-from acco.config.experiments import CONF_DIR, compose, expand_runs
+from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
 from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
-from acco.start import Resubmission, check_run, fail_config, for_slurm_job, prepare_out_dir, resubmission
+from acco.start import Resubmission, check_run, fail_config, for_slurm_job, help_asked, prepare_out_dir, resubmission
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,9 +45,12 @@ def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     runs = expand_runs(exp)
     if not runs:
         fail_config(f"experiment {exp['id']} has no training runs of its own")
+    overrides, variant = in_variant_root(overrides, base)  # overrides that change the runs: a root of their own
+    if variant:
+        print(f"these overrides change the experiment's runs: results go to {variant}", flush=True)
     planned: list[Planned] = []
     for run in runs:
-        cfg = compose([*overrides, *run])  # the run's own settings define it (and its folder)
+        cfg = compose([*overrides, *run], in_experiment=True)  # the run's own settings define it (and its folder)
         name = f"{exp['id']}/{os.path.basename(os.path.normpath(cfg['out_dir']))}"
         todo = resubmission(cfg)
         if todo.skip is not None:
@@ -133,6 +136,8 @@ def wait_submitted(job: MultiRun, submitted: list[tuple[str, Any]]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if help_asked(argv, __doc__):
+        return 0
     wait = "--wait" in argv
     overrides = [a for a in argv if a != "--wait"]
     exp_id, planned = plan(overrides)

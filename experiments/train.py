@@ -32,15 +32,27 @@ CONF_DIR = os.path.join(ROOT, "conf")
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> int:
     hydra_cfg = HydraConfig.get()
-    code = run(
-        cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # the composed config: a plain dict
-        list(hydra_cfg.overrides.task),
-        multirun=hydra_cfg.mode == RunMode.MULTIRUN,
-    )
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    # a job of acco's local sweep (hydra_plugins/acco_launcher/local_launcher.py) returns its exit
+    # code to the launcher, which goes on with the next job and closes with a table
+    in_local_sweep = multirun and str(hydra_cfg.launcher.get("_target_", "")).endswith("local_launcher.LocalLauncher")
+    try:
+        code = run(
+            cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # the composed config: a plain dict
+            list(hydra_cfg.overrides.task),
+            multirun=multirun,
+        )
+    except SystemExit as exc:
+        if not in_local_sweep:
+            raise
+        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+    if code and in_local_sweep:
+        return code
     if code:
         sys.exit(code)
+    return 0
 
 
 if __name__ == "__main__":

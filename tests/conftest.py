@@ -107,3 +107,20 @@ def rounding_mismatch(actual, expected, rtol: float = 1e-4, atol: float = 2e-6, 
     if int(outside.sum()) > max(1, actual.numel() // 10_000):
         return f"{int(outside.sum())} of {actual.numel()} elements outside rtol={rtol:g}, atol={atol:g}"
     return None
+
+
+def run_folders(root, exp: str | None = None) -> list:
+    """The run folders (a config.yaml inside) anywhere under `root` (an experiment's folder, a sweep's
+    folder under sweeps/, ...), sorted by name; `exp`: only that experiment's runs."""
+    from pathlib import Path
+
+    out = []
+    for cfg_path in Path(root).rglob("config.yaml"):
+        if any(part.startswith(".") for part in cfg_path.relative_to(root).parts):
+            continue  # .multirun/, .submitit/
+        if exp is not None:
+            with open(cfg_path) as f:
+                if ((yaml.safe_load(f) or {}).get("experiment") or {}).get("id") != exp:
+                    continue
+        out.append(cfg_path.parent)
+    return sorted(out, key=lambda p: p.name)

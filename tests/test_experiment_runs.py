@@ -11,7 +11,7 @@ import pytest
 
 from acco.config.experiments import compose, expand_runs
 
-from .conftest import load_run, run_train
+from .conftest import load_run, run_folders, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -22,8 +22,9 @@ FAST = ["train.steps=2", "train.log_every=0", "data.source.num_stories=1500"]
 def test_cpu_experiment_runs(tmp_path, exp):
     first = expand_runs(compose([f"experiment={exp}/cpu"])["experiment"])[0]
     run_train([f"experiment={exp}/cpu", *first, *FAST, f"results_root={tmp_path}"])
-    runs = list((tmp_path / "cpu" / exp).iterdir())
-    assert len(runs) == 1
+    runs = run_folders(tmp_path)  # not the experiment's run list (2 steps): a folder of its own
+    assert len(runs) == 1 and runs[0].parent.parent == tmp_path / "sweeps"
+    assert not (tmp_path / "cpu").exists()
     summary = load_run(str(runs[0]))["summary"]
     assert summary["status"] == "completed" and summary["steps_completed"] == 2
     if exp in ("fig7", "fig11"):  # Table 2's evaluations ran at the end
@@ -33,15 +34,17 @@ def test_cpu_experiment_runs(tmp_path, exp):
 
 
 @pytest.mark.slow
-def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
+def test_finetuning_trains_its_pretraining_dependency_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCO_CACHE", str(tmp_path / "cache"))  # the pretraining lands in the cache
     dep = "+model.pretrained_from.overrides=['method=ddp','train.steps=2','data.source.num_stories=1500']"
     proc = run_train(
         ["experiment=fig8/cpu", "method=acco", "layout=2x1", "train.steps=2", f"results_root={tmp_path}", dep]
     )
     assert "training it first" in proc.stderr
-    pre = tmp_path / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
+    pre = tmp_path / "cache" / "pretrained" / "cpu" / "fig7" / "ddp_data.source.num_stories=1500_train.steps=2"
     assert load_run(str(pre))["summary"]["status"] == "completed" and (pre / "model").is_dir()
-    (fine,) = (tmp_path / "cpu" / "fig8").iterdir()
+    assert not (tmp_path / "cpu" / "fig7").exists()  # nothing under the results
+    (fine,) = [p.parent for p in tmp_path.rglob("summary.json") if p.parent != pre]
     assert fine.name.startswith("acco_layout=2x1_model.pretrained_from.overrides=")
     run = load_run(str(fine))
     assert run["summary"]["status"] == "completed"
@@ -53,14 +56,21 @@ def test_finetuning_trains_its_pretraining_dependency_first(tmp_path):
 
 
 def test_multirun_sweep_one_folder_per_run(tmp_path):
-    run_train(["-m", "experiment=fig5/cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
-    names = sorted(p.name for p in (tmp_path / "cpu" / "fig5").iterdir())
+    """A sweep of settings outside the experiment's run list goes to one folder of its own, named
+    after the experiment and what the sweep varies, never beside the experiment's runs."""
+    proc = run_train(["-m", "experiment=fig5/cpu", "method=ddp,acco", *FAST, f"results_root={tmp_path}"])
+    sweep = tmp_path / "sweeps" / "fig5-cpu_data.source.num_stories=1500_method=ddp,acco_train.steps=2"
+    names = sorted(p.name for p in sweep.iterdir())
     assert names == [
         "acco_data.source.num_stories=1500_train.steps=2",
         "ddp_data.source.num_stories=1500_train.steps=2",
     ]
+    assert not (tmp_path / "cpu").exists()
     for name in names:
-        assert load_run(str(tmp_path / "cpu" / "fig5" / name))["summary"]["status"] == "completed"
+        assert load_run(str(sweep / name))["summary"]["status"] == "completed"
+    # the closing table: every run with its status
+    table = proc.stderr[proc.stderr.index("sweep of 2 runs") :]
+    assert "2 completed, 0 skipped" in table and all(name in table for name in names)
 
 
 def one_line_error(args, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from acco.runtime.lock import RunInUse, claim
 
-from .conftest import ROOT, SMALL_LM, TRAIN, run_train
+from .conftest import ROOT, SMALL_LM, TRAIN, run_folders, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -93,14 +93,18 @@ def test_local_sweep_skips_completed_runs(tmp_path):
         "train.trace=false",
         f"results_root={root}",
     ]
-    run_train([*common, "seed=0"])
-    (done,) = os.listdir(root / "cpu" / "fig5")
-    before = (root / "cpu" / "fig5" / done / "metrics.csv").stat().st_mtime_ns
-    proc = run_train(["-m", *common, "seed=0,1"])  # a local sweep: seed=0 is there, seed=1 is not
-    assert proc.stderr.count("skip (completed)") == 1 and done in proc.stderr
-    folders = sorted(os.listdir(root / "cpu" / "fig5"))
-    assert len(folders) == 2
-    assert (root / "cpu" / "fig5" / done / "metrics.csv").stat().st_mtime_ns == before
+    run_train(["-m", *common, "seed=0,1"])
+    folders = run_folders(root)
+    assert len(folders) == 2, folders  # the sweep's folder, results/sweeps/<experiment and settings>/
+    before = [(f / "metrics.csv").stat().st_mtime_ns for f in folders]
+    proc = run_train(["-m", *common, "seed=0,1"])  # the same sweep again: both runs are complete
+    skipped = [
+        ln for ln in proc.stderr.splitlines() if ln.startswith("run ") and ln.endswith(": skipped: already complete")
+    ]
+    assert len(skipped) == 2, proc.stderr
+    assert "0 completed, 2 skipped" in proc.stderr
+    assert run_folders(root) == folders
+    assert [(f / "metrics.csv").stat().st_mtime_ns for f in folders] == before
     for name in folders:
-        with open(root / "cpu" / "fig5" / name / "summary.json") as f:
+        with open(name / "summary.json") as f:
             assert json.load(f)["status"] == "completed"

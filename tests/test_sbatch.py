@@ -60,7 +60,9 @@ def srun_argv(text: str) -> list[str]:
     (line,) = [ln for ln in joined.splitlines() if ln.startswith("srun ")]
     argv = shlex.split(line)
     assert argv[-2:] == ["||", "code=$?"]  # the script keeps srun's exit code (3: requeue)
-    return argv[:-2]
+    options = [a for a in argv[1:] if a.startswith("--")][:2]  # srun's own, before the command
+    assert options[0] == "--kill-on-bad-exit=1" and options[1].startswith("--cpus-per-task="), argv
+    return ["srun", *argv[3:-2]]
 
 
 def make_sbatch(*args, env=None) -> subprocess.CompletedProcess:
@@ -248,9 +250,7 @@ def test_make_sbatch_overrides_pick_runs(tmp_path, capsys, monkeypatch, fig8_pap
     )
     assert code == 0, err
     (script,) = (tmp_path / "gen" / "fig8" / "paper").glob("*.sbatch")
-    assert script.name.startswith("acco_data.source.path=") and script.name.endswith(
-        "_layout=2x4_train.steps=10.sbatch"
-    )
+    assert script.name == "acco_layout=2x4_train.steps=10.sbatch"  # data paths name no run (issue 41)
     text = script.read_text()
     d = directives(text)
     assert (d["--nodes"], d["--ntasks-per-node"], d["--gpus-per-node"], d["--partition"]) == ("2", "4", "4", "gpu")
@@ -280,6 +280,57 @@ def test_make_sbatch_bad_input_one_line_exit_2(tmp_path, capsys, args, message):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert not list(tmp_path.iterdir())
+
+
+def test_scripts_can_be_read_before_the_data_is_here(tmp_path, capsys, monkeypatch):
+    """make_sbatch --no-data-checks writes the paper's scripts on a machine without the dataset, the
+    2.7B tokenizer or the disk space, and says so in each script's header; without it: one line
+    naming the flag (issue 41)."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    code, out, err = make_sbatch_here(capsys, "fig8", "--scale", "paper", "--out", tmp_path / "gen")
+    assert code == 2 and "--no-data-checks" in err, err
+    code, out, err = make_sbatch_here(capsys, "fig8", "--scale", "paper", "--no-data-checks", "--out", tmp_path / "gen")
+    assert code == 0, err
+    scripts = sorted((tmp_path / "gen" / "fig8" / "paper").glob("*.sbatch"))
+    assert len(scripts) == 6 and "acco_layout=2x4.sbatch" in {p.name for p in scripts}
+    for script in scripts:
+        text = script.read_text()
+        assert "# NOT CHECKED: the data, tokenizer, model and disk" in text
+        assert "python experiments/prepare_data.py experiment=fig8/paper" in text
+
+
+def test_srun_ends_the_step_on_a_dead_task_and_gets_its_cpus():
+    profile = {**NO_PROFILE, "cpus_per_task": 6}
+    text = render(["experiment=fig8/paper", "method=acco", "layout=2x4"], profile=profile)
+    srun = " ".join(text.replace("\\\n", " ").split("srun ", 1)[1].split()[:2])
+    assert srun == "--kill-on-bad-exit=1 --cpus-per-task=6", text
+
+
+def test_the_job_runs_the_python_the_setup_lines_activate():
+    from acco.slurm.sbatch import job_python
+
+    overrides = ["experiment=fig5/cpu", "method=acco"]
+    cfg = compose(overrides)
+    activated = {**NO_PROFILE, "setup": ["source /shared/acco/.venv/bin/activate"]}
+    text = sbatch_script(overrides, cfg, activated, ROOT, None, environ={})
+    assert srun_argv(text)[1] == "python" and "# python:     python (the one launcher.setup puts on PATH)" in text
+    assert job_python(NO_PROFILE, None)[0] == os.path.abspath(sys.executable)  # no setup lines: this one
+    assert job_python(activated, "/opt/py/bin/python")[0] == "/opt/py/bin/python"  # asked for
+
+
+def test_a_second_gpu_request_is_refused():
+    from acco.config.validate import ConfigError
+
+    cfg = compose(["experiment=fig8/paper", "method=acco", "layout=2x4"])
+    with pytest.raises(ConfigError, match="--gres=gpu:4 and acco asks for --gpus-per-node=4"):
+        render(
+            ["experiment=fig8/paper", "method=acco", "layout=2x4"],
+            profile={**NO_PROFILE, "sbatch_options": ["--gres=gpu:4"]},
+        )
+    assert cfg["device"] == "cuda"
+    render(
+        ["experiment=fig5/cpu", "method=acco"], profile={**NO_PROFILE, "sbatch_options": ["--gres=gpu:4"]}
+    )  # no GPUs asked
 
 
 # --- on the local Slurm cluster ---------------------------------------------------------------------------
@@ -322,20 +373,22 @@ def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache
     d = directives(text)
     assert (d["--nodes"], d["--ntasks-per-node"]) == ("2", "1") and "--gpus-per-node" not in d
 
+    # layout=2x1 (not a key of fig5's run list) changes the runs: a results root of their own under sweeps/
+    variant = results / "sweeps" / "fig5-cpu_layout=2x1"
     proc = run(["sbatch", "--wait", str(script)], timeout=300, cwd=str(tmp_path))
     job = re.search(r"Submitted batch job (\d+)", proc.stdout)
     logs = "".join(
-        f"\n--- {p.name} ---\n{p.read_text()[-3000:]}" for p in sorted((results / ".slurm").glob("*")) if p.is_file()
+        f"\n--- {p.name} ---\n{p.read_text()[-3000:]}" for p in sorted((variant / ".slurm").glob("*")) if p.is_file()
     )
     assert proc.returncode == 0 and job, output(proc) + logs
 
-    out_dir = results / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
+    out_dir = variant / "cpu" / "fig5" / "acco_layout=2x1_seed=0_train.steps=3"
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["status"] == "completed", summary
     assert summary["world_size"] == 2 and summary["launcher"] == "slurm"
     with open(out_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
-    assert (results / ".slurm" / f"acco-fig5-acco_layout=2x1_seed=0_train.steps=3-{job.group(1)}.out").is_file()
+    assert (variant / ".slurm" / f"acco-fig5-acco_layout=2x1_seed=0_train.steps=3-{job.group(1)}.out").is_file()
     name, state = sacct_fields(job.group(1), "JobName,State")
     assert (name, state) == ("acco-fig5-acco_layout=2x1_seed=0_train.steps=3", "COMPLETED")

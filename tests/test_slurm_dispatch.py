@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import ROOT, load_run, run_train
+from .conftest import ROOT, load_run, run_folders, run_train
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
@@ -45,13 +45,19 @@ def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noq
             ],
             timeout=300,
         )
-        (out,) = [p for p in (tmp_path / "cpu" / "fig5").iterdir() if f"layout={layout}" in p.name]
+        (out,) = [p for p in run_folders(tmp_path) if f"layout={layout}" in p.name]
         summary = load_run(str(out))["summary"]
         assert summary["status"] == "completed" and summary["launcher"] == "slurm"
         assert summary["world_size"] == 2 and summary["steps_completed"] == 3
         assert summary["slurm_job_id"] and (out / "slurm.json").exists()
         nodes = {r["node"] for r in summary["per_rank"]}
         assert len(nodes) == distinct_nodes and nodes <= {"n1", "n2", "n3", "n4"}, nodes
+    # status.py shows the runs a user submitted by hand (not of the run list: under sweeps/), issue 41
+    status = script("status.py", ["experiment=fig5/cpu", f"results_root={tmp_path}"], timeout=120)
+    assert status.returncode == 0, status.stderr
+    others = status.stdout.split("other runs of fig5/cpu under ", 1)[1]
+    rows = [line for line in others.splitlines() if "layout=" in line]
+    assert len(rows) == 2 and all("COMPLETED" in r and "completed" in r for r in rows), status.stdout
 
 
 @pytest.mark.integration
@@ -63,7 +69,7 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
     assert proc.returncode == 0, proc.stderr[-3000:]
     ids = [line.split()[1].rstrip(":") for line in proc.stdout.splitlines() if line.startswith("submitted")]
     assert len(ids) == 3 and len({i.split("_")[0] for i in ids}) == 1, ids  # one array, 3 methods
-    runs = list((tmp_path / "cpu" / "fig6").iterdir())
+    runs = run_folders(tmp_path)  # the 2-step runs: a results root of their own under sweeps/
     assert sorted(load_run(str(r))["summary"]["method"] for r in runs) == ["acco", "ddp", "wp"]
     assert all(load_run(str(r))["summary"]["status"] == "completed" for r in runs)
     again = script("submit.py", args, timeout=120)
@@ -86,8 +92,10 @@ def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_pa
     for i in ids:
         arrays[i.split("_")[0]] = arrays.get(i.split("_")[0], 0) + 1
     assert sorted(arrays.values()) == [2, 2], proc.stdout  # an array per shape, 2 seeds each
-    runs = sorted((tmp_path / "cpu" / "fig5").iterdir())
-    assert len(runs) == 4
+    # the closing table (issue 41): every run's status, not only the job ids
+    assert "sweep of 4 Slurm job(s)" in proc.stderr and "4 completed, 0 skipped" in proc.stderr, proc.stderr
+    runs = run_folders(tmp_path)  # the sweep's folder under sweeps/
+    assert len(runs) == 4 and not (tmp_path / "cpu").exists()
     for out in runs:
         summary = load_run(str(out))["summary"]
         assert summary["status"] == "completed" and summary["launcher"] == "slurm", out.name
@@ -121,7 +129,7 @@ def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
     proc = run_train(args, expect=1, timeout=300)
     assert time.monotonic() - t0 < 120, "the failure took too long to surface"
     assert "failed" in proc.stderr
-    (out,) = (tmp_path / "cpu" / "fig5").iterdir()
+    (out,) = run_folders(tmp_path)
     summary = load_run(str(out))["summary"]
     assert summary["status"] == "failed" and 1 <= summary["steps_completed"] < 2000
     status = script("status.py", args[:-2] + args[-2:], timeout=120)

@@ -27,7 +27,7 @@ PYTHON = "/opt/venv/bin/python"
 CLUSTER = [
     "launcher=slurm",
     "launcher.setup=['module load cuda/12.1','source /opt/venv/bin/activate']",
-    "launcher.sbatch_options=['--exclusive','--gres=gpu:4','--mem=0','--constraint=a100&ib']",
+    "launcher.sbatch_options=['--exclusive','--gres=nvme:1','--mem=0','--constraint=a100&ib']",
     "launcher.env=['NCCL_SOCKET_IFNAME=ib0','GLOO_SOCKET_IFNAME','MY_TOKEN_FILE']",
 ]
 ENVIRON = {"GLOO_SOCKET_IFNAME": "eth1", "ACCO_MODELS": "models", "UNLISTED": "x"}
@@ -41,7 +41,7 @@ def script(overrides: list[str], environ: dict | None = None) -> str:
 def test_profile_setup_options_and_env_in_the_script(tmp_path):
     text = script(["experiment=fig8/paper", "method=acco", "layout=2x4", *CLUSTER])
     d = directives(text)
-    assert "--exclusive" in d and d["--gres"] == "gpu:4" and d["--mem"] == "0" and d["--constraint"] == "a100&ib"
+    assert "--exclusive" in d and d["--gres"] == "nvme:1" and d["--mem"] == "0" and d["--constraint"] == "a100&ib"
     assert d["--nodes"] == "2" and d["--open-mode"] == "append"
     body = text.split("\ncd ", 1)[1]
     assert "\nexport NCCL_SOCKET_IFNAME=ib0\n" in body and "\nexport GLOO_SOCKET_IFNAME=eth1\n" in body
@@ -63,7 +63,7 @@ def test_profile_reaches_submitit(monkeypatch):
     params = executor_parameters(cfg, shape, "acco-x")
     assert params["slurm_additional_parameters"] == {
         "exclusive": True,
-        "gres": "gpu:4",
+        "gres": "nvme:1",  # a generic resource besides the GPUs (a second GPU request is refused)
         "mem": "0",
         "constraint": "a100&ib",
     }
@@ -73,7 +73,7 @@ def test_profile_reaches_submitit(monkeypatch):
     executor = make_executor(cfg, shape, "acco-x")
     assert executor._executor.max_num_timeout == 5  # not submitit's default 3
     text = executor._executor._make_submission_file_text("python -c pass", "uid")
-    assert "#SBATCH --exclusive" in text and "#SBATCH --gres=gpu:4" in text and "module load cuda/12.1" in text
+    assert "#SBATCH --exclusive" in text and "#SBATCH --gres=nvme:1" in text and "module load cuda/12.1" in text
 
 
 def test_jobs_run_with_the_hub_off_unless_the_profile_says_otherwise():
@@ -265,5 +265,5 @@ def test_make_sbatch_fig8_paper_with_a_cluster_profile(tmp_path, fig8_paper_data
     for path in scripts:
         text = path.read_text()
         d = directives(text)
-        assert "--exclusive" in d and d["--gres"] == "gpu:4" and int(d["--signal"].split("@")[1]) > 90
+        assert "--exclusive" in d and d["--gres"] == "nvme:1" and int(d["--signal"].split("@")[1]) > 90
         assert "module load cuda/12.1" in text and "export NCCL_SOCKET_IFNAME=ib0" in text

@@ -22,8 +22,9 @@ import itertools
 import os
 import re
 import time
+from collections.abc import Mapping
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -37,13 +38,26 @@ NOT_IN_NAME = {
     "out_dir",
     "overwrite",
     "launcher",
+    "logger",
     "device",
     "results_root",
     "train.log_every",
     "train.trace",
     "train.trace_steps",
     "resume",
+    "data.cache_dir",
+    "data.num_proc",
 }
+SWEEPS = "sweeps"  # <results_root>/sweeps/<sweep>/: runs of an experiment that are not in its run list
+
+
+def names_the_run(key: str) -> bool:
+    """Whether an override of `key` is part of a run's folder name: what it computes, not where its
+    files are (a data, tokenizer or model path), how it is launched or logged."""
+    key = key.lstrip("+")
+    return not (
+        key in NOT_IN_NAME or key.startswith(("launcher", "logger", "hydra")) or key.endswith((".path", "_path"))
+    )
 
 
 def experiment_ids() -> list[str]:
@@ -93,7 +107,7 @@ def run_name(cfg: dict, overrides: list[str]) -> str:
     parts = {}  # a key given twice (the user's and a run list's) names the folder once: last wins
     for key, value in parse_overrides(overrides):
         key = key.lstrip("+")
-        if key in NOT_IN_NAME or key.startswith("launcher"):
+        if not names_the_run(key):
             continue
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parts[key] = f"{key}={text}"
@@ -107,23 +121,176 @@ def experiment_dir(results_root: str, scale: str, exp: str) -> str:
     return os.path.join(results_root, scale, exp)
 
 
-def default_out_dir(cfg: dict, overrides: list[str]) -> str:
+def dependency_out_dir(spec: Mapping, cache_dir: str) -> str:
+    """Where the run a model starts from (`model.pretrained_from`) is trained: a folder of the data
+    cache's own, `<cache>/pretrained/<scale>/<experiment>/<run>`, never the experiment's folder under
+    results/ (a committed run there has no model/, and must not be trained again into it)."""
+    overrides = list(spec.get("overrides") or [])
+    method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+    return os.path.join(
+        os.path.expanduser(str(cache_dir)),
+        "pretrained",
+        str(spec.get("scale", "cpu")),
+        str(spec["experiment"]),
+        run_name({"method": {"name": method}}, overrides),
+    )
+
+
+_RUN_LIST_NAMES: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
+
+
+def run_list_names(exp: Mapping) -> tuple[dict[str, str], dict[str, str]]:
+    """The runs of an experiment's run list (its composed block, `experiment`) by folder name: each
+    run's name from its overrides (run_name) -> the name of its folder (the same, or the short one
+    of a labelled entry, expanded_runs); and the same with the seed left open (`seed=*`: the seeds
+    reproduce.py adds to an undecided claim's groups). A run list entry without `method` runs the
+    default method, acco. (Cached: the analysis asks for every run folder it reads.)"""
+    import json
+
+    key = json.dumps([exp.get("id"), exp.get("runs"), exp.get("rehearsal_maps")], sort_keys=True, default=str)
+    if key not in _RUN_LIST_NAMES:
+        _RUN_LIST_NAMES[key] = _run_list_names(exp)
+    return _RUN_LIST_NAMES[key]
+
+
+def _run_list_names(exp: Mapping) -> tuple[dict[str, str], dict[str, str]]:
+    exact: dict[str, str] = {}
+    any_seed: dict[str, str] = {}
+    for overrides, folder in expanded_runs(dict(exp)):
+        method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+        name = run_name({"method": {"name": method}}, overrides)
+        exact[name] = folder
+        unseeded = [o for o in overrides if not o.startswith("seed=")]
+        open_name = _open_seed(run_name({"method": {"name": method}}, [*unseeded, "seed=0"]))
+        any_seed[open_name] = open_name if folder == name else _open_seed(_with_seed(folder))
+    return exact, any_seed
+
+
+def _open_seed(name: str) -> str:
+    return re.sub(r"(^|_)seed=\d+(?=_|$)", r"\1seed=*", name)
+
+
+def _with_seed(folder: str) -> str:
+    """A labelled folder name with a seed part (one is added where its entry set no seed list)."""
+    return folder if re.search(r"(^|_)seed=\d+(_|$)", folder) else f"{folder}_seed=0"
+
+
+def in_run_list(name: str, exp: Mapping) -> bool:
+    """Whether a run folder's name is one of the experiment's run list (or one with a seed added):
+    its name from the overrides, or a labelled entry's short one."""
+    return run_list_folder(name, exp) is not None or _is_labelled_folder(name, exp)
+
+
+def _is_labelled_folder(folder: str, exp: Mapping) -> bool:
+    exact, any_seed = run_list_names(exp)
+    return folder in exact.values() or ("seed=" in folder and _open_seed(folder) in any_seed.values())
+
+
+def run_list_folder(name: str, exp: Mapping) -> str | None:
+    """The folder name of the run list's run called `name` by its overrides (run_name): the name
+    itself, or its entry's label with what the entry varies; None for a run not in the list."""
+    exact, any_seed = run_list_names(exp)
+    if name in exact:
+        return exact[name]
+    if "seed=" in name and _open_seed(name) in any_seed:
+        seed = re.search(r"(?:^|_)seed=(\d+)(?=_|$)", name)
+        return any_seed[_open_seed(name)].replace("seed=*", f"seed={seed.group(1) if seed else 0}")
+    return None
+
+
+def sweep_label(exp: Mapping | None, scale: str, jobs: list[list[str]]) -> str:
+    """The folder name of a sweep (or of one run) outside an experiment's run list: the experiment
+    and scale, then each override that names runs with its values across the jobs, e.g.
+    `fig5-cpu_method=ddp,dpu,acco_train.steps=20`; cut (with a digest of the whole) past 150 bytes."""
+    values: dict[str, list[str]] = {}
+    for overrides in jobs:
+        for key, value in parse_overrides(overrides):
+            key = key.lstrip("+")
+            if key == "method" or names_the_run(key):
+                text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+                if text not in values.setdefault(key, []):
+                    values[key].append(text)
+    head = [f"{exp['id']}-{scale}"] if exp else []
+    label = "_".join([*head, *(f"{k}={','.join(v)}" for k, v in sorted(values.items()))]) or "sweep"
+    label = re.sub(r"[^A-Za-z0-9=.,_+-]", "-", label)
+    if len(label.encode()) > 150:
+        import hashlib
+
+        label = f"{label[:140]}-{hashlib.sha1(label.encode()).hexdigest()[:8]}"
+    return label
+
+
+def run_list_keys(exp: Mapping) -> set[str]:
+    """The keys an experiment's run list sets (method, seed, layout, ...)."""
+    return {o.split("=", 1)[0] for overrides in expand_runs(dict(exp)) for o in overrides}
+
+
+def variant_root(results_root: str, ids: str, scale: str, overrides: list[str], listed_keys: set[str]) -> str:
+    """Where an experiment's runs made with `overrides` on top of its run list go (reproduce.py,
+    submit.py, make_sbatch.py): `results_root` when the overrides change no run (a path, the
+    launcher, the logger, a key the run list sets itself), else a results root of their own,
+    `<results_root>/sweeps/<ids>-<scale>_<overrides>/`, with the usual <scale>/<id>/ folders inside,
+    so that a changed reproduction never lands beside the runs the committed figures read."""
+    changing = [
+        o
+        for o in overrides
+        if "=" in o
+        and (k := o.split("=", 1)[0].lstrip("+~")) not in listed_keys
+        and (k == "method" or names_the_run(k))
+    ]
+    if not changing or os.path.basename(os.path.dirname(os.path.normpath(results_root))) == SWEEPS:
+        return results_root  # (a root of its own already: reproduce.py's, handed to submit.py)
+    return os.path.join(results_root, SWEEPS, sweep_label({"id": ids}, scale, [changing]))
+
+
+def results_root_override(root: str) -> str:
+    """`results_root=<root>` in Hydra's grammar (a sweep's folder name holds '=' and ',': quoted)."""
+    return f"results_root='{root}'" if re.search(r"[=,\s]", root) else f"results_root={root}"
+
+
+def in_variant_root(overrides: list[str], composed: dict) -> tuple[list[str], str | None]:
+    """`overrides` (an experiment and more, as submit.py and status.py take them) with the results
+    root their runs go to (variant_root) named last, and that root when it is one of their own."""
+    exp = composed.get("experiment") or {}
+    root = str(composed.get("results_root") or "results")
+    keys = {"experiment", "results_root"} | run_list_keys(exp)
+    variant = variant_root(root, str(exp.get("id")), str(composed.get("scale")), overrides, keys)
+    if variant == root:
+        return list(overrides), None
+    return [*overrides, results_root_override(variant)], variant
+
+
+def default_out_dir(cfg: dict, overrides: list[str], in_experiment: bool = False) -> str:
+    """`<results_root>/<scale>/<exp>/<run>` for a run of an experiment's run list (or
+    `in_experiment`: reproduce.py, submit.py and make_sbatch.py place an experiment's runs so),
+    `<results_root>/sweeps/<label>/<run>` for any other run of an experiment (never beside the
+    experiment's own runs: the figures and the report read that folder), and
+    `<results_root>/runs/<time>_<run>` without an experiment."""
     root = cfg.get("results_root") or "results"
     exp = cfg.get("experiment")
+    name = run_name(cfg, overrides)
     if exp:
-        return os.path.join(experiment_dir(root, cfg.get("scale", "cpu"), str(exp["id"])), run_name(cfg, overrides))
-    return os.path.join(root, "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{run_name(cfg, overrides)}")
+        scale = cfg.get("scale", "cpu")
+        folder = run_list_folder(name, exp)
+        if in_experiment or folder is not None:
+            where = experiment_dir(root, scale, str(exp["id"]))
+            if folder is not None and folder != name and os.path.exists(os.path.join(where, name)):
+                folder = name  # a run made before its entry had a label keeps its folder
+            return os.path.join(where, folder or name)
+        return os.path.join(root, SWEEPS, sweep_label(exp, scale, [overrides]), name)
+    return os.path.join(root, "runs", f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{name}")
 
 
-def with_out_dir(cfg: dict, overrides: list[str]) -> dict:
+def with_out_dir(cfg: dict, overrides: list[str], in_experiment: bool = False) -> dict:
     """The config a run uses: the composed config with out_dir filled in (in place, returned)."""
     if not cfg.get("out_dir"):
-        cfg["out_dir"] = default_out_dir(cfg, overrides)
+        cfg["out_dir"] = default_out_dir(cfg, overrides, in_experiment)
     return cfg
 
 
-def compose(overrides: list[str]) -> dict:
-    """The config experiments/train.py runs with these overrides (Hydra's compose API, resolved)."""
+def compose(overrides: list[str], in_experiment: bool = False) -> dict:
+    """The config experiments/train.py runs with these overrides (Hydra's compose API, resolved);
+    `in_experiment`: its folder is the experiment's, whatever the overrides (default_out_dir)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -136,7 +303,49 @@ def compose(overrides: list[str]) -> dict:
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
     plain_cfg = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(plain_cfg, dict)  # the root config is a mapping
-    return with_out_dir(plain_cfg, overrides)
+    return with_out_dir(plain_cfg, overrides, in_experiment)
+
+
+def _is_group_override(override) -> bool:
+    """An override that chooses a config group's option (method=ddp, hydra/launcher=...), which
+    changes the defaults list, rather than a value in the composed config (train.steps=5)."""
+    key = override.key_or_group
+    return "/" in key or override.package is not None or os.path.isdir(os.path.join(CONF_DIR, key))
+
+
+def compose_runs(common: list[str], runs: list[list[str]], in_experiment: bool = False) -> list[dict]:
+    """compose([*common, *run]) for each run, the same configs at a fraction of the time: Hydra
+    composes once per distinct choice of config groups (a run list varies values: seeds, rates,
+    layouts; methods choose a group), and each run's value overrides are applied to a copy of that
+    composition by Hydra's own code for them (ConfigLoaderImpl._apply_overrides_to_config), as
+    Hydra applies them after the composition. A plan of 46 runs then takes seconds, not a minute."""
+    import copy
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .schema import register
+
+    register()
+    parser = OverridesParser.create()
+    composed: dict[tuple[str, ...], DictConfig] = {}
+    out = []
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        for run in runs:
+            parsed = parser.parse_overrides(list(run))
+            groups = tuple(str(o.input_line) for o in parsed if _is_group_override(o))
+            if groups not in composed:
+                composed[groups] = hydra_compose(config_name="config", overrides=[*common, *groups])
+            cfg = copy.deepcopy(composed[groups])
+            ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _is_group_override(o)], cfg)
+            plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+            assert isinstance(plain_cfg, dict)
+            out.append(with_out_dir(plain_cfg, [*common, *run], in_experiment))
+    return out
 
 
 def run_specs(exp: dict) -> list[dict]:
@@ -154,12 +363,30 @@ def run_specs(exp: dict) -> list[dict]:
 def expand_runs(exp: dict) -> list[list[str]]:
     """The composed experiment block's runs as lists of overrides; list values expand as a product
     (e.g. seed: [0, 1, 2]); the list is a union of such products."""
+    return [overrides for overrides, _ in expanded_runs(exp)]
+
+
+def expanded_runs(exp: dict) -> list[tuple[list[str], str]]:
+    """Each run of the block with its folder name. An entry's `label` (not a setting) names its
+    folders short: the label, then what the entry varies (its list values, seed last among them as
+    run_name sorts), e.g. `label: acco_virtual, seed: [0, 1, 2]` -> acco_virtual_seed=0; config.yaml
+    keeps every value. Without a label the folder is run_name's (the method, then every override)."""
     runs = []
     for spec in run_specs(exp):
+        spec = dict(spec)
+        label = spec.pop("label", None)
         keys = list(spec)
         values = [v if isinstance(v, list) else [v] for v in spec.values()]
+        varied = [k for k, v in spec.items() if isinstance(v, list) and len(v) > 1]
         for combo in itertools.product(*values):
-            runs.append([f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)])  # Hydra's None
+            overrides = [f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)]  # Hydra's None
+            method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
+            if label:
+                chosen = [o for o in overrides if o.split("=", 1)[0] in varied]
+                folder = run_name({"method": {"name": str(label)}}, chosen)
+            else:
+                folder = run_name({"method": {"name": method}}, overrides)
+            runs.append((overrides, folder))
     return runs
 
 
@@ -195,6 +422,12 @@ NOT_THE_RUN = (
     "data.cache_dir",
     "data.num_proc",
     "link.runtime",
+    # how long a rank waits, not what it computes (a null step timeout is sized when the run starts,
+    # so config.yaml holds the number and the experiment null)
+    "dist.timeout_s",
+    "dist.step_timeout_s",
+    "dist.final_timeout_s",
+    "dist.checkpoint_timeout_s",
 )
 
 

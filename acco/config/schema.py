@@ -265,6 +265,7 @@ class DistConfig:
     start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/start.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
+    max_local_workers: Any = "auto"  # CPU workers the local launcher may start: auto (4 per core) | a number
 
 
 @dataclass

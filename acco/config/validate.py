@@ -255,6 +255,35 @@ def check_model_shape(cfg: dict) -> None:
             setting_int(cfg, f"model.config.{key}", 1)
 
 
+def check_pretrained_source(cfg: dict) -> None:
+    """Where a pretrained model comes from: a saved folder (model.pretrained_path) or a run of ours
+    (model.pretrained_from: an experiment that exists at that scale); and a tokenizer read from the
+    model folder needs one of them."""
+    model = cfg.get("model") or {}
+    spec = model.get("pretrained_from")
+    if spec and not model.get("pretrained_path"):
+        from .experiments import experiment_ids, scales_of
+
+        exp, scale = spec.get("experiment"), spec.get("scale", "cpu")
+        if exp not in experiment_ids():
+            raise ConfigError(
+                f"model.pretrained_from.experiment={exp!r} is not an experiment; choose one of "
+                f"{', '.join(experiment_ids())}"
+            )
+        if scale not in scales_of(exp):
+            raise ConfigError(
+                f"model.pretrained_from.scale={scale!r}: experiment {exp} has the scales "
+                f"{', '.join(scales_of(exp))}; choose one of them"
+            )
+    tokenizer = (cfg.get("data") or {}).get("tokenizer") or {}
+    if tokenizer.get("kind") == "from_model" and not model.get("pretrained_path") and not spec:
+        raise ConfigError(
+            "data.tokenizer.kind=from_model reads the tokenizer saved with the pretrained model, and this "
+            "model has none (model.pretrained_path and model.pretrained_from are null); set "
+            "model.pretrained_path=<a saved model folder>, or leave model.pretrained_from as the experiment sets it"
+        )
+
+
 def embedding_rows(cfg: dict) -> tuple[int, str] | None:
     """The model's embedding size: the pretrained model's config.json, else model.config.vocab_size
     (None: taken from the tokenizer, so it always fits)."""

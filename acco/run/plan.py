@@ -424,7 +424,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
             runs = expand_runs(compose(common)["experiment"])
             rows, problems, warnings, timeouts_refused = [], [], [], []
             for run in runs:
-                cfg = compose([*common, *run])
+                cfg = compose([*common, *run], in_experiment=True)
                 row = plan(cfg)
                 row["run"] = os.path.basename(os.path.normpath(cfg["out_dir"]))
                 ckpt = checkpoint_plan(cfg, row=row)

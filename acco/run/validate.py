@@ -16,6 +16,7 @@ from ..config.validate import (
     ConfigError,
     check_experiment,
     check_model_shape,
+    check_pretrained_source,
     check_trace_steps,
     embedding_rows,
     parse_layout,
@@ -25,7 +26,7 @@ from ..config.validate import (
 )
 from ..engine.virtual_clock import check_clock
 from ..runtime.files import read_summary
-from ..runtime.launch import START_METHODS, external_env, gpu_shortage
+from ..runtime.launch import START_METHODS, external_env, gpu_shortage, usable_cores
 from ..train.settings import check_method, check_optimizer, check_precision_and_budget
 
 
@@ -46,6 +47,61 @@ def check_gpus_per_node(
     problem = gpu_shortage(per_node, gpus)
     if problem:
         raise ConfigError(problem)
+
+
+WORKERS_PER_CORE = 4  # local CPU workers per usable core before a run is refused (dist.max_local_workers)
+
+
+def check_local_workers(cfg: dict, world: int, launcher_world_size: int | None, cuda_available: bool) -> None:
+    """The local launcher starts `world` processes on this machine: on CPU at most
+    dist.max_local_workers (auto: 4 per usable core), so world_size=64 on 2 cores is refused at once
+    instead of running 64 processes for minutes. With a layout of several nodes it says that they
+    are all this machine's (the link settings emulate the network between them)."""
+    if launcher_world_size is not None or (cfg.get("launcher") or {}).get("name") != "local":
+        return  # torchrun / srun / Slurm: the ranks are where the launcher put them
+    device = cfg.get("device", "auto")
+    if device == "cuda" or (device == "auto" and cuda_available):
+        return  # one GPU per rank: checked against the GPUs (check_gpus_per_node)
+    cores = usable_cores()
+    limit = (cfg.get("dist") or {}).get("max_local_workers", "auto")
+    if limit in (None, "auto"):
+        limit = WORKERS_PER_CORE * cores
+    else:
+        limit = setting_int(cfg, "dist.max_local_workers", 1)
+    if world > limit:
+        raise ConfigError(
+            f"world_size={world} would start {world} worker processes on this machine's {cores} core(s) "
+            f"(at most {limit}: dist.max_local_workers); use fewer workers, launcher=slurm, or "
+            f"dist.max_local_workers={world} to run them here anyway"
+        )
+
+
+def check_unused_settings(cfg: dict) -> None:
+    """A setting the run would record and never read is refused: a path (or hub id) for data the run
+    generates itself, a tokenizer folder for a tokenizer it trains or takes from the model."""
+    data = cfg.get("data") or {}
+    for block, name in (
+        (data.get("source"), "data.source"),
+        (((cfg.get("final_eval") or {}).get("lambada_source")), "final_eval.lambada_source"),
+    ):
+        if not isinstance(block, dict) or not block.get("generator"):
+            continue
+        # a path set for it is the user's; a hub id only where the generated config sets none (the
+        # evaluation's LAMBADA source keeps its hub id beside a generator: the default's)
+        for key in ("path", "hub_id") if name == "data.source" else ("path",):
+            if block.get(key):
+                raise ConfigError(
+                    f"{name}.{key}={block[key]}: this source is generated ({name}.generator={block['generator']}) "
+                    f"and reads no {key.replace('_', ' ')}; drop it, or choose a dataset that reads one "
+                    f"(data=tinystories, openwebtext or alpaca with data.source.path=<a local copy>)"
+                )
+    tokenizer = data.get("tokenizer") or {}
+    if isinstance(tokenizer, dict) and tokenizer.get("kind") in ("bpe", "from_model") and tokenizer.get("path"):
+        what = "trains its own BPE" if tokenizer["kind"] == "bpe" else "reads the one saved with the model"
+        raise ConfigError(
+            f"data.tokenizer.path={tokenizer['path']}: data.tokenizer.kind={tokenizer['kind']} {what} and reads no "
+            "path; drop it, or set data.tokenizer.kind=pretrained to read a tokenizer folder"
+        )
 
 
 def check_run_settings(cfg: dict, world: int) -> None:
@@ -196,6 +252,7 @@ def validate(
             )
         world = launcher_world_size
     world = world or 1
+    check_local_workers(cfg, world, launcher_world_size, cuda_available)
     setting_int(cfg, "train.steps", 1, allow_none=True)  # null: a budget (train.samples/tokens) ends the run
     setting_int(cfg, "train.accum", 1)
     setting_int(cfg, "train.max_accum_factor", 1)
@@ -257,6 +314,8 @@ def validate(
     if (cfg.get("launcher") or {}).get("name") == "slurm":  # a Slurm profile's setup, options, env, signal
         check_profile(cfg["launcher"])
     check_model_shape(cfg)
+    check_unused_settings(cfg)
+    check_pretrained_source(cfg)
     check_vocabulary(cfg)
     out_dir = cfg.get("out_dir")
     if not out_dir:

@@ -321,7 +321,7 @@ def _finish(
             "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
             # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
             "final_eval_error": final_eval_error,
-            # each buffer's dtype (the same on every rank; README "Precision")
+            # each buffer's dtype (the same on every rank; docs/rounds.md "Precision")
             "precision": precision_report(trainer.backend) if trainer is not None else None,
             "per_rank": per_rank,
             "resumed_from_step": (cfg.get("_resume") or {}).get("step")

@@ -281,13 +281,17 @@ def training_group_options(backend: str):
     return options
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a Slurm or cgroup CPU set, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def cpu_threads(requested, local_world_size: int) -> int:
-    """Intra-op threads per worker: the cores this process may run on (a Slurm or cgroup CPU set,
-    not the whole machine) shared out among this machine's workers."""
+    """Intra-op threads per worker: the cores this process may run on shared out among this
+    machine's workers."""
     if requested not in (None, "auto"):
         return int(requested)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, local_world_size))
+    return max(1, usable_cores() // max(1, local_world_size))

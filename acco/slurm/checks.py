@@ -12,13 +12,16 @@ the checkpoint a requeued job continues from is found when the job starts."""
 from __future__ import annotations
 
 
-def script_problem(cfg: dict, world: int) -> str | None:
+def script_problem(cfg: dict, world: int, data: bool = True) -> str | None:
     """The first one-line problem of the run `cfg` (composed with its Slurm profile, validated),
-    or None."""
+    or None. `data=False`: the memory fit only, not the data, tokenizer, model and disk (the scripts
+    are written to be read before those are on this machine; make_sbatch.py --no-data-checks)."""
     from ..config.slurm_profile import sbatch_options
     from ..run.disk import check_disk
     from ..run.preflight import data_problem, memory_problem, with_step_timeout
 
     sbatch_options(cfg["launcher"])  # ConfigError for a bad profile (also in validate)
-    problem = memory_problem(cfg, world) or with_step_timeout(cfg)[1] or data_problem(cfg)
-    return problem.splitlines()[0] if problem else check_disk(cfg, world)
+    problem = memory_problem(cfg, world) or with_step_timeout(cfg)[1] or (data_problem(cfg) if data else None)
+    if problem:
+        return problem.splitlines()[0]
+    return check_disk(cfg, world) if data else None

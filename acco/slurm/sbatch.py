@@ -69,7 +69,9 @@ def job_name(cfg: dict, overrides: list[str]) -> str:
 
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
-    name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run_name(cfg, overrides)]))
+    # an experiment's run: its folder's name (a run list's label, acco/config/experiments.py)
+    run = os.path.basename(os.path.normpath(cfg["out_dir"])) if exp.get("id") and cfg.get("out_dir") else ""
+    name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run or run_name(cfg, overrides)]))
     if len(name) > JOB_NAME_MAX:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
         name = f"{name[: JOB_NAME_MAX - 9]}-{digest}"
@@ -137,19 +139,34 @@ def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
     return args
 
 
+def job_python(profile: dict, python: str | None) -> tuple[str, str]:
+    """(the Python the job runs, why): the one asked for (make_sbatch --python); else `python` from
+    the PATH the profile's setup lines make (they activate the cluster's environment: the
+    generating machine's .venv is not the compute nodes'); else, without setup lines, this one."""
+    if python:
+        return python, "make_sbatch.py --python"
+    if setup_lines(profile):
+        return "python", "the one launcher.setup puts on PATH"
+    import sys
+
+    return os.path.abspath(sys.executable), "the Python that wrote this script (launcher.setup: none)"
+
+
 def sbatch_script(
     overrides: list[str],
     cfg: dict,
     profile: dict,
     repo_root: str,
-    python: str,
+    python: str | None,
     environ: dict | None = None,
     regenerate: str | None = None,
+    unchecked: bool = False,
 ) -> str:
     """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
     profile (a composed config's `launcher`; DEFAULT_PROFILE fills what it leaves out); `environ` (default
     os.environ) the environment whose variables are passed on (acco/config/slurm_profile.py job_env);
-    `regenerate` the command that writes this script again."""
+    `regenerate` the command that writes this script again; `python` the Python the job runs (None:
+    job_python's choice); `unchecked`: the data and disk were not checked (the header says so)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     profile = {**DEFAULT_PROFILE, **(profile or {})}
     repo_root = os.path.abspath(repo_root)
@@ -185,12 +202,24 @@ def sbatch_script(
         f"# regenerate: {regenerate}",
         "# submit:     sbatch <this file>",
     ]
+    python, why = job_python(profile, python)
+    lines.append(f"# python:     {python} ({why})")
+    if unchecked:
+        lines.append(
+            "# NOT CHECKED: the data, tokenizer, model and disk of this run (make_sbatch.py --no-data-checks); "
+            "prepare them first: python experiments/prepare_data.py "
+            + " ".join(shell_quote(o) for o in overrides if o.split("=", 1)[0].lstrip("+") != "results_root")
+        )
     model = cfg.get("model") or {}
     dep = model.get("pretrained_from")
     if dep and not model.get("pretrained_path"):
+        from ..config.experiments import dependency_out_dir
+
         needs = " ".join([f"experiment={dep['experiment']}/{dep.get('scale', 'cpu')}", *(dep.get("overrides") or [])])
+        where = dependency_out_dir(dep, (cfg.get("data") or {}).get("cache_dir") or "")
         lines.append(
-            f"# needs:      the saved model of `{needs}` (run it first; under srun it is not trained automatically)"
+            f"# needs:      the saved model of `{needs}` in {where}/model (train.py trains it there "
+            "before a run of this experiment starts; under srun it is not trained automatically)"
         )
 
     directives = [("job-name", name), ("nodes", shape["nodes"]), ("ntasks-per-node", shape["tasks_per_node"])]
@@ -226,10 +255,13 @@ def sbatch_script(
     if setup:  # launcher.setup; activation scripts often read unset variables
         lines += ["# launcher.setup", "set +u", *setup, "set -u"]
     args = [f"{shell_quote(python)} experiments/train.py", *map(shell_quote, train_args(overrides, cfg, repo_root))]
+    # one dead task ends the whole step (its peers would wait in a collective); the CPUs per task
+    # again, as several Slurm versions do not pass the batch job's --cpus-per-task on to srun
+    srun = f"srun --kill-on-bad-exit=1 --cpus-per-task={int(profile.get('cpus_per_task') or 1)}"
     lines += [
         "",
         "code=0",
-        "srun " + " \\\n    ".join(_wrap(args)) + " || code=$?",
+        srun + " \\\n    " + " \\\n    ".join(_wrap(args)) + " || code=$?",
         f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
         "# the restarted job continues from the checkpoint (resume=auto), at most launcher.max_requeues times",
         f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then',

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from ..config.slurm_profile import sbatch_options
 from ..config.validate import ConfigError, parse_layout
 from ..runtime.files import read_summary
 
@@ -60,6 +61,12 @@ def job_shape(cfg: dict, world: int, profile: dict | None = None) -> dict:
         )
     if uses_gpu and gpus < per_node:
         raise ConfigError(f"{per_node} tasks per node need {per_node} GPUs per node, the profile gives {gpus}")
+    gres = [v for k, v in sbatch_options(prof) if k == "gres" and "gpu" in str(v)]
+    if gpus and gres:  # two requests for the same GPUs: Slurm adds them up or refuses, per version
+        raise ConfigError(
+            f"launcher.sbatch_options has --gres={gres[0]} and acco asks for --gpus-per-node={gpus} "
+            f"(one GPU per task, from layout); drop the --gres option"
+        )
     return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": gpus}
 
 

@@ -14,12 +14,14 @@ launcher only from the hydra_plugins namespace, hence this package beside acco/.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher as PluginSlurmLauncher
 from omegaconf import OmegaConf
 
@@ -58,7 +60,7 @@ class SlurmLauncher(PluginSlurmLauncher):
         import submitit
 
         from acco.slurm.submit import shape_parameters
-        from acco.start import fail_config  # acco imported only when a sweep is launched
+        from acco.start import fail_config, sweep_out_dirs, with_sweep_out_dir  # acco: only when a sweep is launched
 
         assert self.config is not None and self.hydra_context is not None
 
@@ -70,6 +72,13 @@ class SlurmLauncher(PluginSlurmLauncher):
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         loader = self.hydra_context.config_loader
         configs = [run_config(loader.load_sweep_config(self.config, list(o))) for o in job_overrides]
+        # the jobs outside the experiment's run list: one folder for the sweep (acco/start.py)
+        placed = sweep_out_dirs(configs)
+        job_overrides = [with_sweep_out_dir(list(o), d) for o, d in zip(job_overrides, placed)]
+        configs = [
+            (dict(cfg, out_dir=d or cfg.get("out_dir")), list(o))
+            for (cfg, _), o, d in zip(configs, job_overrides, placed)
+        ]
         shapes = job_shapes(configs, self.params.get("gpus_per_node"))
 
         sbatch: dict[str, Any] = {}
@@ -95,4 +104,40 @@ class SlurmLauncher(PluginSlurmLauncher):
             for i, job in zip(members, executor.map_array(self, *zip(*args))):
                 print(f"submitted {job.job_id}: {' '.join(filter_overrides(job_overrides[i]))}", flush=True)
                 jobs[i] = job
-        return [jobs[i].results()[0] for i in range(len(job_overrides))]
+        return wait_with_table([jobs[i] for i in range(len(job_overrides))], [cfg["out_dir"] for cfg, _ in configs])
+
+
+def wait_with_table(jobs: list[Any], out_dirs: list[str]) -> list[JobReturn]:
+    """Wait for the sweep's jobs in order, "run k of N" as each is waited for, then one table: each
+    run's folder, status, wall time (of the wait), and for a failure its job's log and last error
+    line (submitit keeps the logs under the sweep's .submitit/ folder: the table names them). Exit
+    code 1 once the table is printed if a job failed."""
+    from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
+
+    sweeps = sorted({os.path.dirname(d) for d in out_dirs})
+    names = [os.path.basename(d) for d in out_dirs] if len(sweeps) == 1 else list(out_dirs)
+    if len(sweeps) == 1:
+        print(f"acco: the runs go to {sweeps[0]}", file=sys.stderr, flush=True)
+    table = MultiRun(f"sweep of {len(jobs)} Slurm job(s)", names, stream=sys.stderr, bar=False)
+    returns: list[JobReturn] = []
+    for name, job in zip(names, jobs):
+        table.begin(name)
+        try:
+            ret = job.results()[0]  # rank 0's
+        except Exception as exc:  # noqa: BLE001 - submitit's job error carries the remote traceback
+            log = str(job.paths.stderr)
+            error = log_error_line(log) or last_error_line(str(exc)) or type(exc).__name__
+            table.end(False, log=log, error=f"Slurm job {job.job_id} ({job.state}): {error}")
+            ret = JobReturn()
+            ret.status, ret.return_value = JobStatus.FAILED, exc
+            returns.append(ret)
+            continue
+        code = ret._return_value if ret.status == JobStatus.COMPLETED else 1
+        ok = ret.status == JobStatus.COMPLETED and not code
+        table.end(
+            ok, log=None if ok else str(job.paths.stderr), error=None if ok else f"Slurm job {job.job_id}: exit {code}"
+        )
+        returns.append(ret)
+    if table.close():
+        sys.exit(1)
+    return returns

@@ -1,0 +1,133 @@
+"""acco's local launcher for Hydra sweeps (`python experiments/train.py -m ...`, the default
+hydra/launcher, conf/hydra/launcher/acco_local.yaml): Hydra's basic launcher (one job after the
+other, in this process) with what a sweep of training runs needs:
+
+- every job is composed and checked before the first starts (bad input in any job: one line naming
+  the job, exit 2, nothing run);
+- jobs outside the experiment's run list go to one folder for the sweep,
+  `<results_root>/sweeps/<label>/<run>` (acco/start.py sweep_out_dirs), never beside the runs the
+  figures and the report read;
+- "run k of N" as each job starts, and a closing table (each run's folder, status, wall time, a
+  failure's log and last error line); exit code 1 if a run failed, and a failed run does not stop
+  the others."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
+from omegaconf import open_dict
+
+from .slurm_launcher import run_config
+
+
+def discard_sweep_dir(sweep_dir: str) -> None:
+    """Hydra writes the sweep's multirun.yaml before the launcher sees the jobs: a sweep refused up
+    front leaves nothing behind (its folder, and .multirun/ if that is all it held)."""
+    import shutil
+
+    if os.path.isdir(sweep_dir) and set(os.listdir(sweep_dir)) <= {"multirun.yaml"}:
+        shutil.rmtree(sweep_dir, ignore_errors=True)
+        parent = os.path.dirname(os.path.normpath(sweep_dir))
+        if os.path.basename(parent) == ".multirun" and not os.listdir(parent):
+            os.rmdir(parent)
+
+
+def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[tuple[str, bool]]:
+    """(out_dir, complete already) for every job, after the checks train.py makes on each (the first
+    bad job: one line naming it, exit 2, before any job starts)."""
+    from acco.runtime.files import read_summary
+    from acco.start import named_and_checked, precheck
+
+    def fail_config(message: str):
+        from acco.start import fail_config as fail
+
+        discard_sweep_dir(sweep_dir)
+        fail(message)
+
+    out = []
+    for i, (cfg, overrides) in enumerate(configs):
+        try:
+            cfg = named_and_checked(cfg, overrides)
+        except SystemExit:
+            discard_sweep_dir(sweep_dir)
+            raise
+        complete = not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed"
+        if not complete:
+            _, _, problem = precheck(cfg)
+            if problem:
+                job = " ".join(o for o in filter_overrides(overrides) if not o.startswith("out_dir="))
+                fail_config(f"job {i} of the sweep ({job}): {problem}" if len(configs) > 1 else problem)
+        out.append((cfg["out_dir"], complete))
+    return out
+
+
+class LocalLauncher(BasicLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from acco.runtime.multirun import MultiRun
+        from acco.start import sweep_out_dirs, with_sweep_out_dir
+
+        setup_globals()
+        assert self.hydra_context is not None and self.config is not None and self.task_function is not None
+        loader = self.hydra_context.config_loader
+        configs = [run_config(loader.load_sweep_config(self.config, list(o))) for o in job_overrides]
+        placed = sweep_out_dirs(configs)
+        job_overrides = [with_sweep_out_dir(list(o), d) for o, d in zip(job_overrides, placed)]
+        configs = [(cfg, with_sweep_out_dir(ov, d)) for (cfg, ov), d in zip(configs, placed)]
+        for (cfg, _), d in zip(configs, placed):
+            if d is not None:
+                cfg["out_dir"] = d
+        folders = checked_jobs(configs, str(self.config.hydra.sweep.dir))
+        sweeps = sorted({os.path.dirname(d) for d in placed if d is not None})
+        for folder in sweeps:  # where the runs outside the experiment's run list go
+            print(f"acco: sweep folder {folder}", file=sys.stderr, flush=True)
+        # a run in the sweep folder by its name, any other by its folder
+        names = [os.path.basename(d) if os.path.dirname(d) in sweeps else d for d, _ in folders]
+        title = f"sweep of {len(names)} run{'s' if len(names) != 1 else ''}"
+        job = MultiRun(title, names, stream=sys.stderr, bar=False)
+        returns: list[JobReturn] = []
+        for idx, (overrides, name, (out_dir, complete)) in enumerate(zip(job_overrides, names, folders)):
+            if complete:
+                job.skip(name)
+                ret = JobReturn()
+                ret.status, ret.return_value, ret.overrides = JobStatus.COMPLETED, 0, list(overrides)
+                returns.append(ret)
+                continue
+            sweep_config = loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = initial_job_idx + idx
+                sweep_config.hydra.job.num = initial_job_idx + idx
+            job.begin(name)
+            started = time.monotonic()
+            ret = run_job(
+                hydra_context=self.hydra_context,
+                task_function=self.task_function,
+                config=sweep_config,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
+            ok = ret.status == JobStatus.COMPLETED and not ret._return_value
+            summary = os.path.join(out_dir, "summary.json")
+            error = None if ok else _error_of(ret, out_dir)
+            log = summary if os.path.exists(summary) else None
+            job.end(ok, log=log, error=error, wall_s=time.monotonic() - started)
+            returns.append(ret)
+        code = job.close()
+        if code:
+            sys.exit(code)
+        return returns
+
+
+def _error_of(ret: JobReturn, out_dir: str) -> str:
+    """What a failed job's run says of its end (summary.json's error), else its exception or exit code."""
+    from acco.runtime.files import read_summary
+
+    if ret.status == JobStatus.FAILED:
+        exc = ret._return_value
+        return f"{type(exc).__name__}: {exc}".splitlines()[0]
+    said = (read_summary(out_dir) or {}).get("error")
+    return str(said).splitlines()[0] if said else f"exit {ret._return_value}"
