@@ -63,6 +63,9 @@ class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
     # impl=torch: how DDP averages a gradient bucket, allreduce (PyTorch's own) | reduce_scatter
     # (reduce-scatter + all-gather, the minimal bytes: acco/engine/torch_ddp.py reduce_scatter_hook)
     comm_hook: str = "allreduce"
+    # impl=flat: reduce-scatter gradient buckets during the last backward (acco/engine/backward_overlap.py)
+    overlap_backward: bool = False
+    bucket_mb: float | None = None  # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25)
 
 
 @dataclass
@@ -233,6 +236,7 @@ class ClockConfig:  # acco/engine/virtual_clock.py
     micro_batch_s: float | None = MISSING
     sync_s: float | None = MISSING  # null: the link model (link.rate_mbit, link.delay_ms)
     optimizer_step_s: float = MISSING
+    backward_share: float | None = None  # the backward's share of a micro-batch; null: 2/3 (FLOPs)
 
 
 @dataclass

@@ -70,6 +70,7 @@ class MicroBatchRunner:
         self._unread: deque[tuple[Mark, Mark, Mark, bool]] = deque()  # (begin, mid, end, hooked)
         self._ends: deque[Mark] = deque(maxlen=2)  # the last two micro-batches' end marks
         self._last_backward_s: float | None = None
+        self.forward_end_us = 0.0  # the last hooked micro-batch's forward end (host time, µs)
 
     def _zero_loss(self) -> torch.Tensor:
         device = "cuda" if self.device_type == "cuda" else "cpu"
@@ -157,6 +158,7 @@ class MicroBatchRunner:
         scaled = loss * self.loss_scale if self.loss_scale != 1.0 else loss
         if hooked_backward:
             forward_end = self._mark()
+            self.forward_end_us = forward_end.host_us  # where the hooked backward starts (host time)
             forward_s = time.perf_counter() - start
             self.tracer.add_marked(f"{label} (fwd)", COMPUTE, begin, forward_end, k=k)
             if self.on_device:

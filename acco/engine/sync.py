@@ -130,31 +130,41 @@ class Syncer:
         with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
-            with span("all_reduce counts", COMM):
-                n_tot, loss_tot = self.agreement.all_reduce(count, loss_sum, self.grad_shard, self.group)
-            grad = self.grad_shard.to(torch.float32).div_(n_tot)
-            grad_norm = float("nan")
-            if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
-                with span("clip", COMM):
-                    sq = squared_norm(grad).reshape(1)
-                    all_reduce_sum(sq, self.group)
-                    grad_norm = math.sqrt(sq.item())
-                    coef = self.clip_norm / (grad_norm + 1e-6)
-                    if coef < 1.0:
-                        grad.mul_(coef)
-            lr = self.opt.lr
-            with span(f"adamw ({kind.value})", COMM):
-                if kind is SyncKind.ESTIMATE:
+            return self.step_and_gather(kind, count, loss_sum)
+
+    def step_and_gather(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
+        """The sync after its reduce-scatter (grad_shard holds this rank's summed shard): the counts'
+        all-reduce, the division, clipping, the AdamW step and the all-gather."""
+        span = self.tracer.span
+        with span("all_reduce counts", COMM):
+            n_tot, loss_tot = self.agreement.all_reduce(count, loss_sum, self.grad_shard, self.group)
+        grad = self.grad_shard.to(torch.float32).div_(n_tot)
+        grad_norm = float("nan")
+        if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
+            with span("clip", COMM):
+                sq = squared_norm(grad).reshape(1)
+                all_reduce_sum(sq, self.group)
+                grad_norm = math.sqrt(sq.item())
+                coef = self.clip_norm / (grad_norm + 1e-6)
+                if coef < 1.0:
+                    grad.mul_(coef)
+        lr = self.opt.lr
+        with span(f"adamw ({kind.value})", COMM):
+            if kind is SyncKind.ESTIMATE:
+                new = self.opt.tentative(grad)
+            else:
+                new = self.opt.commit(grad, int(round(n_tot)))
+                if kind is SyncKind.COMMIT_PREDICT:
                     new = self.opt.tentative(grad)
-                else:
-                    new = self.opt.commit(grad, int(round(n_tot)))
-                    if kind is SyncKind.COMMIT_PREDICT:
-                        new = self.opt.tentative(grad)
-            own = self.buffer[self.lo : self.hi]
-            own.copy_(new)
-            with span("all_gather", COMM):
-                all_gather_into(self.buffer, own, self.group)
+        self.gather(new)
         return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.opt.step_count)
+
+    def gather(self, new: torch.Tensor) -> None:
+        """buffer <- every rank's new shard (this rank's: `new`)."""
+        own = self.buffer[self.lo : self.hi]
+        own.copy_(new)
+        with self.tracer.span("all_gather", COMM):
+            all_gather_into(self.buffer, own, self.group)
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """out <- the committed parameters θ_t (all shards' fp32 masters, cast to out's dtype)."""

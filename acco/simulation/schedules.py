@@ -7,6 +7,10 @@ ends and per scenario the time the communication lane ends, with the overlap rul
 (README "The rounds, drawn", "Local methods"):
 
     ddp         blocking: step r = max_i compute_{r,i} + m                 (ZeRO-1, nothing overlaps)
+                with `overlap` (PyTorch DDP, the flat engine's overlapped ddp): each gradient
+                bucket's reduction starts in the last micro-batch's backward once every worker has
+                it final and the link is free, the tail (optimizer, all-gather) after the last: the
+                rule of acco/analytic/overlap.py, the virtual clock's own
     overlapped  dpu, wp, acco: round r's sync (round r−1's gradients) starts when the last worker
                 has finished round r−1 and the previous sync has ended; each worker starts its round-r
                 compute when its own round r−1 and sync r−1 are done (it needs sync r−1's parameters).
@@ -28,7 +32,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from acco.analytic.overlap import BACKWARD_SHARE, Buckets, step_end
+
 EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A DDP step's backward overlap (acco/analytic/overlap.py): its buckets, each bucket's
+    reduction seconds (an array (B,) each), the tail's (B,) and the backward's share."""
+
+    buckets: Buckets
+    reduce_s: list
+    tail_s: np.ndarray
+    share: float = BACKWARD_SHARE
 
 
 @dataclass
@@ -60,11 +77,20 @@ def _per_step_stats(per_step: np.ndarray, step_s, busy, commit_s: np.ndarray, ev
     )
 
 
-def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int) -> Timing:
-    """Blocking: every worker computes `accum` micro-batches, then all wait for one sync."""
+def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int, overlap: Overlap | None = None) -> Timing:
+    """Blocking: every worker computes `accum` micro-batches, then all wait for one sync (`m`).
+    `overlap`: the sync's reductions overlap the last backward, bucket by bucket (`m` unused)."""
     R, B, N = f.shape
     c = accum * mu[None, :, None] * f
-    step = c.max(-1) + m[None, :]
+    if overlap is None:
+        step = c.max(-1) + m[None, :]
+    else:
+        o = overlap  # every step starts with every worker at 0: they all left the last one together
+        reduce_s = [np.asarray(x, float) for x in o.reduce_s]
+        zero = np.zeros((B, N))
+        step = np.stack(
+            [step_end(zero, mu[:, None] * f[r], accum, o.buckets, reduce_s, o.tail_s, o.share) for r in range(R)]
+        )
     busy = c.sum(-1).sum(0) / (N * step.sum(0))
     return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy, np.cumsum(step, axis=0))
 

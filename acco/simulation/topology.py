@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 from acco.analytic.costmodel import PRESETS, Hardware, reduce_scatter_time
+from acco.analytic.overlap import Buckets, ddp_limits
 
 GBIT = 1e9 / 8  # bytes/s in one Gbit/s
 # HBM bandwidth (bytes/s) of the presets' GPUs: vendor datasheets (A100 80GB SXM 2.0 TB/s,
@@ -139,6 +140,33 @@ def sync_s(
     return (
         reduce_scatter_s(grad_bytes * params, topo, buckets) + opt + all_gather_s(param_bytes * params, topo, buckets)
     )
+
+
+def ddp_buckets(params: float, grad_bytes: int = 2, bucket_mb: float | None = None) -> Buckets:
+    """PyTorch DDP's buckets (acco/analytic/overlap.py ddp_limits: a 1 MiB first bucket, then 25 MiB;
+    `bucket_mb`: that size for every bucket) over a model whose parameters are spread evenly: the
+    simulator knows the model's size, not its parameter list."""
+    limits = ddp_limits(bucket_mb)
+    entries: list[int] = []
+    left = int(params)
+    while left > 0:
+        n = min(left, max(1, limits[min(len(entries), len(limits) - 1)] // grad_bytes))
+        entries.append(n)
+        left -= n
+    return Buckets.from_sizes(entries)
+
+
+def ddp_overlap_parts(
+    params: float, topo: Topology, grad_bytes: int = 2, param_bytes: int = 2, bucket_mb: float | None = None
+) -> tuple[Buckets, list[float], float]:
+    """The flat engine's overlapped ddp (FSDP's and ZeRO's overlap alike): its buckets, each one's
+    reduce-scatter (what the last backward can hide) and the tail nothing hides, the sharded AdamW
+    step and the all-gather of the parameters. Their sum is sync_s("ddp") with one latency term per
+    bucket more."""
+    buckets = ddp_buckets(params, grad_bytes, bucket_mb)
+    reduce = [reduce_scatter_s(grad_bytes * n, topo) for n in buckets.entries]
+    opt = params / topo.workers * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
+    return buckets, reduce, opt + all_gather_s(param_bytes * params, topo)
 
 
 def inner_step_s(params: float, topo: Topology) -> float:

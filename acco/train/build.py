@@ -46,7 +46,8 @@ def build_backend(
     PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
     options["comm_hook"]), the local methods' (diloco, streaming_diloco: options are conf/method's
     sync_every ... outer_momentum; `step_group` a host group for the inner steps' counts) or the
-    flat engine's (ddp with impl "flat", dpu, wp: options["warmup_steps"], acco). `options`: the
+    flat engine's (ddp with impl "flat" and options["overlap_backward"], options["bucket_mb"]; dpu, wp:
+    options["warmup_steps"]; acco). `options`: the
     method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `adamw`:
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
@@ -57,6 +58,7 @@ def build_backend(
         torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
     if method == "ddp" and options.get("impl", "torch") == "torch":
         hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
+        bucket_mb = options.get("bucket_mb")
         return TorchDDPBackend(
             task,
             adamw,
@@ -71,6 +73,7 @@ def build_backend(
             clock=clock,
             rank=rank,
             world_size=world_size,
+            bucket_mb=None if bucket_mb is None else float(bucket_mb),
         )
     if method in LOCAL_METHODS:
         return LocalBackend(
@@ -108,4 +111,6 @@ def build_backend(
         may_extend=may_extend,
         grad_dtype=grad_dtype,
         clock=clock,
+        overlap_backward=method == "ddp" and bool(options.get("overlap_backward", False)),
+        bucket_mb=None if options.get("bucket_mb") is None else float(options["bucket_mb"]),
     )

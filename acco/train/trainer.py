@@ -206,7 +206,10 @@ class Trainer:
     def clock_report(self) -> dict:
         """summary.json's `clock` block: the mode, and on the virtual clock the costs it used."""
         clock = self.backend.clock
-        return self.clock_settings.report(clock.sync_costs if clock is not None else {}, self.world_size)
+        report = self.clock_settings.report(clock.sync_costs if clock is not None else {}, self.world_size)
+        if clock is not None and clock.step_model is not None:  # a DDP step overlapping its backward
+            report["ddp_step"] = clock.step_model
+        return report
 
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
