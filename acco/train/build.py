@@ -18,6 +18,7 @@ from .backend import Backend
 from .backend_flat import FlatBackend
 from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
 from .backend_torch_ddp import TorchDDPBackend
+from .same_start import same_start
 
 
 def build_backend(
@@ -41,6 +42,7 @@ def build_backend(
     slowdown: float = 1.0,
     may_extend: Callable[[int], bool] | None = None,
     clock: ClockSettings | None = None,
+    broadcast_initial: bool = False,
 ) -> Backend:
     """The backend that runs `method`'s schedule (acco.Overlapped's and the suite's Trainer's):
     PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
@@ -50,7 +52,11 @@ def build_backend(
     options["warmup_steps"]; acco). `options`: the
     method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `adamw`:
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
-    `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
+    `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more).
+
+    First, every method: the ranks must hold the same initial parameters (acco/train/same_start.py:
+    a difference is refused with one line) or, `broadcast_initial`, take rank 0's."""
+    same_start(task.model, comm_group, device, broadcast=broadcast_initial)
     if deterministic and device.type == "cuda":
         # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
         # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit
