@@ -29,8 +29,8 @@ from acco.config.experiments import experiment_block, experiment_dir, run_specs
 
 from .load import Run, discover_runs, load_experiment, method_label
 
-COLORS = {"ddp": "C0", "acco": "C3", "dpu": "C2", "wp": "C1"}
-METHOD_ORDER = ["ddp", "dpu", "wp", "acco"]
+COLORS = {"ddp": "C0", "ddp_overlap": "C9", "acco": "C3", "dpu": "C2", "wp": "C1"}
+METHOD_ORDER = ["ddp", "ddp_overlap", "dpu", "wp", "acco"]
 FIGURE_IDS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 TIME_LABEL = "wall-clock time"
 

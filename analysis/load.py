@@ -38,6 +38,9 @@ RUN_COLUMNS = [
 ]
 METHOD_LABELS = {
     "ddp": "DDP",
+    # the flat ddp that reduce-scatters bucket by bucket in the last backward (method.overlap_backward):
+    # the baseline as PyTorch's DDP, ZeRO's overlap_comm and FSDP run it; told apart from the paper's
+    "ddp_overlap": "DDP (overlapped)",
     "dpu": "DPU",
     "wp": "WP",
     "acco": "ACCO",
@@ -74,6 +77,8 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
     """What identifies a run inside its experiment, from its resolved config (and summary)."""
     summary = summary or {}
     method = summary.get("method") or _get(cfg, "method.name")
+    if method == "ddp" and _get(cfg, "method.overlap_backward") and _get(cfg, "method.impl") == "flat":
+        method = "ddp_overlap"  # a third arm beside the paper's DDP: its own group in claims and figures
     world = summary.get("world_size") or cfg.get("world_size")
     layout = cfg.get("layout")
     if not layout and world:
@@ -84,7 +89,7 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
     hetero = f"rank{slow}x{float(factor):g}" if slow is not None and float(factor or 1.0) != 1.0 else "none"
     return {
         "method": method,
-        "impl": _get(cfg, "method.impl") if method == "ddp" else None,
+        "impl": _get(cfg, "method.impl") if method in ("ddp", "ddp_overlap") else None,
         "seed": cfg.get("seed"),
         "warmup": warmup,
         "accum": summary.get("accum") or _get(cfg, "train.accum"),

@@ -129,7 +129,7 @@ def predict(run: Run, mu: float, m: float, slow_mu: float | None = None) -> tupl
 
     mu_a, m_a = np.array([mu]), np.array([m])
     method = run.method
-    if method == "ddp":
+    if method in ("ddp", "ddp_overlap"):
         step = (run.summary.get("clock") or {}).get("ddp_step")  # a backward-overlapped step's model
         overlap = None
         if step:

@@ -195,6 +195,7 @@ NOT_THE_RUN = (
     "data.cache_dir",
     "data.num_proc",
     "link.runtime",
+    "train.log_every",  # how often progress is printed, not what is trained
 )
 
 
