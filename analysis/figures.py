@@ -627,6 +627,13 @@ def beyond_diloco(root: str, scale: str = "cpu", save: bool = True):
     return bd.figure(root, scale, save)
 
 
+def outer_sweep(root: str, scale: str = "cpu", save: bool = True):
+    """The local methods' final loss over the outer optimizer's grid (analysis/outer_sweep.py)."""
+    from analysis import outer_sweep as sweep
+
+    return sweep.figure(root, scale, save)
+
+
 FIGURES = {
     "fig4": fig4,
     "fig5": fig5,
@@ -638,4 +645,5 @@ FIGURES = {
     "fig11": fig11,
     "lr_sweep": lr_sweep,
     "beyond_diloco": beyond_diloco,
+    "outer_sweep": outer_sweep,
 }

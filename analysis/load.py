@@ -98,6 +98,9 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "hetero": hetero,
         # the local methods' inner steps per sync (DiLoCo H=8 vs H=32 in beyond_diloco)
         "sync_every": _get(cfg, "method.sync_every") if method in ("diloco", "streaming_diloco") else None,
+        # and their outer optimizer (the paper's lr 0.7, momentum 0.9, or the settings outer_sweep chose)
+        "outer_lr": _get(cfg, "method.outer_lr") if method in ("diloco", "streaming_diloco") else None,
+        "outer_momentum": _get(cfg, "method.outer_momentum") if method in ("diloco", "streaming_diloco") else None,
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
         "device": summary.get("device") or cfg.get("device"),

@@ -711,6 +711,12 @@ def sec_lr_sweep(root, scale):
     return lines
 
 
+def sec_outer_sweep(root, scale):
+    from analysis.outer_sweep import section
+
+    return section(root, scale)
+
+
 def sec_beyond_diloco(root, scale):
     from analysis.beyond_diloco import section
 
@@ -730,6 +736,7 @@ SECTIONS = [
     ("table2", "Table 2 — perplexity", sec_table2),
     ("table3", "Table 3 — wall-clock, DDP (ZeRO-1) vs ACCO", sec_table3),
     ("lr_sweep", "Beyond the paper — ACCO's gap to DDP against the learning rate", sec_lr_sweep),
+    ("outer_sweep", "Beyond the paper — DiLoCo's outer optimizer per H, chosen by a rule", sec_outer_sweep),
     ("beyond_diloco", "Beyond the paper — ACCO vs DiLoCo and Streaming DiLoCo across links", sec_beyond_diloco),
 ]
 

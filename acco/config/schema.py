@@ -294,6 +294,8 @@ class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>
     rehearsal_maps: dict[str, Any] | None = None  # scale=rehearsal: paper value -> rehearsal value
     claims: list[ClaimConfig] = field(default_factory=list)  # what the reproduction report tests
     lr_choice: dict[str, Any] | None = None  # how the experiment's rate was chosen (fig6: from lr_sweep's DDP runs)
+    # how the local methods' outer optimizer was chosen (beyond_diloco: from outer_sweep's runs)
+    outer_choice: dict[str, Any] | None = None
 
 
 @dataclass

@@ -180,7 +180,11 @@ class MicroBatchRunner:
             # cpu_s: this thread's CPU seconds for it (the intra-op pool's are not counted: the
             # benchmark runs one thread per worker); wall minus cpu_s is time the cores went to
             # others. On a GPU: the host's cost of queueing it.
-            self.tracer.add_marked(label, COMPUTE, begin, end_mark, k=k, cpu_s=time.thread_time() - cpu0)
+            # fwd_s (CPU: host seconds to the backward's start): the backward's share of a micro-batch,
+            # which the virtual clock's DDP overlap reads (make calibrate-clock: clock.backward_share)
+            cpu_s = time.thread_time() - cpu0
+            fwd_s = None if self.on_device else mid - start  # (on a GPU: enqueue times, not work)
+            self.tracer.add_marked(label, COMPUTE, begin, end_mark, k=k, cpu_s=cpu_s, fwd_s=fwd_s)
             self._ends.append(end_mark)
             if self.on_device:
                 assert mid_mark is not None
