@@ -163,7 +163,7 @@ def fig_against_overlapped_ddp(df: pd.DataFrame):
         ("acco", "speedup_vs_ddp_overlap", "ACCO (deterministic) over the overlapped DDP"),
         ("acco_adaptive", "speedup_vs_ddp_overlap", "ACCO (adaptive) over the overlapped DDP"),
     )
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), sharey=True)
     ims = []
     for ax, (method, column, title) in zip(axes, panels):
         d = df[df["method"] == method]
@@ -176,9 +176,10 @@ def fig_against_overlapped_ddp(df: pd.DataFrame):
     fig.colorbar(ims[-1], ax=axes, shrink=0.8, label="samples/s ratio")
     fig.suptitle(
         "Against the DDP at its best: N = 64 (8x8 A100, MFU 0.45), 2 micro-batches per step per GPU, DDP's buckets "
-        "(1 MiB, then 25 MiB) reduce-scattered in the last backward; the parameters' all-gather after the step hides "
+        "(1 MiB, then 25 MiB)\nreduce-scattered in the last backward; the parameters' all-gather after the step hides "
         "nothing. " + NOT_LOSS,
         fontsize=9,
+        y=1.06,
     )
     return fig
 
