@@ -226,6 +226,19 @@ def write_all(
         "reduce-scatter bucket by bucket in the last backward), ACCO's samples/s over it and over the blocking "
         "one: where acco_over_best_ddp < 1, ACCO's advantage is gone.\n",
         _md(best) if len(best) else "(no grid)\n",
+        "## How much of its reduction each DDP's last backward hid\n",
+        "From the traces (acco/engine/trace.py backward_overlap, medians over steps after the first): "
+        "`ddp_overlap`'s bucket reduce-scatters and, for PyTorch's DDP with its own asynchronous all-reduce "
+        "(`ddp_allreduce`; the reduce-scatter hooks run their collectives inside the hook, so the backward "
+        "waits for them), its bucket all-reduces; hidden: the share of them that ran while the last "
+        "backward did.\n",
+        _md(
+            grid[grid["backward_hidden_fraction"].notna()][
+                ["method", "world", "ratio_target", "t_bucket_reductions_s", "backward_hidden_fraction"]
+            ]
+        )
+        if "backward_hidden_fraction" in grid.columns and grid["backward_hidden_fraction"].notna().any()
+        else "(no traced overlapped DDP in this grid)\n",
         "## ACCO vs the perfect-overlap and the contention-aware bounds\n",
         _md(ideal),
         "## Each method's time per round vs its own bound\n",
