@@ -353,6 +353,7 @@ class Overlapped:
             comm_group=comm_group,
             step_group=step_group,
             broadcast_initial=broadcast_initial,
+            start_group=group,  # the caller's group, on the caller's thread
         )
         self.model = model
         self.step_count = 0  # committed steps taken

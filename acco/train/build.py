@@ -43,6 +43,7 @@ def build_backend(
     may_extend: Callable[[int], bool] | None = None,
     clock: ClockSettings | None = None,
     broadcast_initial: bool = False,
+    start_group=None,
 ) -> Backend:
     """The backend that runs `method`'s schedule (acco.Overlapped's and the suite's Trainer's):
     PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
@@ -55,8 +56,10 @@ def build_backend(
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more).
 
     First, every method: the ranks must hold the same initial parameters (acco/train/same_start.py:
-    a difference is refused with one line) or, `broadcast_initial`, take rank 0's."""
-    same_start(task.model, comm_group, device, broadcast=broadcast_initial)
+    a difference is refused with one line) or, `broadcast_initial`, take rank 0's; on `start_group`
+    (the caller's thread's own group: the training group carries only the engine's collectives),
+    default `comm_group`."""
+    same_start(task.model, start_group if start_group is not None else comm_group, device, broadcast_initial)
     if deterministic and device.type == "cuda":
         # reproducible on CUDA too: torch's deterministic kernels (cuBLAS needs a fixed workspace,
         # read at its first call: none has run yet), so make gpu-check can compare runs bit for bit

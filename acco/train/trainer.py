@@ -148,6 +148,7 @@ class Trainer:
             deterministic=train.deterministic,
             tracer=tracer,
             comm_group=group,
+            start_group=self.control_group,  # the same-start check: this thread's gloo group
             step_group=self.control_group,
             max_accum_factor=train.max_accum_factor,
             slowdown=slowdown,
