@@ -24,7 +24,7 @@ def memory_rows(grid: pd.DataFrame, raw: pd.DataFrame | None = None) -> pd.DataF
         n = int(r["world"])
         b = 2 if pd.notna(r.get("cuda_max_allocated_bytes")) else 4  # bf16 on GPU, fp32 on CPU
         psi = r["param_bytes"] / b
-        key = "zero1" if r["method"] in ("ddp", "ddp_flat") else r["method"]
+        key = "zero1" if str(r["method"]).startswith("ddp") else r["method"]  # every DDP variant: ZeRO-1
         buffers = 1 if key in ("dpu", "wp", "acco") else 0
         formula = (b * (2 + buffers) + K_ADAMW / n) * psi
         rows.append(
