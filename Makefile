@@ -74,7 +74,7 @@ export ACCO_REHEARSAL_DATA := $(REHEARSAL_DATA)
 # the paper's figures and tables, then beyond_diloco (beyond the paper, at every scale)
 EXPERIMENT_IDS := fig4 fig5 fig6 fig7 fig8 fig9 fig10 fig11 table1 table2 table3 beyond_diloco
 # beyond the paper, at the CPU scale only (conf/experiment/<id>/cpu.yaml)
-CPU_ONLY_IDS := lr_sweep
+CPU_ONLY_IDS := lr_sweep outer_sweep
 # one reproduce.py job for all of them (one "run k of N", one closing table): a comma list
 comma := ,
 space := $(subst ,, )

@@ -238,9 +238,14 @@ class Overlapped:
                     and the engine's never interleave.
       device        where the model trains (default: the current CUDA device on an NCCL group, else
                     where the model's parameters are).
+      broadcast_initial  False (default): the ranks' models must hold the same initial parameters,
+                    a difference is refused with one ValueError line (acco/train/same_start.py);
+                    True: every rank starts from rank 0's, as DistributedDataParallel does.
       **method_options  the method's own settings, over conf/method/<method>.yaml: impl (ddp: flat,
                     the default here, or torch: PyTorch's DistributedDataParallel +
-                    ZeroRedundancyOptimizer, the paper's baseline) and comm_hook (ddp impl torch);
+                    ZeroRedundancyOptimizer, the paper's baseline), comm_hook (ddp impl torch),
+                    overlap_backward and bucket_mb (ddp: the reduce-scatter bucket by bucket in the
+                    last backward, buckets of bucket_mb MiB, None: DDP's defaults);
                     warmup_steps (dpu, wp); sync_every, fragments, overlap_steps, mixing, outer_lr,
                     outer_momentum (diloco, streaming_diloco); max_accum_factor (adaptive rounds' cap).
 
@@ -263,8 +268,11 @@ class Overlapped:
         grad_dtype: str = "auto",
         process_group: dist.ProcessGroup | None = None,
         device: torch.device | str | None = None,
+        broadcast_initial: bool = False,
         **method_options: Any,
     ):
+        if not isinstance(broadcast_initial, bool):
+            raise TypeError(f"broadcast_initial must be True or False, got {broadcast_initial!r}")
         _check_arguments(
             model, loss_fn, data, method, steps, accum, deterministic, optimizer, precision, grad_dtype, process_group
         )
@@ -285,6 +293,13 @@ class Overlapped:
         if method == "ddp" and options["comm_hook"] not in COMM_HOOKS:
             raise ValueError(
                 f"ddp option comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options['comm_hook']!r}"
+            )
+        if method == "ddp" and not isinstance(options["overlap_backward"], bool):
+            raise TypeError(f"ddp option overlap_backward must be True or False, got {options['overlap_backward']!r}")
+        bucket_mb = options.get("bucket_mb")
+        if method == "ddp" and bucket_mb is not None and (isinstance(bucket_mb, bool) or not bucket_mb > 0):
+            raise ValueError(
+                f"ddp option bucket_mb must be a number > 0 (MiB) or None (DDP's defaults), got {bucket_mb!r}"
             )
         if not _is_int(max_accum_factor) or max_accum_factor < 1:
             raise ValueError(f"max_accum_factor must be a whole number >= 1, got {max_accum_factor!r}")
@@ -337,6 +352,8 @@ class Overlapped:
             tracer=TraceRecorder(self.rank, enabled=False),
             comm_group=comm_group,
             step_group=step_group,
+            broadcast_initial=broadcast_initial,
+            start_group=group,  # the caller's group, on the caller's thread
         )
         self.model = model
         self.step_count = 0  # committed steps taken

@@ -29,8 +29,8 @@ from acco.config.experiments import experiment_block, experiment_dir, run_specs
 
 from .load import Run, discover_runs, load_experiment, method_label
 
-COLORS = {"ddp": "C0", "acco": "C3", "dpu": "C2", "wp": "C1"}
-METHOD_ORDER = ["ddp", "dpu", "wp", "acco"]
+COLORS = {"ddp": "C0", "ddp_overlap": "C9", "acco": "C3", "dpu": "C2", "wp": "C1"}
+METHOD_ORDER = ["ddp", "ddp_overlap", "dpu", "wp", "acco"]
 FIGURE_IDS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 TIME_LABEL = "wall-clock time"
 
@@ -627,6 +627,13 @@ def beyond_diloco(root: str, scale: str = "cpu", save: bool = True):
     return bd.figure(root, scale, save)
 
 
+def outer_sweep(root: str, scale: str = "cpu", save: bool = True):
+    """The local methods' final loss over the outer optimizer's grid (analysis/outer_sweep.py)."""
+    from analysis import outer_sweep as sweep
+
+    return sweep.figure(root, scale, save)
+
+
 FIGURES = {
     "fig4": fig4,
     "fig5": fig5,
@@ -638,4 +645,5 @@ FIGURES = {
     "fig11": fig11,
     "lr_sweep": lr_sweep,
     "beyond_diloco": beyond_diloco,
+    "outer_sweep": outer_sweep,
 }

@@ -41,6 +41,9 @@ RUN_COLUMNS = [
 ]
 METHOD_LABELS = {
     "ddp": "DDP",
+    # the flat ddp that reduce-scatters bucket by bucket in the last backward (method.overlap_backward):
+    # the baseline as PyTorch's DDP, ZeRO's overlap_comm and FSDP run it; told apart from the paper's
+    "ddp_overlap": "DDP (overlapped)",
     "dpu": "DPU",
     "wp": "WP",
     "acco": "ACCO",
@@ -77,6 +80,8 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
     """What identifies a run inside its experiment, from its resolved config (and summary)."""
     summary = summary or {}
     method = summary.get("method") or _get(cfg, "method.name")
+    if method == "ddp" and _get(cfg, "method.overlap_backward") and _get(cfg, "method.impl") == "flat":
+        method = "ddp_overlap"  # a third arm beside the paper's DDP: its own group in claims and figures
     world = summary.get("world_size") or cfg.get("world_size")
     layout = cfg.get("layout")
     if not layout and world:
@@ -87,7 +92,7 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
     hetero = f"rank{slow}x{float(factor):g}" if slow is not None and float(factor or 1.0) != 1.0 else "none"
     return {
         "method": method,
-        "impl": _get(cfg, "method.impl") if method == "ddp" else None,
+        "impl": _get(cfg, "method.impl") if method in ("ddp", "ddp_overlap") else None,
         "seed": cfg.get("seed"),
         "warmup": warmup,
         "accum": summary.get("accum") or _get(cfg, "train.accum"),
@@ -96,6 +101,9 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "hetero": hetero,
         # the local methods' inner steps per sync (DiLoCo H=8 vs H=32 in beyond_diloco)
         "sync_every": _get(cfg, "method.sync_every") if method in ("diloco", "streaming_diloco") else None,
+        # and their outer optimizer (the paper's lr 0.7, momentum 0.9, or the settings outer_sweep chose)
+        "outer_lr": _get(cfg, "method.outer_lr") if method in ("diloco", "streaming_diloco") else None,
+        "outer_momentum": _get(cfg, "method.outer_momentum") if method in ("diloco", "streaming_diloco") else None,
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
         "device": summary.get("device") or cfg.get("device"),

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from acco.analytic.costmodel import calibrate
+from acco.analytic.overlap import Buckets
 from acco.bench.measure import steady_rate
 from acco.simulation import schedules
 
@@ -138,8 +139,14 @@ def predict(
     kappa, kappa_s = contention
     m_over = m_a * (1 + kappa_s)  # an overlapped round's sync, beside compute
     method = run.method
-    if method == "ddp":
-        t = schedules.ddp(mu_a, factors(T), m_a, A)
+    if method in ("ddp", "ddp_overlap"):
+        step = (run.summary.get("clock") or {}).get("ddp_step")  # a backward-overlapped step's model
+        overlap = None
+        if step:
+            buckets = Buckets(tuple(step["ready"]), tuple(step["entries"]))
+            reduce_s = [np.array([r]) for r in step["reduce_s"]]
+            overlap = schedules.Overlap(buckets, reduce_s, np.array([step["tail_s"]]), step["backward_share"])
+        t = schedules.ddp(mu_a, factors(T), m_a, A, overlap)
         commits = t.commit_s[:, 0]
     elif method in ("dpu", "wp"):
         W = min(int(_cfg(run, "method.warmup_steps", 0) or 0), T)

@@ -43,6 +43,7 @@ GB = 1e9
 # what a measured run of each of our methods corresponds to in Table 1
 MEASURED_AS = {
     "ddp": "zero1",
+    "ddp_overlap": "zero1",
     "dpu": "dpu",
     "wp": "wp",
     "acco": "acco",

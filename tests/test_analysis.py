@@ -378,7 +378,7 @@ def test_make_figures_writes_everything(results):
         for ext in ("md", "csv"):
             assert os.path.join(results, "cpu", "tables", f"{t}.{ext}") in written
     skipped = dict(out["skipped"])
-    assert set(skipped) == {"fig10", "fig11", "lr_sweep", "beyond_diloco"}  # the fixture has none of their runs
+    assert set(skipped) == {"fig10", "fig11", "lr_sweep", "outer_sweep", "beyond_diloco"}  # the fixture has none
     assert any(line.startswith("skipped fig10") for line in lines)
     t1 = pd.read_csv(os.path.join(results, "cpu", "tables", "table1.csv"))
     assert list(t1["paper_gb"]) == list(PAPER_TABLE1.values())

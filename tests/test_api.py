@@ -90,6 +90,8 @@ RESUMES = {
     "dpu": ("dpu", {"warmup_steps": 2}, 1),  # saved in the warmup, resumed across its end
     "wp": ("wp", {"warmup_steps": 1}, 3),  # saved with gradients carried into the next step
     "acco": ("acco", {}, 3),
+    # the reduce-scatter in 4 buckets of ~52 entries (bucket_mb: 200 bytes) during the last backward
+    "ddp overlap": ("ddp", {"overlap_backward": True, "bucket_mb": 200 / 2**20}, 3),
     "acco bf16": ("acco", {"precision": "bf16", "grad_dtype": "fp32"}, 3),  # the GPU's storage, on CPU
     "diloco": ("diloco", {"sync_every": 2}, 3),  # between two outer steps
     "streaming_diloco": ("streaming_diloco", {"sync_every": 4, "fragments": 2, "overlap_steps": 1}, 2),  # in flight
@@ -209,6 +211,65 @@ def test_adaptive_acco_runs_at_least_its_minimum(resumed):
     assert len(resumed["adaptive"]) == 3 and all(n >= 8 for n in resumed["adaptive"])
 
 
+# -- every rank starts from rank 0's weights, or the run stops ------------------------------------------
+SAME_START = {
+    "ddp": ("ddp", {}),
+    "ddp torch": ("ddp", {"impl": "torch"}),
+    "ddp overlap": ("ddp", {"overlap_backward": True, "bucket_mb": 200 / 2**20}),
+    "acco": ("acco", {}),
+    "diloco": ("diloco", {"sync_every": 2}),
+    "streaming_diloco": ("streaming_diloco", {"sync_every": 4, "fragments": 2, "overlap_steps": 1}),
+}
+
+
+def _same_start_worker(rank: int, world: int, port: int, out: str) -> None:
+    """Each rank builds its model from its own seed (rank): refused for every method, one line, with
+    no collective issued after the check; broadcast_initial=True: every rank trains from rank 0's."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    results: dict = {}
+    kw = {"steps": 2, "accum": 2, "deterministic": True, "optimizer": {"lr": 1e-2}}
+    for name, (method, options) in SAME_START.items():
+        try:
+            acco.Overlapped(small_model(rank), mse, micro_batches(rank), method=method, **kw, **options)
+            results[name] = None
+        except ValueError as exc:
+            results[name] = str(exc)
+        model = small_model(rank)
+        with acco.Overlapped(
+            model, mse, micro_batches(rank), method=method, broadcast_initial=True, **kw, **options
+        ) as t:
+            start = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+            losses = [t.step().loss_mean for _ in range(2)]
+            final = t.committed_vector()
+        results[name + " broadcast"] = (start, losses, final)
+    torch.save(results, f"{out}.{rank}")
+    dist.destroy_process_group()
+
+
+@pytest.mark.integration
+def test_ranks_with_different_initial_weights_are_refused_or_start_from_rank_0s(tmp_path):
+    import torch.multiprocessing as mp
+
+    from acco.runtime.launch import free_port
+
+    out = str(tmp_path / "same_start")
+    mp.start_processes(_same_start_worker, args=(2, free_port(), out), nprocs=2, start_method="spawn")
+    ranks = [torch.load(f"{out}.{r}", weights_only=False) for r in range(2)]
+    rank0 = torch.cat([p.detach().reshape(-1) for p in small_model(0).parameters()])
+    for name in SAME_START:
+        for r in range(2):
+            message = ranks[r][name]
+            assert message is not None, f"{name}: rank {r} trained from weights that differ from rank 0's"
+            assert message.startswith("the ranks' initial parameters differ (4 of 4 tensors, first 0.weight)")
+            assert "broadcast_initial=True" in message and "\n" not in message
+        (start0, losses0, final0), (start1, losses1, final1) = (ranks[r][name + " broadcast"] for r in range(2))
+        assert torch.equal(start0, rank0) and torch.equal(start1, rank0), name
+        assert losses0 == losses1 and torch.equal(final0, final1), name
+
+
 class IndexedBatches:
     """The micro-batches of micro_batches(rank) as a stream with .batch(k) (acco.data's kind)."""
 
@@ -272,6 +333,8 @@ BAD = [
     ({"warmup_steps": 3}, ValueError, "unknown acco option 'warmup_steps': the options are max_accum_factor"),
     ({"method": "ddp", "impl": "fsdp"}, ValueError, "ddp option impl must be flat (the flat engine) or torch"),
     ({"method": "dpu", "warmup_steps": -1}, ValueError, "dpu option warmup_steps must be a whole number >= 0"),
+    ({"method": "ddp", "overlap_backward": "yes"}, TypeError, "ddp option overlap_backward must be True or False"),
+    ({"method": "ddp", "bucket_mb": 0}, ValueError, "ddp option bucket_mb must be a number > 0 (MiB) or None"),
     ({"method": "diloco", "max_accum_factor": 2}, ValueError, "unknown diloco option 'max_accum_factor'"),
     (
         {"method": "streaming_diloco", "sync_every": 6},

@@ -30,7 +30,7 @@ def test_bench_end_to_end_tiny(tmp_path):
             "--ratios",
             "0,1",
             "--methods",
-            "acco",
+            "acco,ddp_overlap",
             "--rounds",
             "1",
             "--steps",
@@ -68,10 +68,11 @@ def test_bench_end_to_end_tiny(tmp_path):
         "delay.csv",
         "bounds.csv",
         "hetero_ideal.csv",
+        "best_ddp.csv",
     ):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     grid = pd.read_csv(out / "grid.csv")
-    assert set(grid["method"]) == {"acco", "ddp_flat"}  # the reference always runs
+    assert set(grid["method"]) == {"acco", "ddp_flat", "ddp_overlap"}  # the reference always runs
     assert sorted(grid["ratio_target"].unique()) == [0.0, 1.0]
     unlimited, shaped = grid[grid["ratio_target"] == 0], grid[grid["ratio_target"] == 1]
     assert (unlimited["link_mode"] == "none").all() and (unlimited["rate_mbit"] == 0).all()
@@ -110,6 +111,12 @@ def test_bench_end_to_end_tiny(tmp_path):
     bounds = pd.read_csv(out / "bounds.csv")
     assert set(bounds[bounds["method"] == "acco"]["bound"]) == {"max(t_comp, t_sync)"}
     assert set(bounds[bounds["method"] == "ddp_flat"]["bound"]) == {"t_comp + t_sync"}
+    assert set(bounds[bounds["method"] == "ddp_overlap"]["bound"]) == {"t_comp + 0.5 t_sync"}
+    # ACCO over the fastest DDP at each ratio (issue 40), and a target row for each
+    best = pd.read_csv(out / "best_ddp.csv")
+    assert sorted(best[best["group"] == "grid"]["ratio_target"]) == [0.0, 1.0]
+    assert best["best_ddp"].isin(["ddp_flat", "ddp_overlap"]).all() and (best["acco_over_best_ddp"] > 0).all()
+    assert (best["acco_over_best_ddp"] <= best["acco_over_blocking_ddp"] + 1e-12).all()
     assert (bounds["of_bound"] > 0).all() and (bounds["bound_round_s"] > 0).all()
     # one of 2 workers 4x slower: the ideal measured as each rank's own rate, summed
     hetero = pd.read_csv(out / "hetero_ideal.csv")
@@ -120,6 +127,7 @@ def test_bench_end_to_end_tiny(tmp_path):
     targets = pd.read_csv(out / "targets.csv")
     assert targets["target"].str.startswith("ACCO >= 0.9 x contention-aware bound").sum() == 3
     assert targets["target"].str.contains("measured ideal").sum() == 1
+    assert targets["target"].str.startswith("ACCO at least as fast as the best DDP").sum() == 2
     assert len(targets) >= 2 and set(targets["pass"]) <= {True, False}
     mem = pd.read_csv(out / "memory.csv")
     acco = mem[mem["method"] == "acco"].iloc[0]

@@ -248,3 +248,23 @@ def test_a_checkpoint_from_before_a_setting_existed_still_resumes():
     fp32 = identity(compose(["method=acco", "train.grad_dtype=fp32"]))
     assert "train.grad_dtype" in (_first_difference(with_added_settings(older), fp32) or "")
     assert identity(compose(["method=acco", "train.audit_collectives=true"])) == now
+
+
+def test_a_ddp_checkpoint_from_before_the_backward_overlap_still_resumes():
+    """method.overlap_backward, method.bucket_mb and clock.backward_share (issue 40) are absent from an
+    older ddp checkpoint: at their defaults the same run, resumed; the overlapped ddp is another
+    run (its optimizer shards are laid out by buckets)."""
+    from acco.config.experiments import compose
+    from acco.train.checkpoint import _first_difference, identity, with_added_settings
+
+    now = identity(compose(["method=ddp", "method.impl=flat"]))
+    older = json.loads(json.dumps(now))
+    for key in ("overlap_backward", "bucket_mb"):
+        del older["method"][key]
+    del older["clock"]["backward_share"]
+    assert _first_difference(older, now) is not None
+    assert _first_difference(with_added_settings(older), now) is None
+    overlapped = identity(compose(["method=ddp", "method.impl=flat", "method.overlap_backward=true"]))
+    assert (_first_difference(with_added_settings(older), overlapped) or "").startswith("method.overlap_backward")
+    acco = identity(compose(["method=acco"]))
+    assert "overlap_backward" not in with_added_settings(acco)["method"]

@@ -167,3 +167,27 @@ def test_unknown_comm_hook_is_refused_before_workers_start(tmp_path):
         expect=2,
     )
     assert "method.comm_hook must be one of allreduce, reduce_scatter, reduce_scatter_bf16" in proc.stderr
+
+
+def test_pytorch_ddps_buckets_and_its_last_backward_are_traced(tmp_path):
+    """PyTorch's DDP with buckets of 0.05 MiB (method.bucket_mb, its bucket_cap_mb), traced: from its
+    second step (DDP rebuilds its buckets after the first) several bucket all-reduces per step, from
+    DDP's call of the hook to the future's completion, and the backward up to its last gradient;
+    acco.engine.trace.backward_overlap reads how much of the reduction that backward hid."""
+    from acco.engine.trace import backward_overlap
+
+    out = str(tmp_path / "run")
+    run_train(
+        ["method=ddp", "method.impl=torch", "method.bucket_mb=0.05", *SMALL_LM, "world_size=2"]
+        + ["train.steps=4", "train.accum=2", "train.deterministic=true", f"out_dir={out}"]
+    )
+    path = os.path.join(out, "trace.json")
+    buckets = [e for e in load_spans(path) if e.get("cat") == "ddp_bucket"]
+    backward = [e for e in load_spans(path) if e.get("cat") == "ddp_backward"]
+    assert len(backward) == 2 * 4  # every rank's last backward of every step
+    for rank in range(2):
+        for step in range(2, 5):
+            mine = [e for e in buckets if e["pid"] == rank and e["args"]["step"] == step]
+            assert len(mine) > 2 and all(e["name"].startswith("all_reduce (bucket") for e in mine), (rank, step)
+    rows = [r for r in backward_overlap(path) if r["step"] > 1]
+    assert len(rows) == 2 * 3 and all(r["reduce_s"] > 0 and 0.0 <= r["hidden_fraction"] <= 1.0 for r in rows)

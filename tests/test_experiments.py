@@ -149,14 +149,18 @@ def test_fig9_fig10_fig4_and_tables():
         runs = {tuple(sorted(r)) for r in expand_runs(cfg["experiment"])}
         if scale == "paper":
             assert runs == {("method=ddp",), ("method=acco",)}
-        else:  # 5 paired seeds against the flat DDP (the baseline at its best), and 3 on the virtual clock
-            measured = {("method.impl=flat", "method=ddp"), ("method=acco",)}
+        else:  # 5 paired seeds against the flat DDP, blocking and overlapped, and 3 on the virtual clock
+            overlapped = ("method.bucket_mb=0.135", "method.impl=flat", "method.overlap_backward=True", "method=ddp")
+            measured = {("method.impl=flat", "method=ddp"), ("method=acco",), overlapped}
             assert {r for r in runs if not any(o.startswith("clock.") for o in r)} == {
                 tuple(sorted((*m, f"seed={s}"))) for m in measured for s in range(5)
             }
             virtual = [dict(o.split("=", 1) for o in r) for r in runs if "clock.mode=virtual" in r]
-            assert sorted((v["method"], v["seed"]) for v in virtual) == sorted(
-                (m, str(s)) for m in ("acco", "ddp") for s in range(3)
+            arm = {"True": "ddp_overlap", None: None}
+            assert sorted(
+                (v["method"], arm[v.get("method.overlap_backward")] or "", v["seed"]) for v in virtual
+            ) == sorted(
+                (m, a, str(s)) for m, a in (("acco", ""), ("ddp", ""), ("ddp", "ddp_overlap")) for s in range(3)
             )
             # the slow rank is slow by the clock (no sleep), both methods over the same samples
             assert {(v["clock.micro_batch_s"], v["train.samples"]) for v in virtual} == {("0.2", "4800")}

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from acco.engine.trace import load_spans, overlap_us
+from acco.engine.trace import backward_overlap, load_spans, overlap_us
 
 from .conftest import SMALL_LM, load_run, run_train
 
@@ -20,6 +20,14 @@ CASES = {
     "wp": ["method=wp"],
     "ddp": ["method=ddp"],
     "ddp_flat": ["method=ddp", "method.impl=flat"],
+    # (16 sequences per micro-batch: a backward long enough to see the reduce-scatters start in it)
+    "ddp_overlap": [
+        "method=ddp",
+        "method.impl=flat",
+        "method.overlap_backward=true",
+        "method.bucket_mb=0.05",
+        "data.micro_batch_size=16",
+    ],
 }
 
 
@@ -29,8 +37,8 @@ def test_trace_lanes_and_overlap(tmp_path, case):
     world = 2
     run_train(
         [
+            *[a for a in SMALL_LM if not any(a.split("=")[0] == c.split("=")[0] for c in CASES[case])],
             *CASES[case],
-            *SMALL_LM,
             f"world_size={world}",
             "train.steps=6",
             "train.accum=2",
@@ -55,10 +63,24 @@ def test_trace_lanes_and_overlap(tmp_path, case):
         assert len(forwards) == summary["per_rank"][rank]["micro_batches"]
         assert any(e["name"].startswith("sync") for e in comm)
         overlap = overlap_us(compute, comm)
-        if case.startswith("ddp"):
+        if case in ("ddp", "ddp_flat"):
             assert overlap == 0.0, f"rank {rank}: ddp communication overlapped compute by {overlap} us"
         else:
             assert overlap > 0.0, f"rank {rank}: no overlap of communication with compute"
+        if case == "ddp_overlap":
+            # every step's buckets were handed over during its last backward; the communication
+            # thread started reduce-scattering them before that backward ended (on a loaded machine
+            # it may be scheduled late in some steps: at least one step per rank shows it)
+            buckets = [e for e in comm if e["name"].startswith("reduce_scatter (bucket")]
+            early = 0
+            for step in range(1, 7):
+                mine = [e for e in buckets if e["args"]["step"] == step]
+                last = max((e for e in compute if e["args"]["step"] == step), key=lambda e: e["ts"])
+                assert len(mine) > 2, (rank, step)
+                early += min(e["ts"] for e in mine) < last["ts"] + last["dur"]
+            hidden = [r for r in backward_overlap(path) if r["rank"] == rank]
+            assert len(hidden) == 6 and all(r["reduce_s"] > 0 for r in hidden)
+            assert early >= 1 and sum(r["hidden_s"] > 0 for r in hidden) == early, (rank, early, hidden)
 
 
 def test_metrics_rows_and_periodic_evaluation(tmp_path):

@@ -58,6 +58,9 @@ CASES = [
     (["fault.nan_at_step=200"], "fault.nan_at_step=200 is past train.steps=100"),
     (["method=dpu", "method.warmup_steps=-1"], "method.warmup_steps must be >= 0"),
     (["method=ddp", "method.impl=jax"], "method.impl must be torch or flat"),
+    (["method=ddp", "method.bucket_mb=0"], "method.bucket_mb must be > 0"),
+    (["method=ddp", "method.overlap_backward=2"], "method.overlap_backward must be true or false"),
+    (["clock.backward_share=1.5"], "clock.backward_share must be <= 1"),
     # budgets
     (["train.samples=0"], "train.samples must be >= 1"),
     (["train.tokens=1000", "train.samples=10"], "train.tokens=1000 and train.samples=10 are both set"),

@@ -132,6 +132,76 @@ def test_the_link_model_charges_the_ring_collectives_of_the_bytes_a_sync_moves()
     assert flat_sync_costs(fixed, [SyncKind.ESTIMATE], 4, 10**6, 48, clip=False) == {"estimate": 2.0}
 
 
+# -- the backward overlap of DDP's step (acco/analytic/overlap.py) --------------------------------------
+# gptneo_tiny's parameters in model order (vocab 1024, hidden 128, 2 layers: 543,488 in all)
+TINY = [131072, 16384] + [128, 128, 16384, 16384, 16384, 16384, 128, 128, 128, 65536, 512, 65536, 128] * 2 + [128, 128]
+
+
+def test_the_issues_case_torch_ddp_hides_part_of_its_all_reduce_and_none_of_its_broadcast():
+    """Issue 40's case: torch DDP, gptneo_tiny (fp32), 2 ranks, accum 2, c = 0.1 s, 100 Mbit/s.
+    Blocking (DDP's first step: one bucket): 2 x 0.1 + all-reduce 0.17392 + broadcast 0.08696 +
+    counts = 0.46088 s. From its second step DDP's rebuilt buckets: the last 263,808 gradients
+    (1 MiB first bucket, final at 48.54 % of the last backward), then the rest. The last backward runs
+    0.13333-0.2; bucket 0 is final at 0.16569 and all-reduced by 0.25011; bucket 1, final at 0.2,
+    waits for the link until 0.25011 and is done at 0.33961; the broadcast and counts (0.08696) start
+    only then: 0.42657 s, 0.0343 s of the all-reduce hidden, none of the broadcast."""
+    from acco.analytic.overlap import Buckets, hidden_s, step_end, torch_ddp_buckets
+    from acco.engine.virtual_clock import torch_ddp_costs
+
+    assert sum(TINY) == 543488
+    settings = ClockSettings("virtual", micro_batch_s=0.1, rate_mbit=100.0)
+    agreement = 8 * 5
+    one = Buckets.single(sum(TINY))
+    reduce1, tail1 = torch_ddp_costs(settings, 2, one, sum(TINY), 4, agreement)
+    assert reduce1 == pytest.approx([0.17391616]) and tail1 == pytest.approx(0.08696128)
+    blocking = VirtualClock([0.1, 0.1], {"commit": 1.0})
+    blocking.backward_overlapped_step(2, one, reduce1, tail1, 2 / 3)
+    assert blocking.times == pytest.approx([0.46087744] * 2)
+    buckets = torch_ddp_buckets(TINY, 4, None)
+    assert buckets.entries == (263808, 279680) and buckets.ready[0] == pytest.approx(263808 / 543488)
+    reduce_s, tail_s = torch_ddp_costs(settings, 2, buckets, sum(TINY), 4, agreement)
+    assert sum(reduce_s) == pytest.approx(reduce1[0]) and tail_s == pytest.approx(tail1)
+    clock = VirtualClock([0.1, 0.1], {"commit": 1.0})
+    clock.backward_overlapped_step(2, buckets, reduce_s, tail_s, 2 / 3)
+    assert clock.times == pytest.approx([0.42657064] * 2)
+    hidden = float(hidden_s([0.0, 0.0], [0.1, 0.1], 2, buckets, reduce_s, 2 / 3))
+    assert 0 < hidden < reduce1[0] and hidden == pytest.approx(0.0343068, abs=1e-6)
+    # none of the broadcast: the tail starts after the last backward's end
+    reductions_end = float(step_end([0.0, 0.0], [0.1, 0.1], 2, buckets, reduce_s, 0.0, 2 / 3))
+    assert reductions_end >= 0.2 and clock.times[0] - reductions_end == pytest.approx(tail_s)
+    # the simulator's DDP: the same rule, the same step
+    import numpy as np
+
+    from acco.simulation import schedules
+
+    t = schedules.ddp(
+        np.array([0.1]),
+        np.ones((3, 1, 2)),
+        np.array([1.0]),
+        2,
+        schedules.Overlap(buckets, [np.array([r]) for r in reduce_s], np.array([tail_s]), 2 / 3),
+    )
+    assert t.step_s[0] == pytest.approx(0.42657064) and t.commit_s[:, 0] == pytest.approx(
+        [0.42657064 * k for k in (1, 2, 3)]
+    )
+    blocking_sim = schedules.ddp(np.array([0.1]), np.ones((3, 1, 2)), np.array([reduce1[0] + tail1]), 2)
+    assert blocking_sim.step_s[0] == pytest.approx(0.46087744)
+
+
+def test_a_fixed_sync_time_is_split_by_bytes_and_a_bucketed_sync_costs_what_it_cost_whole():
+    """clock.sync_s = 0.6 s over the flat sync: reduce-scatter and all-gather of the same bytes, the
+    counts' 48 bytes; cut into three buckets the reduce-scatter's half is split by their sizes."""
+    from acco.analytic.overlap import Buckets
+    from acco.engine.virtual_clock import flat_overlap_costs
+
+    fixed = ClockSettings("virtual", micro_batch_s=0.1, sync_s=0.6)
+    buckets = Buckets.from_sizes([100, 300, 600])
+    reduce_s, tail_s = flat_overlap_costs(fixed, 2, buckets, 4, 48, clip=False)
+    whole = 4000 + 2 * 48 + 4000
+    assert reduce_s == pytest.approx([0.6 * 400 / whole, 0.6 * 1200 / whole, 0.6 * 2400 / whole])
+    assert sum(reduce_s) + tail_s == pytest.approx(0.6)
+
+
 def test_a_real_run_has_no_clock_and_a_config_without_the_block_is_real():
     assert not ClockSettings.from_config({"clock": {"mode": "real"}}).virtual
     assert not ClockSettings.from_config({}).virtual
@@ -207,6 +277,7 @@ def test_adaptive_acco_with_a_slow_rank_runs_on_the_model_and_reruns_identically
         "optimizer_step_s": 0.0,
         "link": {"rate_mbit": 0.0, "delay_ms": 0.0, "used": False, "emulated": False},
         "world_size": 2,
+        "backward_share": pytest.approx(2 / 3),
         "source": "config",
     }
     assert run["link"]["mode"] == "none" and "not emulated" in run["link"]["note"]
@@ -225,6 +296,29 @@ def test_torch_ddp_waits_for_its_slowest_rank_and_a_real_run_says_real(tmp_path)
     real = str(tmp_path / "real")
     run_train([*SMALL_LM, "world_size=2", "method=ddp", "train.steps=1", f"out_dir={real}"])
     assert load_run(real)["summary"]["clock"] == {"mode": "real"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("impl", ["torch", "flat"])
+def test_ddp_on_the_link_model_overlaps_its_reduction_with_the_last_backward(tmp_path, impl):
+    """c = 0.25 s, accum 2, 5 Mbit/s, buckets of 0.05 MiB: every step ends between the blocking step
+    (2 x 0.25 + the whole sync, which torch DDP's first step, one bucket, takes) and 2 x 0.25 +
+    the tail (what no overlap hides); the summary gives the step's model (the simulator reads it)."""
+    out = str(tmp_path / impl)
+    args = ["method=ddp", f"method.impl={impl}", "method.overlap_backward=true", "method.bucket_mb=0.05"]
+    run_train([*VIRTUAL, *args, "train.steps=3", "train.accum=2", "link.rate_mbit=5", f"out_dir={out}"])
+    clock = load_run(out)["summary"]["clock"]
+    step = clock["ddp_step"]
+    sync = clock["sync_s"]["commit"]
+    assert len(step["ready"]) > 2 and sum(step["reduce_s"]) + step["tail_s"] == pytest.approx(sync)
+    times = walls(out)
+    steps = [b - a for a, b in zip([0.0, *times], times)]
+    blocking, floor = 0.5 + sync, 0.5 + step["tail_s"]
+    if impl == "torch":  # DDP's first step reduces one bucket of everything
+        assert steps[0] == pytest.approx(blocking, abs=2e-4)  # (metrics.csv keeps 4 decimals)
+    for s in steps[1:] if impl == "torch" else steps:
+        assert floor < s < blocking - 0.01
+    assert steps[2] == pytest.approx(steps[1], abs=2e-4)
 
 
 @pytest.mark.integration

@@ -5,11 +5,12 @@ paper's hardware (experiments/calibrate_clock.py writes them to results/cpu/cloc
 sequential flat DDP (nothing overlaps in it, so a micro-batch and a sync are each measured alone)
 with one rank per core (world 2 on 2 cores) on the in-process delay link (`link.mode=delay`: the
 link's time is a sleep, so communication takes no compute), traced: every micro-batch's fwd+bwd,
-every sync (reduce-scatter + optimizer step + all-gather), every optimizer step, read from the
-trace's spans with their median, interquartile range and n (the first committed step left out: it
-warms up and connects gloo's pairs). The spread is over the micro-batches and syncs of one run:
-it holds the machine's noise during that run, not the run-to-run drift of a machine shared with
-other work.
+every sync (reduce-scatter + optimizer step + all-gather), every optimizer step, and each
+micro-batch's backward share (its backward's seconds over its own: the virtual clock's
+clock.backward_share), read from the trace's spans with their median, interquartile range and n
+(the first committed step left out: it warms up and connects gloo's pairs). The spread is over the
+micro-batches and syncs of one run: it holds the machine's noise during that run, not the
+run-to-run drift of a machine shared with other work.
 
 **The paper's hardware.** For each Table 3 row, the cost model's per-round compute c and sync m
 (`acco/analytic/costmodel.py`: per-GPU FLOP/s at its assumed MFU, ring collectives over the row's
@@ -117,11 +118,15 @@ def span_seconds(trace_path: str, skip_first_step: bool = True) -> dict[str, lis
         "optimizer_step": [],
         "reduce_scatter": [],
         "all_gather": [],
+        "backward_share": [],
     }
     for e in later:
         s = e["dur"] / 1e6
         if e.get("cat") == "compute":
             out["micro_batch"].append(s)
+            fwd = e.get("args", {}).get("fwd_s")
+            if fwd is not None and s > 0:  # the backward's share of this micro-batch
+                out["backward_share"].append(max(0.0, s - float(fwd)) / s)
         elif e.get("cat") == "communication":
             name = e["name"]
             if name.startswith("sync"):
@@ -173,6 +178,9 @@ def read_point(point: Point, out_dir: str, steps: int) -> dict:
         "optimizer_step_s": spread(secs["optimizer_step"]),
         "reduce_scatter_s": spread(secs["reduce_scatter"]),
         "all_gather_s": spread(secs["all_gather"]),
+        # the backward's share of a micro-batch (the virtual clock's clock.backward_share: where a
+        # DDP step's bucket reductions can start; acco/analytic/overlap.py)
+        "backward_share": spread(secs["backward_share"]),
         # the ratio the virtual clock would give this figure with these costs: a sync over ACCO's
         # compute per round (its micro-batches per round x one micro-batch)
         "comm_over_compute": (
@@ -306,6 +314,7 @@ def calibrate(points: tuple[Point, ...], runs_dir: str, steps: int, log=print, p
             f"calibrate: {p.name:<22} micro-batch {mb['median'] * 1e3:7.1f} ms (IQR {mb['iqr'] * 1e3:.1f}, n {mb['n']})"
             f"  sync {sync['median'] * 1e3:8.1f} ms (IQR {sync['iqr'] * 1e3:.1f}, n {sync['n']})"
             f"  ratio {row['comm_over_compute']:.3f}"
+            + (f"  backward share {row['backward_share']['median']:.3f}" if row["backward_share"]["n"] else "")
         )
         measured.append(row)
     return {

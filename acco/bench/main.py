@@ -35,7 +35,7 @@ def parse_args(argv):
     p.add_argument("--ratios", default="0,1,2")
     p.add_argument(
         "--methods",
-        default="ddp,ddp_flat,acco",
+        default="ddp,ddp_flat,ddp_overlap,acco",
         help=f"comma list of {', '.join(METHODS)} (ddp_flat, the reference, is always run)",
     )
     # long runs rather than many short ones: every run pays ~6 s of start-up, and 6 timed committed

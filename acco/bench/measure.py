@@ -8,7 +8,7 @@ import json
 import os
 import statistics
 
-from acco.engine.trace import load_spans, summarize_overlap
+from acco.engine.trace import backward_overlap, load_spans, summarize_overlap
 
 
 def _median(xs):
@@ -62,6 +62,9 @@ def trace_times(trace_path: str, accum: int) -> dict:
     rows = summarize_overlap(trace_path)
     eff = [r["overlap_efficiency"] for r in rows if min(r["compute_s"], r["comm_s"]) > 0]
     mb = _median(micro)
+    # a DDP whose reduction overlaps its last backward (the flat engine's overlapped ddp, PyTorch's
+    # DDP traced per bucket): its buckets' busy seconds per step and the share the backward hid
+    buckets = [r for r in backward_overlap(trace_path) if r["step"] > 1]
     return {
         "t_micro_batch_s": mb,
         "t_comp_round_s": mb * accum if mb is not None else None,
@@ -73,6 +76,8 @@ def trace_times(trace_path: str, accum: int) -> dict:
         "t_all_gather_s": _median(by_name.get("all_gather", [])[1:]),
         "overlap_efficiency": statistics.mean(eff) if eff else None,
         "overlap_efficiency_min": min(eff) if eff else None,
+        "t_bucket_reductions_s": _median([r["reduce_s"] for r in buckets]),
+        "backward_hidden_fraction": _median([r["hidden_fraction"] for r in buckets]),
     }
 
 

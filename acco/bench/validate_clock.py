@@ -28,6 +28,17 @@ from acco.bench.measure import steady_rate
 FIGURE = "beyond_diloco"  # its CPU model (gptneo_tiny) is the smallest: the most repetitions per minute
 METHODS = {
     "ddp": ["method=ddp", "method.impl=flat", "train.accum=2", "train.deterministic=true"],
+    # the DDP whose reduce-scatter overlaps its last backward (issue 40): the clock's overlap rule
+    # (acco/analytic/overlap.py) under test; its costs are the sequential ddp's of the same
+    # repetition (the same bytes; its own sync span runs from its first bucket, waits included)
+    "ddp_overlap": [
+        "method=ddp",
+        "method.impl=flat",
+        "method.overlap_backward=true",
+        "method.bucket_mb=0.11",
+        "train.accum=2",
+        "train.deterministic=true",
+    ],
     "acco": ["method=acco", "train.accum=1", "train.deterministic=true"],
     "acco_adaptive": ["method=acco", "train.accum=1", "train.deterministic=false"],
 }
@@ -38,13 +49,16 @@ class Costs:
     micro_batch_s: float
     sync_s: float  # communication alone: the sync's span less its optimizer step
     optimizer_step_s: float
+    backward_share: float | None = None  # measured (fwd_s in the trace), else the clock's default
 
     def overrides(self) -> list[str]:
+        share = [] if self.backward_share is None else [f"clock.backward_share={self.backward_share:.6g}"]
         return [
             "clock.mode=virtual",
             f"clock.micro_batch_s={self.micro_batch_s:.6g}",
             f"clock.sync_s={self.sync_s:.6g}",
             f"clock.optimizer_step_s={self.optimizer_step_s:.6g}",
+            *share,
         ]
 
 
@@ -55,12 +69,13 @@ def costs_from_spans(secs: dict[str, list[float]]) -> Costs:
     opt = spread(secs["optimizer_step"])["median"] or 0.0
     if mb is None or sync is None:
         raise ValueError("a trace without micro-batches or syncs")
-    return Costs(mb, max(0.0, sync - opt), opt)
+    return Costs(mb, max(0.0, sync - opt), opt, spread(secs.get("backward_share", []))["median"])
 
 
 def costs_from_calibration(point: dict) -> Costs:
     opt = point["optimizer_step_s"]["median"] or 0.0
-    return Costs(point["micro_batch_s"]["median"], max(0.0, point["sync_s"]["median"] - opt), opt)
+    share = (point.get("backward_share") or {}).get("median")
+    return Costs(point["micro_batch_s"]["median"], max(0.0, point["sync_s"]["median"] - opt), opt, share)
 
 
 def run_overrides(method: str, rate_mbit: float, steps: int, out_dir: str, clock: list[str]) -> list[str]:
@@ -120,7 +135,10 @@ def validate(calibration: dict, rates: list[float], reps: int, steps: int, runs_
             for k in range(reps):
                 real_dir = os.path.join(runs_dir, f"{method}_rate{rate:g}_real_{k}")
                 _train(run_overrides(method, rate, steps, real_dir, ["clock.mode=real"]))
-                own = costs_from_spans(span_seconds(os.path.join(real_dir, "trace.json")))
+                # the overlapped ddp: the sequential ddp's costs of this repetition (its own sync span
+                # includes the waits for its buckets)
+                source = os.path.join(runs_dir, f"ddp_rate{rate:g}_real_{k}") if method == "ddp_overlap" else real_dir
+                own = costs_from_spans(span_seconds(os.path.join(source, "trace.json")))
                 virt_dir = os.path.join(runs_dir, f"{method}_rate{rate:g}_virtual_{k}")
                 _train(run_overrides(method, rate, steps, virt_dir, own.overrides()))
                 row = {

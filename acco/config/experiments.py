@@ -428,6 +428,7 @@ NOT_THE_RUN = (
     "dist.step_timeout_s",
     "dist.final_timeout_s",
     "dist.checkpoint_timeout_s",
+    "train.log_every",  # how often progress is printed, not what is trained
 )
 
 

@@ -63,6 +63,9 @@ class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
     # impl=torch: how DDP averages a gradient bucket, allreduce (PyTorch's own) | reduce_scatter
     # (reduce-scatter + all-gather, the minimal bytes: acco/engine/torch_ddp.py reduce_scatter_hook)
     comm_hook: str = "allreduce"
+    # impl=flat: reduce-scatter gradient buckets during the last backward (acco/engine/backward_overlap.py)
+    overlap_backward: bool = False
+    bucket_mb: float | None = None  # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25)
 
 
 @dataclass
@@ -236,6 +239,7 @@ class ClockConfig:  # acco/engine/virtual_clock.py
     micro_batch_s: float | None = MISSING
     sync_s: float | None = MISSING  # null: the link model (link.rate_mbit, link.delay_ms)
     optimizer_step_s: float = MISSING
+    backward_share: float | None = None  # the backward's share of a micro-batch; null: 2/3 (FLOPs)
 
 
 @dataclass
@@ -294,6 +298,8 @@ class ExperimentConfig:  # conf/experiment_info/<id>.yaml + conf/experiment/<id>
     rehearsal_maps: dict[str, Any] | None = None  # scale=rehearsal: paper value -> rehearsal value
     claims: list[ClaimConfig] = field(default_factory=list)  # what the reproduction report tests
     lr_choice: dict[str, Any] | None = None  # how the experiment's rate was chosen (fig6: from lr_sweep's DDP runs)
+    # how the local methods' outer optimizer was chosen (beyond_diloco: from outer_sweep's runs)
+    outer_choice: dict[str, Any] | None = None
 
 
 @dataclass

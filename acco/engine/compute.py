@@ -70,6 +70,7 @@ class MicroBatchRunner:
         self._unread: deque[tuple[Mark, Mark, Mark, bool]] = deque()  # (begin, mid, end, hooked)
         self._ends: deque[Mark] = deque(maxlen=2)  # the last two micro-batches' end marks
         self._last_backward_s: float | None = None
+        self.forward_end_us = 0.0  # the last hooked micro-batch's forward end (host time, µs)
 
     def _zero_loss(self) -> torch.Tensor:
         device = "cuda" if self.device_type == "cuda" else "cpu"
@@ -157,6 +158,7 @@ class MicroBatchRunner:
         scaled = loss * self.loss_scale if self.loss_scale != 1.0 else loss
         if hooked_backward:
             forward_end = self._mark()
+            self.forward_end_us = forward_end.host_us  # where the hooked backward starts (host time)
             forward_s = time.perf_counter() - start
             self.tracer.add_marked(f"{label} (fwd)", COMPUTE, begin, forward_end, k=k)
             if self.on_device:
@@ -178,7 +180,11 @@ class MicroBatchRunner:
             # cpu_s: this thread's CPU seconds for it (the intra-op pool's are not counted: the
             # benchmark runs one thread per worker); wall minus cpu_s is time the cores went to
             # others. On a GPU: the host's cost of queueing it.
-            self.tracer.add_marked(label, COMPUTE, begin, end_mark, k=k, cpu_s=time.thread_time() - cpu0)
+            # fwd_s (CPU: host seconds to the backward's start): the backward's share of a micro-batch,
+            # which the virtual clock's DDP overlap reads (make calibrate-clock: clock.backward_share)
+            cpu_s = time.thread_time() - cpu0
+            fwd_s = None if self.on_device else mid - start  # (on a GPU: enqueue times, not work)
+            self.tracer.add_marked(label, COMPUTE, begin, end_mark, k=k, cpu_s=cpu_s, fwd_s=fwd_s)
             self._ends.append(end_mark)
             if self.on_device:
                 assert mid_mark is not None

@@ -42,6 +42,73 @@ class ShardLayout:
         return rank * self.shard_size, (rank + 1) * self.shard_size
 
 
+class BucketLayout:
+    """The flat vector cut into gradient buckets for a backward-overlapped sync (ddp with
+    method.overlap_backward): contiguous ranges [lo_k, hi_k) of the padded vector in model order,
+    each a multiple of N entries long, tiling it. Rank r owns the r-th of the N equal chunks of
+    every bucket, so each bucket's reduce-scatter is balanced (every rank sends (N−1)/N of it, as
+    FSDP's per-unit reduce-scatter does) and can start as soon as that bucket's gradients are final;
+    rank r's optimizer shard is its chunks, bucket after bucket. With one bucket, the chunks are the
+    contiguous shards of ShardLayout: the layout of every other sync."""
+
+    def __init__(self, bounds: list[int], world_size: int):
+        if len(bounds) < 2 or bounds[0] != 0 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"bucket bounds must increase from 0, got {bounds}")
+        if any(b % world_size for b in bounds):
+            raise ValueError(f"bucket bounds must be multiples of the world size {world_size}, got {bounds}")
+        self.bounds = [int(b) for b in bounds]
+        self.world_size = world_size
+        self.chunks = [(b - a) // world_size for a, b in zip(self.bounds, self.bounds[1:])]
+        self.offsets = [sum(self.chunks[:k]) for k in range(len(self.chunks))]  # in the shard
+
+    @classmethod
+    def single(cls, layout: ShardLayout) -> BucketLayout:
+        return cls([0, layout.padded], layout.world_size)
+
+    @classmethod
+    def by_size(
+        cls, slices: list[tuple[int, int]], layout: ShardLayout, limits: list[int], item_bytes: int
+    ) -> BucketLayout:
+        """PyTorch DDP's bucketing on the flat vector: the parameters (`slices`, model order) taken
+        in reverse order fill the current bucket until its bytes reach its limit (`limits` in turn,
+        the last repeating: acco/analytic/overlap.py ddp_limits); a bucket starts at its first
+        parameter's offset rounded up to a multiple of N (the few entries below it belong to the
+        next bucket, which is final later anyway); the first bucket holds the padding."""
+        world = layout.world_size
+        bounds = [layout.padded]
+        size, which = 0, 0
+        for a, b in reversed(slices):
+            size += (b - a) * item_bytes
+            if size >= limits[which]:
+                start = -(-a // world) * world
+                if 0 < start < bounds[-1]:
+                    bounds.append(start)
+                    size, which = 0, min(which + 1, len(limits) - 1)
+        bounds.append(0)
+        return cls(sorted(set(bounds)), world)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    @property
+    def is_single(self) -> bool:
+        return len(self.chunks) == 1
+
+    def bucket(self, k: int) -> tuple[int, int]:
+        return self.bounds[k], self.bounds[k + 1]
+
+    def launch_order(self) -> list[int]:
+        """The order the buckets become final in the backward: from the model's end."""
+        return list(reversed(range(len(self.chunks))))
+
+    def owned(self, rank: int) -> list[tuple[int, int, int]]:
+        """Rank `rank`'s entries: (lo, hi) of the flat vector and where they start in its shard."""
+        return [(lo + rank * c, lo + (rank + 1) * c, off) for lo, c, off in zip(self.bounds, self.chunks, self.offsets)]
+
+    def entries_in_launch_order(self) -> list[int]:
+        return [self.chunks[k] * self.world_size for k in self.launch_order()]
+
+
 def trainable_parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
     # named_parameters() already drops duplicates, so tied weights (wte / lm_head) count once
     return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -85,9 +152,12 @@ class FlatModel:
         device: torch.device | None = None,
         full_master: bool = False,
         grad_dtype: torch.dtype | None = None,
+        bucket_limits: list[int] | None = None,
     ):
         """`full_master`: keep the fp32 initial values of the whole (padded) vector, not only rank
-        `rank`'s shard (the local methods' inner optimizer is not sharded)."""
+        `rank`'s shard (the local methods' inner optimizer is not sharded). `bucket_limits` (bytes):
+        cut the vector into gradient buckets (BucketLayout.by_size) and shard it by buckets' chunks;
+        None: one bucket, the contiguous shards."""
         named = trainable_parameters(model)
         if not named:
             raise ValueError("the model has no trainable parameters")
@@ -97,7 +167,19 @@ class FlatModel:
         self.layout = ShardLayout(sum(p.numel() for _, p in named), world_size)
         self.rank = rank
         padded = self.layout.padded
-        lo, hi = (0, padded) if full_master else self.layout.bounds(rank)
+        sizes, at = [], 0
+        for _, p in named:
+            sizes.append((at, at + p.numel()))
+            at += p.numel()
+        item = torch.empty((), dtype=grad_dtype or self.dtype).element_size()
+        self.buckets = (
+            BucketLayout.by_size(sizes, self.layout, bucket_limits, item)
+            if bucket_limits
+            else BucketLayout.single(self.layout)
+        )
+        # (lo, hi) of the flat vector and where it starts in this rank's master copy
+        owned = [(0, padded, 0)] if full_master else self.buckets.owned(rank)
+        master_numel = padded if full_master else self.layout.shard_size
         move_untrained(model, self.device, {id(p) for _, p in named})
         self.params = torch.zeros(padded, dtype=self.dtype, device=self.device)
         self.grad_dtype = grad_dtype or self.dtype
@@ -108,7 +190,7 @@ class FlatModel:
         )
         # this rank's shard of the fp32 initial values, before any cast to a low-precision buffer:
         # the optimizer's master shard starts from it (taken once with take_master_shard)
-        self._master_init: torch.Tensor | None = torch.zeros(hi - lo, dtype=torch.float32, device=self.device)
+        self._master_init: torch.Tensor | None = torch.zeros(master_numel, dtype=torch.float32, device=self.device)
         # [start, end) ranges of this rank's shard where AdamW's decoupled weight decay applies
         self.decay_ranges: list[tuple[int, int]] = []
         self.names: list[str] = []
@@ -120,11 +202,12 @@ class FlatModel:
                 n = p.numel()
                 src = p.detach().reshape(-1).to(self.device)  # one parameter on the device at a time
                 self.params[offset : offset + n].copy_(src)
-                a, b = max(offset, lo), min(offset + n, hi)  # the part of p in this rank's shard
-                if a < b:
-                    self._master_init[a - lo : b - lo].copy_(src[a - offset : b - offset])
-                    if decay_bias_and_norm or not no_decay(name, p):
-                        _add_range(self.decay_ranges, a - lo, b - lo)
+                for lo, hi, at in owned:  # the parts of p in this rank's shard
+                    a, b = max(offset, lo), min(offset + n, hi)
+                    if a < b:
+                        self._master_init[at + a - lo : at + b - lo].copy_(src[a - offset : b - offset])
+                        if decay_bias_and_norm or not no_decay(name, p):
+                            _add_range(self.decay_ranges, at + a - lo, at + b - lo)
                 del src
                 p.data = self.params[offset : offset + n].view_as(p)  # the original is released
                 if self.micro_grads is None:

@@ -164,50 +164,60 @@ class Syncer:
 
     def sync(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
         # runs as the communication thread's job: on a GPU its spans are event pairs on that
-        # thread's stream, so they end with the stream's work, not when it has been queued. The
-        # host reads the agreed numbers once, at the end, when all the sync's work is queued (the
-        # thread then waits for the stream anyway): no round trip in the middle of the sync.
+        # thread's stream, so they end with the stream's work, not when it has been queued
         span = self.tracer.span
         with span(f"sync ({kind.value})", COMM, side_cpu=True):
             with span("reduce_scatter", COMM):
                 reduce_scatter_sum(self.buffer, self.grad_shard, self.group, self.scratch)
-            with span("all_reduce counts", COMM):
-                stats = self.agreement.start(count, loss_sum, self.grad_shard, self.group)
-            grad = self.grad_shard if self.grad32 is None else self.grad32.copy_(self.grad_shard)
-            grad.div_(stats[0])  # the global count, on the device
-            norm = None
-            if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
-                with span("clip", COMM):
-                    sq = squared_norm(grad).reshape(1)
-                    all_reduce_sum(sq, self.group)
-                    norm = sq.sqrt()
-                    # min(1, c / (‖g‖ + 1e-6)) in float64 on the device, as the host would compute it
-                    # (a true division: `c / tensor` would multiply by a reciprocal)
-                    grad.mul_(torch.full_like(norm, self.clip_norm).div_(norm + 1e-6).clamp_(max=1.0))
-            lr = self.opt.lr
-            n_tot: float | None = None
-            loss_tot = 0.0
-            if kind is SyncKind.COMMIT_PREDICT:  # the tentative step's rate reads the new count
-                n_tot, loss_tot = self.agreement.settle(stats.tolist())
-            with span(f"adamw ({kind.value})", COMM):
-                if kind is SyncKind.ESTIMATE:
+            return self.step_and_gather(kind, count, loss_sum)
+
+    def step_and_gather(self, kind: SyncKind, count: int, loss_sum: torch.Tensor | float) -> SyncResult:
+        """The sync after its reduce-scatter (grad_shard holds this rank's summed shard): the counts'
+        all-reduce, the division, clipping, the AdamW step and the all-gather. The host reads the
+        agreed numbers once, at the end, when all the sync's work is queued (the thread then waits
+        for the stream anyway): no round trip in the middle of the sync."""
+        span = self.tracer.span
+        with span("all_reduce counts", COMM):
+            stats = self.agreement.start(count, loss_sum, self.grad_shard, self.group)
+        grad = self.grad_shard if self.grad32 is None else self.grad32.copy_(self.grad_shard)
+        grad.div_(stats[0])  # the global count, on the device
+        norm = None
+        if self.clip_norm > 0:  # one more (scalar) all-reduce, only when clipping
+            with span("clip", COMM):
+                sq = squared_norm(grad).reshape(1)
+                all_reduce_sum(sq, self.group)
+                norm = sq.sqrt()
+                # min(1, c / (‖g‖ + 1e-6)) in float64 on the device, as the host would compute it
+                # (a true division: `c / tensor` would multiply by a reciprocal)
+                grad.mul_(torch.full_like(norm, self.clip_norm).div_(norm + 1e-6).clamp_(max=1.0))
+        lr = self.opt.lr
+        n_tot: float | None = None
+        loss_tot = 0.0
+        if kind is SyncKind.COMMIT_PREDICT:  # the tentative step's rate reads the new count
+            n_tot, loss_tot = self.agreement.settle(stats.tolist())
+        with span(f"adamw ({kind.value})", COMM):
+            if kind is SyncKind.ESTIMATE:
+                new = self.opt.tentative(grad)
+            else:
+                new = self.opt.commit(grad, int(round(n_tot)) if n_tot is not None else 0)
+                if kind is SyncKind.COMMIT_PREDICT:
                     new = self.opt.tentative(grad)
-                else:
-                    new = self.opt.commit(grad, int(round(n_tot)) if n_tot is not None else 0)
-                    if kind is SyncKind.COMMIT_PREDICT:
-                        new = self.opt.tentative(grad)
-            # the reduce-scatter is done with the buffer: the parameters go out in their own dtype
-            own = self.gathered[self.lo : self.hi]
-            own.copy_(new)
-            with span("all_gather", COMM):
-                all_gather_into(self.gathered, own, self.group)
-            values = torch.cat([stats, norm if norm is not None else stats.new_full((1,), math.nan)]).tolist()
+        self.gather(new)
+        values = torch.cat([stats, norm if norm is not None else stats.new_full((1,), math.nan)]).tolist()
         if n_tot is None:
             n_tot, loss_tot = self.agreement.settle(values[:-1])
             if kind.commits:  # the count the schedule reads from the next step on
                 self.opt.micro_batches += int(round(n_tot))
         grad_norm = values[-1]  # the norm before clipping (nan when not clipping)
         return SyncResult(kind, int(round(n_tot)), loss_tot / n_tot, lr, grad_norm, self.opt.step_count)
+
+    def gather(self, new: torch.Tensor) -> None:
+        """gathered <- every rank's new shard (this rank's: `new`), in the parameters' dtype: the
+        reduce-scatter is done with the buffer, so the parameters may go out through a view of it."""
+        own = self.gathered[self.lo : self.hi]
+        own.copy_(new)
+        with self.tracer.span("all_gather", COMM):
+            all_gather_into(self.gathered, own, self.group)
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """out <- the committed parameters θ_t (all shards' fp32 masters, cast to out's dtype)."""

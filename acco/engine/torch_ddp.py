@@ -19,7 +19,7 @@ from .compute import MicroBatchRunner
 from .flat import no_decay, trainable_parameters
 from .schedule import LrAt
 from .sync import SyncKind, SyncResult
-from .trace import COMM, TraceRecorder
+from .trace import COMM, COMPUTE, TraceRecorder
 
 
 def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_norm: bool):
@@ -99,13 +99,23 @@ class TorchDDPZero1:
         compute_dtype: torch.dtype | None = None,
         group=None,
         comm_hook: str = "allreduce",
+        bucket_mb: float | None = None,
     ):
         """`lr_at(step, micro_batches)`: acco.engine.schedule. `compute_dtype` bf16: mixed
         precision the PyTorch way, fp32 parameters and gradients, forward under bf16 autocast.
         `group`: the process group of the training collectives (its timeout is how long a rank
         waits for a crashed or hung peer); None = the default group. `comm_hook`: how DDP averages
         each gradient bucket, "allreduce" (PyTorch's own) or "reduce_scatter" (reduce-scatter +
-        all-gather, the minimal bytes: see reduce_scatter_hook)."""
+        all-gather, the minimal bytes: see reduce_scatter_hook). `bucket_mb`: DDP's bucket_cap_mb
+        (None: its defaults, a 1 MiB first bucket then 25 MiB, from its second step on).
+
+        Traced on CPU (the tracer enabled), every bucket's reduction is a span "all_reduce (bucket i)"
+        (cat "ddp_bucket": from DDP's call of the hook to its future's completion) and the last
+        backward a span "bwd (DDP, to the last gradient)" (cat "ddp_backward": until the last
+        parameter's gradient is final), so how much of the reduction the backward hides is read off
+        the trace (acco/engine/trace.py backward_overlap); both categories stay out of the compute and
+        communication lanes' sums, whose "bwd + all_reduce (DDP hooks)" span covers the whole
+        hooked backward, waiting for its reductions included."""
         if comm_hook not in COMM_HOOKS:
             raise ValueError(f"comm_hook must be one of {', '.join(COMM_HOOKS)}, got {comm_hook!r}")
         self.group = group
@@ -113,7 +123,7 @@ class TorchDDPZero1:
         model.to(self.device)  # a model built on the host: PyTorch's DDP keeps it whole on the device
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         self.ddp = DistributedDataParallel(
-            model, device_ids=device_ids, gradient_as_bucket_view=True, process_group=group
+            model, device_ids=device_ids, gradient_as_bucket_view=True, process_group=group, bucket_cap_mb=bucket_mb
         )
         self.opt = ZeroRedundancyOptimizer(
             adamw_param_groups(model, weight_decay, decay_bias_and_norm),
@@ -146,19 +156,54 @@ class TorchDDPZero1:
         # per-rank votes carried in the loss all-reduce, as on the flat path (acco/engine/sync.py)
         self.votes: Callable[[], Sequence[float]] = tuple
         self.agreed_votes: list[float] = []
-        # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+        # one comm hook (DDP takes one): the bucket's reduction, reported to the collective hooks
+        # (acco/engine/collectives.py) and timed for the trace when either is wanted; none at all
+        # (DDP's own C++ all-reduce) otherwise
+        hook = None
         if comm_hook.startswith("reduce_scatter"):
             wire = torch.bfloat16 if comm_hook.endswith("_bf16") else None
-            self.ddp.register_comm_hook(self.group, reduce_scatter_hook(dist.get_world_size(self.group), wire))
-        if collective_hooks():
-            self._report_collectives(report_buckets=comm_hook == "allreduce")
+            hook = reduce_scatter_hook(dist.get_world_size(self.group), wire)
+        reporting = bool(collective_hooks())
+        if reporting and hook is None:
+            hook = self._reported_allreduce()
+        self.last_grad_us = 0.0  # when the last parameter's gradient was final (host time)
+        if tracer.enabled and self.device.type == "cpu":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    def _report_collectives(self, report_buckets: bool) -> None:
-        """PyTorch's collectives through the collective hooks (acco/engine/collectives.py), like
-        the flat path's: a comm hook reports each bucket's all-reduce, and the optimizer step
-        (whose partition broadcasts move the bytes of an all-gather of the parameters) is reported
-        as an all-gather. Only when hooks are registered: DDP's own all-reduce is left alone
-        otherwise. `report_buckets` False: the reduce-scatter hook's collectives report themselves."""
+            hook = self._timed(hook or default_hooks.allreduce_hook)
+            for p in self.params:
+                p.register_post_accumulate_grad_hook(self._gradient_final)
+        if hook is not None:
+            # state = the process group DDP was built on (its step timeout), as for DDP's own hook
+            self.ddp.register_comm_hook(self.group, hook)
+        if reporting:
+            self._report_step()
+
+    def _gradient_final(self, _p) -> None:
+        self.last_grad_us = self.tracer.now_us()
+
+    def _timed(self, inner):
+        """`inner` with each bucket's reduction recorded as a span, from the hook's call (DDP calls it
+        once the bucket's gradients are final) to its future's completion."""
+        tracer = self.tracer
+
+        def timed(state, bucket):
+            index, entries = bucket.index(), bucket.buffer().numel()
+            start = tracer.now_us()
+            fut = inner(state, bucket)
+
+            def done(f):
+                tracer.add(
+                    f"all_reduce (bucket {index})", COMM, start, tracer.now_us(), cat="ddp_bucket", entries=entries
+                )
+                return f.value()
+
+            return fut.then(done)
+
+        return timed
+
+    def _reported_allreduce(self):
+        """PyTorch's all-reduce hook, each bucket reported to the collective hooks."""
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         world = dist.get_world_size(self.group)
@@ -174,9 +219,15 @@ class TorchDDPZero1:
 
             return fut.then(done)
 
-        if report_buckets:
-            # state = the process group DDP was built on (its step timeout), as for DDP's own hook
-            self.ddp.register_comm_hook(self.group, reported_allreduce)
+        return reported_allreduce
+
+    def _report_step(self) -> None:
+        """PyTorch's collectives through the collective hooks (acco/engine/collectives.py), like
+        the flat path's: each bucket's all-reduce is reported by the comm hook (the reduce-scatter
+        hook's collectives report themselves), and the optimizer step (whose partition broadcasts
+        move the bytes of an all-gather of the parameters) is reported as an all-gather. Only when
+        hooks are registered: DDP's own all-reduce is left alone otherwise."""
+        world = dist.get_world_size(self.group)
         param_bytes = sum(p.numel() * p.element_size() for p in self.params)
         step = self.opt.step
 
@@ -194,7 +245,11 @@ class TorchDDPZero1:
         for i in range(self.accum):
             last = i == self.accum - 1
             with nullcontext() if last else self.ddp.no_sync():
+                before = self.tracer.now_us()
                 self.runner.run_one(hooked_backward=last)
+            if last and self.last_grad_us > before:  # traced: the backward, up to its last gradient
+                bwd0 = self.runner.forward_end_us
+                self.tracer.add("bwd (DDP, to the last gradient)", COMPUTE, bwd0, self.last_grad_us, cat="ddp_backward")
         lr = self.lr_at(self.step_count, self.micro_batches)
         with self.tracer.span("sync (ZeroRedundancyOptimizer)", COMM):
             grad_norm = float("nan")

@@ -285,6 +285,45 @@ def summarize_overlap(path: str) -> list[dict]:
     return rows
 
 
+def backward_overlap(path: str) -> list[dict]:
+    """How much of a DDP step's gradient reduction its last backward hid, per rank and step of a
+    trace.json: the bucket reductions (the flat engine's overlapped ddp: "reduce_scatter (bucket k)";
+    PyTorch's DDP: "all_reduce (bucket i)", cat ddp_bucket), their busy seconds, and the part of them
+    that ran while the last backward did (the flat engine: the step's last micro-batch, whose forward
+    ends before any bucket is final; PyTorch's DDP: "bwd (DDP, to the last gradient)", cat
+    ddp_backward, which ends when the last gradient is final). Steps without buckets are left out."""
+    spans = load_spans(path)
+    rows = []
+    for rank in sorted({e["pid"] for e in spans}):
+        mine = [e for e in spans if e["pid"] == rank]
+        by_step: dict[int, list[dict]] = {}
+        for e in mine:
+            by_step.setdefault(int(e.get("args", {}).get("step", 0)), []).append(e)
+        for step, events in sorted(by_step.items()):
+            buckets = [
+                e for e in events if e["name"].startswith("reduce_scatter (bucket") or e.get("cat") == "ddp_bucket"
+            ]
+            if not buckets:
+                continue
+            backward = [e for e in events if e.get("cat") == "ddp_backward"]
+            if not backward:
+                compute = [e for e in events if e.get("cat") == "compute" and e["name"].startswith("fwd+bwd")]
+                backward = [max(compute, key=lambda e: e["ts"])] if compute else []
+            reduce = interval_overlap(*[[(e["ts"], e["ts"] + e["dur"]) for e in buckets]] * 2) / 1e6
+            hidden = overlap_us(buckets, backward) / 1e6
+            rows.append(
+                {
+                    "rank": rank,
+                    "step": step,
+                    "buckets": len(buckets),
+                    "reduce_s": reduce,
+                    "hidden_s": hidden,
+                    "hidden_fraction": hidden / reduce if reduce > 0 else 0.0,
+                }
+            )
+    return rows
+
+
 def interval_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     """Total length of the intersection of the union of intervals `a` with the union of `b`."""
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..analytic.costmodel import all_gather_time, all_reduce_time, reduce_scatter_time
+from ..analytic.overlap import BACKWARD_SHARE, Buckets, step_end
 from ..config.validate import ConfigError, setting_number
 from .sync import SyncKind
 
@@ -66,6 +67,9 @@ class ClockSettings:
     delay_ms: float = 0.0
     slow_rank: int | None = None  # hetero.*: its micro-batch costs micro_batch_s x factor
     factor: float = 1.0
+    # the backward's share of a micro-batch (acco/analytic/overlap.py): where a DDP step's bucket
+    # reductions can start in its last micro-batch
+    backward_share: float = BACKWARD_SHARE
 
     @property
     def virtual(self) -> bool:
@@ -91,6 +95,7 @@ class ClockSettings:
             delay_ms=float(link["delay_ms"] or 0.0),
             slow_rank=hetero["slow_rank"],
             factor=float(hetero["factor"]),
+            backward_share=_backward_share(clock),
         )
 
     def micro_batch_costs(self, world: int) -> list[float]:
@@ -117,6 +122,18 @@ class ClockSettings:
             return self.sync_s * share
         return sum(self.collective_s(kind, nbytes, world) for kind, nbytes in collectives)
 
+    def collective_costs(self, collectives: Sequence[tuple[str, float]], world: int) -> list[float]:
+        """Each collective's seconds: the link model's, or, with clock.sync_s, sync_s split among
+        them in proportion to the bytes each puts on a ring ((N−1)/N of its buffer, an all-reduce
+        twice that), so a sync cut into buckets costs what it cost whole."""
+        if self.sync_s is None:
+            return [self.collective_s(kind, nbytes, world) for kind, nbytes in collectives]
+        weights = [(2.0 if kind == "all_reduce" else 1.0) * float(nbytes) for kind, nbytes in collectives]
+        total = sum(weights)
+        if total <= 0:
+            return [self.sync_s / len(collectives)] * len(collectives)
+        return [self.sync_s * w / total for w in weights]
+
     def small_collective_s(self, nbytes: float, world: int) -> float:
         """A few numbers all-reduced outside a sync (a local method's per-step counts): its latency
         on the link model; nothing when clock.sync_s stands for the syncs."""
@@ -138,6 +155,7 @@ class ClockSettings:
                 "emulated": False,  # link.* are inputs of this model only: no namespaces, no delays
             },
             "world_size": world,
+            "backward_share": self.backward_share,
             "source": "config",
         }
 
@@ -189,6 +207,43 @@ def torch_ddp_collectives(params: int, wire_bytes: int, agreement_bytes: int) ->
     ]
 
 
+def flat_overlap_costs(
+    settings: ClockSettings,
+    world: int,
+    buckets: Buckets,
+    item_bytes: int,
+    agreement_bytes: int,
+    clip: bool,
+    gather_item: int | None = None,
+) -> tuple[list[float], float]:
+    """The flat engine's backward-overlapped ddp (acco/engine/backward_overlap.py): each bucket's
+    reduce-scatter (what the last backward can hide), and the tail nothing hides: the counts'
+    all-reduce, the clipping norm's, the all-gather of the parameters (`gather_item` bytes each,
+    their dtype; default the buffer's) and the optimizer step."""
+    reduce = [("reduce_scatter", float(n * item_bytes)) for n in buckets.entries]
+    tail = [("all_reduce", float(agreement_bytes))] + ([("all_reduce", 8.0)] if clip else [])
+    tail.append(("all_gather", float(sum(buckets.entries) * (item_bytes if gather_item is None else gather_item))))
+    costs = settings.collective_costs(reduce + tail, world)
+    k = len(buckets)
+    return costs[:k], sum(costs[k:]) + settings.optimizer_step_s
+
+
+def torch_ddp_costs(
+    settings: ClockSettings, world: int, buckets: Buckets, params: int, wire_bytes: int, agreement_bytes: int
+) -> tuple[list[float], float]:
+    """PyTorch DDP + ZeroRedundancyOptimizer (acco/engine/torch_ddp.py): each bucket's all-reduce
+    at `wire_bytes` per gradient (fp32: 4; the bf16 reduce-scatter hook: 2, whose reduce-scatter +
+    all-gather moves an all-reduce's bytes and ring steps), and the tail: ZeRO's broadcast of every
+    rank's fp32 partition (an all-gather's bytes and steps, as costmodel.zero1_torch_sync_time), the
+    loss and counts' all-reduce, the optimizer step. The same bytes as torch_ddp_collectives, now
+    bucket by bucket."""
+    reduce = [("all_reduce", float(n * wire_bytes)) for n in buckets.entries]
+    tail = [("all_gather", float(params * 4)), ("all_reduce", float(agreement_bytes))]
+    costs = settings.collective_costs(reduce + tail, world)
+    k = len(buckets)
+    return costs[:k], sum(costs[k:]) + settings.optimizer_step_s
+
+
 def local_sync_collectives(fragment_entries: int, buffer_item: int) -> list[tuple[str, float]]:
     """A local method's fragment sync (acco/engine/local_rounds.py): reduce-scatter of Δ_f in the
     buffer's dtype, all-gather of φ'_f in fp32."""
@@ -212,6 +267,9 @@ class VirtualClock:
         self.in_flight = [0] * self.world  # each rank's micro-batches in a commit now running
         self.launched = 0  # global micro-batches in the sync now running
         self.sync_end: float | None = None  # when the sync now running ends
+        # a backward-overlapped DDP step's model (summary.json's clock block, for the simulator):
+        # {"backward_share", "ready", "reduce_s", "tail_s"}; None: the blocking step
+        self.step_model: dict | None = None
 
     def now(self, rank: int = 0) -> float:
         """Rank `rank`'s virtual time (rank 0's is the run's: it logs the metrics)."""
@@ -298,6 +356,27 @@ class VirtualClock:
         self.in_flight = [0] * self.world
         return self.launched
 
+    def backward_overlapped_step(
+        self, accum: int, buckets: Buckets, reduce_s: Sequence[float], tail_s: float, share: float
+    ) -> int:
+        """A DDP step whose bucket reductions overlap the last micro-batch's backward (the rule of
+        acco/analytic/overlap.py, shared with the simulator): every rank computes `accum`
+        micro-batches, bucket i's reduction starts when every rank has it final and the link is free,
+        the tail after the last; every rank leaves at its end. Returns the global micro-batches."""
+        if self.sync_end is not None:
+            raise RuntimeError("a DDP step on the virtual clock while a sync is in flight")
+        if self.step_model is None or len(buckets) > len(self.step_model["ready"]):
+            self.step_model = {
+                "backward_share": share,
+                "ready": list(buckets.ready),
+                "entries": list(buckets.entries),
+                "reduce_s": [round(float(r), 12) for r in reduce_s],
+                "tail_s": round(float(tail_s), 12),
+            }
+        end = float(step_end(self.times, self.cost, accum, buckets, reduce_s, tail_s, share))
+        self.times = [end] * self.world
+        return accum * self.world
+
     # -- checkpoints: at a step boundary -------------------------------------------------------
     def state_dict(self) -> dict:
         return {"times": list(self.times), "pending": list(self.pending), "sync_end": self.sync_end}
@@ -306,6 +385,15 @@ class VirtualClock:
         self.times = [float(t) for t in state["times"]]
         self.pending = [int(p) for p in state["pending"]]
         self.sync_end = state.get("sync_end")
+
+
+def _backward_share(clock) -> float:
+    """clock.backward_share (null or absent, as in configs written before it: the FLOP count's 2/3)."""
+    try:
+        value = clock["backward_share"]
+    except Exception:  # noqa: BLE001 - absent in an older config
+        value = None
+    return BACKWARD_SHARE if value is None else float(value)
 
 
 def check_clock(cfg: dict) -> None:
@@ -317,6 +405,8 @@ def check_clock(cfg: dict) -> None:
     for key in ("micro_batch_s", "sync_s", "optimizer_step_s"):
         if clock.get(key) is not None:
             setting_number(clock[key], f"clock.{key}", 0.0)
+    if clock.get("backward_share") is not None:
+        setting_number(clock["backward_share"], "clock.backward_share", 0.0, 1.0)
     if mode != "virtual":
         return
     if clock.get("micro_batch_s") is None or clock["micro_batch_s"] <= 0:

@@ -20,7 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORWARD_SHARE = 1.0 / 3.0  # of a micro-batch's forward + backward FLOPs (2Ψ of 6Ψ per token)
+from acco.analytic.overlap import BACKWARD_SHARE
+
+# of a micro-batch's forward + backward FLOPs (2Ψ of 6Ψ per token): the backward overlap rule's
+# share, the other way round (one split of a micro-batch for the simulator and the virtual clock)
+FORWARD_SHARE = 1.0 - BACKWARD_SHARE
 
 
 @dataclass(frozen=True)

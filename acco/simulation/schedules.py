@@ -8,7 +8,11 @@ ends and per scenario the time the communication lane ends, with the overlap rul
 
     ddp         blocking: step r = max_i compute_{r,i} + m                 (ZeRO-1, nothing overlaps)
                 m is what the sync leaves exposed (`exposed_sync`): the reduction and the step
-                always, the gather unless it is prefetched under the next forward (FSDP)
+                always, the gather unless it is prefetched under the next forward (FSDP);
+                with `overlap` (PyTorch DDP, the flat engine's overlapped ddp): each gradient
+                bucket's reduction starts in the last micro-batch's backward once every worker has
+                it final and the link is free, the tail (optimizer, all-gather) after the last: the
+                rule of acco/analytic/overlap.py, the virtual clock's own
     overlapped  dpu, wp, acco: round r's sync (round r−1's gradients) starts when the last worker
                 has finished round r−1 and the previous sync has ended; each worker starts its round-r
                 compute when its own round r−1 and sync r−1 are done (it needs sync r−1's parameters).
@@ -39,9 +43,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from acco.analytic.overlap import BACKWARD_SHARE, Buckets, step_end
+
 from .models import FORWARD_SHARE
 
 EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A DDP step's backward overlap (acco/analytic/overlap.py): its buckets, each bucket's
+    reduction seconds (an array (B,) each), the tail's (B,) and the backward's share."""
+
+    buckets: Buckets
+    reduce_s: list
+    tail_s: np.ndarray
+    share: float = BACKWARD_SHARE
 
 
 @dataclass
@@ -86,9 +103,9 @@ def prefetched_gather_s(gather_s, forward_s, layers: int):
 
 
 def exposed_sync(reduce_s, step_s, gather_s, forward_s=0.0, layers: int = 0, prefetch: bool = False):
-    """The part of a data-parallel sync that no compute hides, in its order: the reduction (today's
-    rule: all of it — the bucketed reduction in the last backward is issue 40's overlap rule), ZeRO's
-    optimizer step (after the last reduction, before the gather that carries its result: never
+    """The part of a data-parallel sync that no compute hides, in its order: the reduction (all of it
+    here: the bucketed reduction in the last backward is `ddp`'s `overlap`, acco/analytic/overlap.py),
+    ZeRO's optimizer step (after the last reduction, before the gather that carries its result: never
     hidden), and the gather (hidden layer by layer under the next forward with `prefetch`)."""
     gather = prefetched_gather_s(gather_s, forward_s, layers) if prefetch else np.asarray(gather_s, float)
     return np.asarray(reduce_s, float) + np.asarray(step_s, float) + gather
@@ -108,11 +125,20 @@ def _contended_end(start, work, s0, s1, kappa: float):
     return np.where(rest <= 0, start + work, np.where(rest * (1 + kappa) <= window, slow_end, past))
 
 
-def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int) -> Timing:
-    """Blocking: every worker computes `accum` micro-batches, then all wait for one sync."""
+def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int, overlap: Overlap | None = None) -> Timing:
+    """Blocking: every worker computes `accum` micro-batches, then all wait for one sync (`m`).
+    `overlap`: the sync's reductions overlap the last backward, bucket by bucket (`m` unused)."""
     R, B, N = f.shape
     c = accum * mu[None, :, None] * f
-    step = c.max(-1) + m[None, :]
+    if overlap is None:
+        step = c.max(-1) + m[None, :]
+    else:
+        o = overlap  # every step starts with every worker at 0: they all left the last one together
+        reduce_s = [np.asarray(x, float) for x in o.reduce_s]
+        zero = np.zeros((B, N))
+        step = np.stack(
+            [step_end(zero, mu[:, None] * f[r], accum, o.buckets, reduce_s, o.tail_s, o.share) for r in range(R)]
+        )
     busy = c.sum(-1).sum(0) / (N * step.sum(0))
     return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy, np.cumsum(step, axis=0))
 

@@ -61,6 +61,7 @@ import math
 from dataclasses import dataclass, replace
 
 from acco.analytic.costmodel import PRESETS, Hardware, reduce_scatter_time
+from acco.analytic.overlap import Buckets, ddp_limits
 
 GBIT = 1e9 / 8  # bytes/s in one Gbit/s
 # HBM bandwidth (bytes/s) of the presets' GPUs: vendor datasheets (A100 80GB SXM 2.0 TB/s,
@@ -274,6 +275,33 @@ def replica_sync_parts(params: float, topo: Topology, replica_gpus: int, grad_by
         inner_step_s(params, topo, replica_gpus),
         group_reduce_scatter_s(param_bytes * params, topo, inside),
     )
+
+
+def ddp_buckets(params: float, grad_bytes: float = 2, bucket_mb: float | None = None) -> Buckets:
+    """PyTorch DDP's buckets (acco/analytic/overlap.py ddp_limits: a 1 MiB first bucket, then 25 MiB;
+    `bucket_mb`: that size for every bucket) over a model whose parameters are spread evenly: the
+    simulator knows the model's size, not its parameter list."""
+    limits = ddp_limits(bucket_mb)
+    entries: list[int] = []
+    left = int(params)
+    while left > 0:
+        n = min(left, max(1, int(limits[min(len(entries), len(limits) - 1)] // grad_bytes)))
+        entries.append(n)
+        left -= n
+    return Buckets.from_sizes(entries)
+
+
+def ddp_overlap_parts(
+    params: float, topo: Topology, grad_bytes: float = 2, param_bytes: float = 2, bucket_mb: float | None = None
+) -> tuple[Buckets, list[float], float]:
+    """The flat engine's overlapped ddp (FSDP's and ZeRO's overlap alike): its buckets, each one's
+    reduce-scatter (what the last backward can hide) and the tail nothing hides, the sharded AdamW
+    step and the all-gather of the parameters. Their sum is sync_s("ddp") with one latency term per
+    bucket more."""
+    buckets = ddp_buckets(params, grad_bytes, bucket_mb)
+    reduce = [reduce_scatter_s(grad_bytes * n, topo) for n in buckets.entries]
+    opt = params / topo.workers * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
+    return buckets, reduce, opt + all_gather_s(param_bytes * params, topo)
 
 
 def compute_s(flops: float, topo: Topology) -> float:

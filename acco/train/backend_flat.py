@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ..analytic.overlap import Buckets, ddp_limits
+from ..engine.backward_overlap import BackwardOverlapEngine, BucketedSyncer
 from ..engine.comm_worker import CommWorker
 from ..engine.compute import MicroBatchRunner
 from ..engine.flat import FlatModel
@@ -16,7 +18,7 @@ from ..engine.rounds import RoundEngine, StepCallback, StopRule, run_acco, run_d
 from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
 from ..engine.sync import Syncer, SyncKind
 from ..engine.trace import TraceRecorder
-from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_sync_costs
+from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_overlap_costs, flat_sync_costs
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
@@ -57,15 +59,24 @@ class FlatBackend(Backend):
         may_extend: Callable[[int], bool] | None = None,
         grad_dtype: torch.dtype | None = None,
         clock: ClockSettings | None = None,
+        overlap_backward: bool = False,
+        bucket_mb: float | None = None,
     ):
         """`grad_dtype` (train.grad_dtype): the gradient accumulator's and the communication
         buffer's dtype (default: the compute dtype); the parameters are stored in the compute dtype.
+        `overlap_backward` (ddp, method.overlap_backward): reduce-scatter the gradients bucket by
+        bucket during the last micro-batch's backward (acco/engine/backward_overlap.py), in buckets of
+        `bucket_mb` MiB (method.bucket_mb; None: PyTorch DDP's defaults, a 1 MiB first bucket then
+        25 MiB).
         `clock` (clock.mode=virtual): the rounds run on the virtual clock (acco/engine/virtual_clock.py);
         `slowdown` should then be 1 (the clock slows a heterogeneous worker, not a sleep)."""
         if method not in FLAT_METHODS:
             raise ValueError(f"unknown method {method!r}")
+        if overlap_backward and method != "ddp":
+            raise ValueError(f"overlap_backward is ddp's setting, not {method}'s")
         self.method = method
         self.warmup_steps = warmup_steps
+        self.overlap_backward = overlap_backward
         # dpu/wp past warmup and acco hold the gradients of a round not yet sent
         self.carries_gradients = method != "ddp"
         self.device = device
@@ -80,6 +91,7 @@ class FlatBackend(Backend):
             rank=rank,
             device=device,
             grad_dtype=grad_dtype,
+            bucket_limits=ddp_limits(bucket_mb) if overlap_backward else None,
         )
         self.opt = ShardedAdamW.with_settings(self.flat.take_master_shard(), self.flat.decay_ranges, lr_at, adamw)
         # the one communication buffer, in the accumulator's dtype (the reduce-scatter sums in it;
@@ -94,8 +106,13 @@ class FlatBackend(Backend):
         # the communication thread gets a process group of its own (`comm_group`), so its
         # collectives never interleave with the main thread's (evaluation, metrics) on another
         self.comm = CommWorker(device)
-        self.syncer: Syncer | None = Syncer(
-            self.buffer, self.opt, rank, world_size, comm_group, tracer, adamw.clip_norm, gathered=self.param_view
+        syncer_args = (self.buffer, self.opt, rank, world_size, comm_group, tracer, adamw.clip_norm)
+        self.syncer: Syncer | None = (
+            BucketedSyncer(
+                *syncer_args, buckets=self.flat.buckets, gather_space=self.flat.grads, gathered=self.param_view
+            )
+            if overlap_backward
+            else Syncer(*syncer_args, gathered=self.param_view)
         )
         self.runner: MicroBatchRunner | None = MicroBatchRunner(
             task.model,
@@ -107,20 +124,42 @@ class FlatBackend(Backend):
             device_type=device.type,
         )
         self.clock: VirtualClock | None = None
+        self.overlap_costs: tuple[Buckets, list[float], float] | None = None
         if clock is not None and clock.virtual:
-            costs = flat_sync_costs(
-                clock,
-                SYNC_KINDS[method],
-                world_size,
-                self.buffer.nbytes,
-                AGREEMENT_BYTES,
-                adamw.clips,
-                gather_bytes=self.param_view.nbytes,
-            )
+            if overlap_backward:
+                buckets = Buckets.from_sizes(self.flat.buckets.entries_in_launch_order())
+                reduce_s, tail_s = flat_overlap_costs(
+                    clock,
+                    world_size,
+                    buckets,
+                    self.buffer.element_size(),
+                    AGREEMENT_BYTES,
+                    adamw.clips,
+                    gather_item=self.param_view.element_size(),
+                )
+                self.overlap_costs = (buckets, reduce_s, tail_s)
+                costs = {SyncKind.COMMIT.value: sum(reduce_s) + tail_s}
+            else:
+                costs = flat_sync_costs(
+                    clock,
+                    SYNC_KINDS[method],
+                    world_size,
+                    self.buffer.nbytes,
+                    AGREEMENT_BYTES,
+                    adamw.clips,
+                    gather_bytes=self.param_view.nbytes,
+                )
             self.clock = VirtualClock(clock.micro_batch_costs(world_size), costs, rank)
-        self.engine: RoundEngine | None = RoundEngine(
-            self.flat, self.syncer, self.comm, self.runner, accum, adaptive, tracer, max_accum_factor, self.clock
-        )
+        engine_args = (self.comm, self.runner, accum, adaptive, tracer, max_accum_factor, self.clock)
+        if isinstance(self.syncer, BucketedSyncer):
+            engine = BackwardOverlapEngine(self.flat, self.syncer, *engine_args)
+            clock_model, share = self.overlap_costs, clock.backward_share if clock is not None else 0.0
+            if self.clock is not None and clock_model is not None:
+                virtual, (buckets, reduce_s, tail_s) = self.clock, clock_model
+                engine.clock_step = lambda a: virtual.backward_overlapped_step(a, buckets, reduce_s, tail_s, share)
+            self.engine: RoundEngine | None = engine
+        else:
+            self.engine = RoundEngine(self.flat, self.syncer, *engine_args)
         self.engine.may_extend = may_extend
 
     @property

@@ -7,11 +7,12 @@ from contextlib import contextmanager
 
 import torch
 
+from ..analytic.overlap import Buckets, torch_ddp_buckets
 from ..engine.rounds import StepCallback, StopRule
 from ..engine.sharded_adamw import AdamWSettings
 from ..engine.torch_ddp import TorchDDPZero1
 from ..engine.trace import TraceRecorder
-from ..engine.virtual_clock import ClockSettings, VirtualClock, torch_ddp_collectives
+from ..engine.virtual_clock import ClockSettings, VirtualClock, torch_ddp_costs
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
@@ -38,10 +39,15 @@ class TorchDDPBackend(Backend):
         clock: ClockSettings | None = None,
         rank: int = 0,
         world_size: int = 1,
+        bucket_mb: float | None = None,
     ):
         """`clock` (clock.mode=virtual, with this `rank` of `world_size`): every step on the virtual
-        clock, accum micro-batches on each rank, then the all-reduce and ZeRO's broadcast when the
-        slowest rank joins them (`slowdown` should then be 1)."""
+        clock (acco/analytic/overlap.py's rule): accum micro-batches on each rank, each bucket's
+        all-reduce from when every rank has it final in the last backward and the link is free, then
+        ZeRO's broadcast, which nothing hides (`slowdown` should then be 1). DDP's first step reduces
+        one bucket of everything, the later ones its rebuilt buckets; the reduce-scatter hooks run
+        their collectives inside the hook, which stalls the backward: no overlap (one bucket of
+        their sum). `bucket_mb`: DDP's bucket_cap_mb."""
         self.model = task.model
         self.accum = accum
         self.compute_dtype = compute_dtype
@@ -63,15 +69,27 @@ class TorchDDPBackend(Backend):
             compute_dtype=compute_dtype,
             group=group,
             comm_hook=comm_hook,
+            bucket_mb=bucket_mb,
         )
         self.runner = self.torch_ddp.runner
         self.clock: VirtualClock | None = None
+        self.steps_here = 0  # steps this process's DDP has taken (its first reduces one bucket)
+        self.steps_model: list[tuple[Buckets, list[float], float]] = []
+        self.share = clock.backward_share if clock is not None else 0.0
         if clock is not None and clock.virtual:
-            params = sum(p.numel() for p in self.torch_ddp.params)
+            numels = [p.numel() for p in self.torch_ddp.params]
+            params = sum(numels)
             wire = 2 if comm_hook.endswith("_bf16") else 4  # DDP's fp32 buckets, or the bf16 hook's wire
             agreement = 8 * (2 + len(CHECKPOINT_SIGNALS))  # [count, loss sum, votes] in float64
-            comm = clock.communication_s(torch_ddp_collectives(params, wire, agreement), world_size)
-            sync = {"commit": comm + clock.optimizer_step_s}  # the AdamW step on this rank's ZeRO partition
+            rebuilt = torch_ddp_buckets(numels, self.torch_ddp.params[0].element_size(), bucket_mb)
+            # (buckets, their reductions, the tail): the first step's, then every later one's
+            for buckets in (Buckets.single(params), rebuilt):
+                reduce_s, tail_s = torch_ddp_costs(clock, world_size, buckets, params, wire, agreement)
+                if comm_hook != "allreduce":  # collectives inside the hook: the backward waits for each
+                    buckets, reduce_s = Buckets.single(params), [sum(reduce_s)]
+                self.steps_model.append((buckets, reduce_s, tail_s))
+            _b, reduce_s, tail_s = self.steps_model[-1]
+            sync = {"commit": sum(reduce_s) + tail_s}  # the whole sync's seconds, hidden or not
             self.clock = VirtualClock(clock.micro_batch_costs(world_size), sync, rank)
 
     @property
@@ -83,9 +101,11 @@ class TorchDDPBackend(Backend):
         t = start
         while not until.done(t):
             result = self.live_ddp.step()
-            if self.clock is not None:  # a·c_r on each rank, then the sync once the slowest joins
-                self.clock.compute_all(self.accum)
-                self.clock.collective(self.clock.sync_cost("commit"))
+            if self.clock is not None:  # the step on the virtual clock (acco/analytic/overlap.py)
+                # DDP's first step in this process (a resumed run's too) reduces one bucket
+                buckets, reduce_s, tail_s = self.steps_model[min(self.steps_here, 1)]
+                self.clock.backward_overlapped_step(self.accum, buckets, reduce_s, tail_s, self.share)
+            self.steps_here += 1
             on_step(t, result)
             t += 1
 

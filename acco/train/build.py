@@ -18,6 +18,7 @@ from .backend import Backend
 from .backend_flat import FlatBackend
 from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
 from .backend_torch_ddp import TorchDDPBackend
+from .same_start import same_start
 
 
 def build_backend(
@@ -41,15 +42,24 @@ def build_backend(
     slowdown: float = 1.0,
     may_extend: Callable[[int], bool] | None = None,
     clock: ClockSettings | None = None,
+    broadcast_initial: bool = False,
+    start_group=None,
 ) -> Backend:
     """The backend that runs `method`'s schedule (acco.Overlapped's and the suite's Trainer's):
     PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
     options["comm_hook"]), the local methods' (diloco, streaming_diloco: options are conf/method's
     sync_every ... outer_momentum; `step_group` a host group for the inner steps' counts) or the
-    flat engine's (ddp with impl "flat", dpu, wp: options["warmup_steps"], acco). `options`: the
+    flat engine's (ddp with impl "flat" and options["overlap_backward"], options["bucket_mb"]; dpu, wp:
+    options["warmup_steps"]; acco). `options`: the
     method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `adamw`:
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
-    `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more)."""
+    `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more).
+
+    First, every method: the ranks must hold the same initial parameters (acco/train/same_start.py:
+    a difference is refused with one line) or, `broadcast_initial`, take rank 0's; on `start_group`
+    (the caller's thread's own group: the training group carries only the engine's collectives),
+    default `comm_group`."""
+    same_start(task.model, start_group if start_group is not None else comm_group, device, broadcast_initial)
     if deterministic and device.type == "cuda":
         # reproducible on CUDA too (make gpu-check compares runs bit for bit). The suite's ranks set
         # it before their first process group (acco.runtime.launch.init_process_group); here for
@@ -57,6 +67,7 @@ def build_backend(
         deterministic_cuda()
     if method == "ddp" and options.get("impl", "torch") == "torch":
         hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
+        bucket_mb = options.get("bucket_mb")
         return TorchDDPBackend(
             task,
             adamw,
@@ -71,6 +82,7 @@ def build_backend(
             clock=clock,
             rank=rank,
             world_size=world_size,
+            bucket_mb=None if bucket_mb is None else float(bucket_mb),
         )
     if method in LOCAL_METHODS:
         return LocalBackend(
@@ -108,4 +120,6 @@ def build_backend(
         may_extend=may_extend,
         grad_dtype=grad_dtype,
         clock=clock,
+        overlap_backward=method == "ddp" and bool(options.get("overlap_backward", False)),
+        bucket_mb=None if options.get("bucket_mb") is None else float(options["bucket_mb"]),
     )

@@ -68,8 +68,10 @@ NOT_IDENTITY_TRAIN = {
 # without them did: such a checkpoint still resumes a run that leaves them at that value
 ADDED_SINCE: dict[str, dict[str, object]] = {
     "train": {"grad_dtype": "auto"},
-    "clock": {"mode": "real", "micro_batch_s": None, "sync_s": None, "optimizer_step_s": 0.0},
+    "clock": {"mode": "real", "micro_batch_s": None, "sync_s": None, "optimizer_step_s": 0.0, "backward_share": None},
 }
+# per method: settings its config gained since (ddp's backward overlap, issue 40)
+ADDED_SINCE_METHOD: dict[str, dict[str, object]] = {"ddp": {"overlap_backward": False, "bucket_mb": None}}
 
 
 # dist.checkpoint_timeout_s when a config has none: a paper-scale save writes tens of GB (fig8's ~80 GB)
@@ -120,6 +122,9 @@ def with_added_settings(saved: dict) -> dict:
     out = dict(saved)
     for section, defaults in ADDED_SINCE.items():
         out[section] = {**defaults, **(out.get(section) or {})}
+    method = out.get("method") or {}
+    if isinstance(method, dict) and method.get("name") in ADDED_SINCE_METHOD:
+        out["method"] = {**ADDED_SINCE_METHOD[method["name"]], **method}
     return out
 
 

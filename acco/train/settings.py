@@ -27,6 +27,12 @@ def check_method(cfg: dict) -> None:
             f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {cfg['method'].get('comm_hook')!r}; "
             f"set e.g. method.comm_hook=allreduce"
         )
+    if method == "ddp":
+        overlap = cfg["method"].get("overlap_backward", False)
+        if not isinstance(overlap, bool):
+            raise ConfigError(f"method.overlap_backward must be true or false, got {overlap!r}")
+        if cfg["method"].get("bucket_mb") is not None:
+            setting_number(cfg["method"]["bucket_mb"], "method.bucket_mb", 0.0, strict_min=True)
     if method in ("dpu", "wp"):
         setting_int(cfg, "method.warmup_steps", 0)
     if method in ("diloco", "streaming_diloco"):

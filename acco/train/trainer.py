@@ -153,6 +153,7 @@ class Trainer:
             deterministic=train.deterministic,
             tracer=tracer,
             comm_group=group,
+            start_group=self.control_group,  # the same-start check: this thread's gloo group
             step_group=self.control_group,
             max_accum_factor=train.max_accum_factor,
             slowdown=slowdown,
@@ -214,7 +215,10 @@ class Trainer:
     def clock_report(self) -> dict:
         """summary.json's `clock` block: the mode, and on the virtual clock the costs it used."""
         clock = self.backend.clock
-        return self.clock_settings.report(clock.sync_costs if clock is not None else {}, self.world_size)
+        report = self.clock_settings.report(clock.sync_costs if clock is not None else {}, self.world_size)
+        if clock is not None and clock.step_model is not None:  # a DDP step overlapping its backward
+            report["ddp_step"] = clock.step_model
+        return report
 
     def on_step(self, t: int, res: SyncResult) -> None:
         self.steps_done = t + 1
