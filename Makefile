@@ -141,7 +141,7 @@ simulate: $(STAMP) ## The methods' schedules simulated at 8-1024 GPUs: figures a
 	$(PYTHON) experiments/simulate.py --figures results/sim
 	$(PYTHON) experiments/simulate.py --validation results/sim
 
-# Everything CUDA-specific in at most 8 minutes on one H200 (experiments/gpu_check.py: a plan of
+# Everything CUDA-specific in at most 8.5 minutes on one H200 (experiments/gpu_check.py: a plan of
 # parts with their budgets: data caches, every method against the reference, bitwise race checks,
 # exact resume on CUDA, hidden host syncs, overlap from CUDA events, tokens/s and MFU) -> results/gpu/.
 # Without a GPU: says so, exit 0. On a CUDA machine with its own PyTorch and no internet (no venv, no

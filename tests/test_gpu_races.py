@@ -44,7 +44,7 @@ WORLDS["1 adaptive"] = (["world_size=1", *ADAPTIVE], "world 1, adaptive rounds c
 # three runs each, ~8 s a run on one H200 (estimated): the flat engine's three schedules at world 1,
 # the overlapped ones and a local method at world 2
 RACES = [
-    *[(m, "1") for m in ("dpu", "acco", "streaming_diloco")],
+    *[(m, "1") for m in ("dpu", "acco", "streaming_diloco", "ddp_overlap")],
     *[(m, w) for w in WORLDS if w not in ("1", "1 adaptive") for m in ("acco", "streaming_diloco")],
     ("acco", "1 adaptive"),
 ]

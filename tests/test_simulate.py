@@ -518,11 +518,13 @@ def test_published_rows_reproduce_from_their_commands(capsys):
 
 
 def test_the_diloco_family_is_reproduced_within_the_papers_rounding():
-    """Streaming DiLoCo's Table 4 for the 1B model, every method but data-parallel (which waits for
-    issue 40's overlap rule): within 1.25x (the paper's grid steps by 1.21)."""
+    """Streaming DiLoCo's Table 4 for the 1B model, every local method: within 1.25x (the paper's grid
+    steps by 1.21)."""
     from analysis.sim_published import diloco_rows, simulate
 
-    rows = [r for r in diloco_rows() if r.setting.startswith("1B, ") and r.method != "ddp" and "outer" not in r.setting]
+    rows = [
+        r for r in diloco_rows() if r.setting.startswith("1B, ") and not r.data_parallel and "outer" not in r.setting
+    ]
     assert len(rows) == 20
     for r in rows:
         ours, _ = simulate(r)

@@ -134,11 +134,9 @@ def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int, overlap: Overl
         step = c.max(-1) + m[None, :]
     else:
         o = overlap  # every step starts with every worker at 0: they all left the last one together
-        reduce_s = [np.asarray(x, float) for x in o.reduce_s]
-        zero = np.zeros((B, N))
-        step = np.stack(
-            [step_end(zero, mu[:, None] * f[r], accum, o.buckets, reduce_s, o.tail_s, o.share) for r in range(R)]
-        )
+        reduce_s = [np.asarray(x, float) for x in o.reduce_s]  # (B,) each: broadcast over the rounds
+        # every round at once (the rounds on the leading axis): one pass over the buckets
+        step = step_end(np.zeros((R, B, N)), mu[None, :, None] * f, accum, o.buckets, reduce_s, o.tail_s, o.share)
     busy = c.sum(-1).sum(0) / (N * step.sum(0))
     return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy, np.cumsum(step, axis=0))
 

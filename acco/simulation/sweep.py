@@ -165,7 +165,7 @@ def primitives(sc: Scenario) -> dict:
     sync["diloco"], sync["streaming_diloco"] = parts["diloco"].total, parts["streaming_diloco"].total
     # the DDP that reduces its buckets in the last backward (acco/analytic/overlap.py's rule): its
     # buckets, each one's reduce-scatter, the tail (the step and the gather); sync_s: all of it
-    overlap = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None)
+    overlap = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer)
     sync["ddp_overlap"] = sum(overlap[1]) + overlap[2]
     return {"micro_batch_s": mu, "inner_step_s": inner, "sync_s": sync, "parts": parts, "ddp_overlap": overlap}
 

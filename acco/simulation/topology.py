@@ -292,15 +292,20 @@ def ddp_buckets(params: float, grad_bytes: float = 2, bucket_mb: float | None = 
 
 
 def ddp_overlap_parts(
-    params: float, topo: Topology, grad_bytes: float = 2, param_bytes: float = 2, bucket_mb: float | None = None
+    params: float,
+    topo: Topology,
+    grad_bytes: float = 2,
+    param_bytes: float = 2,
+    bucket_mb: float | None = None,
+    optimizer: bool = True,
 ) -> tuple[Buckets, list[float], float]:
     """The flat engine's overlapped ddp (FSDP's and ZeRO's overlap alike): its buckets, each one's
     reduce-scatter (what the last backward can hide) and the tail nothing hides, the sharded AdamW
-    step and the all-gather of the parameters. Their sum is sync_s("ddp") with one latency term per
-    bucket more."""
+    step (`optimizer=False`: left out) and the all-gather of the parameters. Their sum is
+    sync_s("ddp") with one latency term per bucket more."""
     buckets = ddp_buckets(params, grad_bytes, bucket_mb)
     reduce = [reduce_scatter_s(grad_bytes * n, topo) for n in buckets.entries]
-    opt = params / topo.workers * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s
+    opt = params / topo.workers * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s if optimizer else 0.0
     return buckets, reduce, opt + all_gather_s(param_bytes * params, topo)
 
 
