@@ -27,10 +27,12 @@ it. Rows:
   row predicted from its stated inputs (the GPUs and nodes, per-GPU batch and accumulation, the
   paper's 100 Gb/s between A100 nodes, the presets' MFU), not fitted per row.
 
-A data-parallel row (the DiLoCo papers' Data-Parallel, torchtitan's FSDP, llm.c's ZeRO-1, the ACCO
-paper's DDP + ZeRO-1) is simulated with the DDP as those runs have it, its gradient buckets reduced
-during the last backward (`ddp_overlap`, acco/analytic/overlap.py's rule, issue 40); the blocking
-DDP's number (everything after the backward) is given beside it, to show what the overlap is worth.
+A data-parallel row is simulated with the DDP as those runs have it, its gradient buckets reduced
+during the last backward (acco/analytic/overlap.py's rule, issue 40): sharded (`ddp_overlap`: each
+bucket reduce-scattered, the parameters all-gathered after the step) for torchtitan's FSDP, llm.c's
+ZeRO-1 and the ACCO paper's DDP + ZeRO-1; replicated (`ddp_allreduce`: each bucket all-reduced, no
+gather after the step) for the DiLoCo papers' Data-Parallel. The blocking DDP's number (everything
+after the backward) is given beside it, to show what the overlap is worth.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ SDL = "Streaming DiLoCo (arXiv 2501.18512) Table 4"
 EAGER = "Eager updates (arXiv 2502.12996) Table 5"
 TARGETS = (0.50, 0.80, 0.90, 0.95, 0.99)
 DDP = "ddp_overlap"  # the data-parallel baseline as production runs it (reduction in the last backward)
+REPLICATED = "ddp_allreduce"  # the same without ZeRO: buckets all-reduced, no gather after the step
 BLOCKING = "ddp"  # the same with every reduction after the backward
 
 
@@ -69,12 +72,13 @@ class Row:
     @property
     def data_parallel(self) -> bool:
         """Its number comes from the DDP schedule (the method's, or the baseline of a ratio)."""
-        return self.method == DDP or self.kind in ("time_ratio", "hours_tokens")
+        return self.method in (DDP, REPLICATED) or self.kind in ("time_ratio", "hours_tokens")
 
     def blocking(self) -> Row:
-        """The same row with the blocking DDP in place of the overlapped one."""
-        return replace(self, method=BLOCKING if self.method == DDP else self.method,
-                       args=[a.replace(DDP, BLOCKING) for a in self.args])  # fmt: skip
+        """The same row with the blocking DDP in place of the overlapped one (for a replicated row too:
+        the blocking DDP's reduce-scatter and all-gather are an all-reduce's traffic)."""
+        return replace(self, method=BLOCKING if self.method in (DDP, REPLICATED) else self.method,
+                       args=[a.replace(DDP, BLOCKING).replace(REPLICATED, BLOCKING) for a in self.args])  # fmt: skip
 
     def command(self) -> str:
         extra = []
@@ -116,7 +120,7 @@ EAGER_PUBLISHED = {  # Streaming DiLoCo with 1-outer-step overlapped FP4 com., H
 # (consecutive layers need up to 2x the published bandwidth there for 10B and 100B)
 STRIDED = ["--layerwise", "--fragment-pattern", "strided"]
 VARIANTS = {  # Table 4's method -> (simulated method, its arguments)
-    "Data-Parallel": (DDP, ["--grad-precision", "bf16", "--param-precision", "bf16"]),
+    "Data-Parallel": (REPLICATED, ["--grad-precision", "bf16", "--param-precision", "bf16"]),
     "Vanilla DiLoCo": ("diloco", ["--outer-precision", "bf16", "--layerwise", "--F", "1"]),
     "Streaming DiLoCo": ("streaming_diloco", ["--outer-precision", "bf16", *STRIDED, "--tau", "0"]),
     "Streaming DiLoCo w/ overlapped com.": ("streaming_diloco", ["--outer-precision", "bf16", *STRIDED, "--tau", "1"]),
@@ -151,9 +155,9 @@ def _variant_args(size: str, variant: str) -> tuple[str, list[str]]:
 def _bandwidth_gap(variant: str, target: float) -> str:
     if variant == "Data-Parallel":
         return (
-            "ZeRO-1 here: each bucket's reduce-scatter hides in the last backward, but the parameters' all-gather "
-            "after the step cannot, and with one micro-batch a step the backward is 2/3 of it; the paper's "
-            "data-parallel all-reduces its (replicated) gradients entirely inside the backward"
+            "the last bucket's all-reduce starts when the backward ends, and with one micro-batch a step the "
+            "backward is 2/3 of it: at high utilization the all-reduce must fit in the backward with little to "
+            "spare, which needs more bandwidth here than the paper's (unpublished) per-layer model"
         )
     if variant.startswith("1-outer"):
         return (
@@ -463,7 +467,8 @@ def published_markdown(df: pd.DataFrame) -> str:
         "from the command shown (re-runnable from the clone), their ratio, and where it is off by more than "
         "1.5x the mechanism that explains it. The DiLoCo papers report the first point of a geometric grid "
         "(1.21 between points): a ratio up to 1.21 is within their rounding. A data-parallel row is simulated "
-        "with the DDP whose buckets are reduced in the last backward, as the published runs have it; its "
+        "with the DDP whose buckets are reduced in the last backward, as the published runs have it (sharded "
+        "for FSDP and ZeRO-1, replicated for the DiLoCo papers' Data-Parallel); its "
         "ratio with the blocking DDP (every reduction after the backward) stands beside it. The simulation "
         "predicts time, not loss.",
         "",

@@ -122,3 +122,29 @@ def test_with_fp32_gradients_flat_ddp_accumulates_and_reduces_as_torch_ddp(tmp_p
     estimated = me.model_states(me.model_shape(run["cfg"]).groups, 2, me.state_layout(run["cfg"], gpu=False))
     keys4 = ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes")
     assert estimated == [{k: r[k] for k in keys4} for r in run["summary"]["per_rank"]]
+
+
+@pytest.mark.integration
+def test_the_local_methods_pseudo_gradient_moves_in_train_grad_dtype(tmp_path):
+    """diloco in a bf16 run (issue 42 point 9): by default Δ is reduced in fp32 (as the flat methods'
+    gradients), in bf16 (the parameters' dtype, as torchft) when asked for; the outer step's result
+    φ' comes back in fp32 either way, and the memory equals the estimate byte for byte."""
+    local = [*BF16, "method=diloco", "method.sync_every=2", "method.fragments=1"]
+    local += ["train.samples=null", "train.tokens=null"]
+    blocks = {}
+    for choice in ("auto", "bf16"):
+        out = str(tmp_path / choice)
+        run_train([*local, f"train.grad_dtype={choice}", f"out_dir={out}"])
+        run = load_run(out)
+        assert run["summary"]["status"] == "completed"
+        blocks[choice] = run["summary"]["precision"]
+        layout = me.state_layout(run["cfg"], gpu=False)
+        estimated = me.model_states(me.model_shape(run["cfg"]).groups, 2, layout)
+        keys4 = ("param_bytes", "grad_bytes", "comm_buffer_bytes", "optimizer_state_bytes")
+        assert estimated == [{k: r[k] for k in keys4} for r in run["summary"]["per_rank"]]
+    assert (blocks["auto"]["parameters"], blocks["auto"]["reduce"], blocks["auto"]["all_gather"]) == (
+        "bf16",
+        "fp32",
+        "fp32",
+    )
+    assert (blocks["bf16"]["parameters"], blocks["bf16"]["reduce"]) == ("bf16", "bf16")

@@ -543,3 +543,31 @@ def test_strided_fragments_spread_their_layers_over_the_depth():
     a = schedules.local(mu, ones(4 * H, 2), M, 1, H, 4, 0, layers=12)
     b = schedules.local(mu, ones(4 * H, 2), M, 1, H, 4, 0, layers=12, strided=True)
     assert b.step_s[0] < a.step_s[0]
+
+
+def test_replicated_ddp_all_reduces_its_buckets_in_the_backward_and_steps_the_whole_model():
+    """ddp_allreduce (PyTorch DDP without ZeRO, the DiLoCo papers' Data-Parallel): each bucket
+    all-reduced (twice a reduce-scatter's bytes) where ddp_overlap reduce-scatters it, the whole
+    model's AdamW on every GPU where ZeRO-1 steps a shard, and no all-gather after the step."""
+    from acco.simulation.sweep import primitives
+    from acco.simulation.topology import ADAMW_BYTES_PER_PARAM, all_gather_s, ddp_overlap_parts
+
+    topo = topology(1, 2, 100, alpha_inter_us=0)
+    P, hbm = 1e8, topo.hbm_bytes_per_s
+    buckets, reduce_rs, tail_rs = ddp_overlap_parts(P, topo, 2, 2)
+    same, reduce_ar, tail_ar = ddp_overlap_parts(P, topo, 2, 2, replicated=True)
+    assert same == buckets and len(buckets.entries) > 2
+    assert reduce_ar == pytest.approx([2 * r for r in reduce_rs])
+    assert tail_rs == pytest.approx(P / 2 * ADAMW_BYTES_PER_PARAM / hbm + all_gather_s(2 * P, topo))
+    assert tail_ar == pytest.approx(P * ADAMW_BYTES_PER_PARAM / hbm)
+    assert ddp_overlap_parts(P, topo, 2, 2, optimizer=False, replicated=True)[2] == 0.0
+    # accum 1, no optimizer time, a step of 1 s (forward 1/3, backward 2/3): the all-reduce fits in
+    # the backward save its last bucket's, so the replicated DDP beats ZeRO-1's exposed all-gather
+    sc = scenario("125m", topo, accum=1, step_time_s=1.0, optimizer=False, rounds=20)
+    prim = primitives(sc)
+    assert sum(prim["ddp_allreduce"][1]) < 2 / 3  # the whole all-reduce shorter than the backward
+    rows = {r["method"]: r for r in run([sc], ["ddp", "ddp_overlap", "ddp_allreduce"])}
+    last = prim["ddp_allreduce"][1][-1]  # the bucket final when the backward ends is never hidden
+    assert rows["ddp_allreduce"]["step_s"] == pytest.approx(1.0 + last, rel=1e-6)
+    assert rows["ddp_overlap"]["step_s"] > rows["ddp_allreduce"]["step_s"]  # its gather is exposed
+    assert rows["ddp"]["step_s"] == pytest.approx(1.0 + 2 * reduce_scatter_s(2 * sc.model.params, topo))

@@ -386,11 +386,6 @@ def _fields(cls) -> dict[str, tuple[dataclasses.Field, Any]]:
     return {f.name: (f, hints[f.name]) for f in dataclasses.fields(cls)}
 
 
-def _suggest(word: str, options) -> str:
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
-
-
 def _unknown(dotted: str, arg: str, options, prefix: str) -> ConfigError:
     name = dotted.rsplit(".", 1)[-1]
     given = f" ({arg})" if arg else ""

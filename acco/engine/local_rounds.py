@@ -124,9 +124,12 @@ class LocalEngine:
         clip_norm: float = 0.0,
         clock: VirtualClock | None = None,
         clock_costs: LocalCosts | None = None,
+        outer_dtype: torch.dtype | None = None,
     ):
         """`clock` (clock.mode=virtual), with `clock_costs`: the virtual clock every inner step and
-        fragment sync advances (acco/engine/virtual_clock.py)."""
+        fragment sync advances (acco/engine/virtual_clock.py). `outer_dtype` (train.grad_dtype):
+        the pseudo-gradient's dtype on the wire (default the compute dtype's; fp32 beside bf16
+        parameters sends twice the bytes and sums the workers' Δ without rounding to bf16)."""
         self.flat, self.inner, self.schedule = flat, inner, schedule
         self.clock, self.clock_costs = clock, clock_costs
         self.comm, self.runner, self.accum = comm, runner, accum
@@ -143,10 +146,11 @@ class LocalEngine:
         if device.type == "cuda":  # pinned: φ_f's copy onto the device at a sync's start does not
             self.anchor = self.anchor.pin_memory()  # drain the compute stream (a pageable one does)
         self.momentum = [torch.zeros((b - a) // world_size, device=device) for a, b in self.fragments]
-        self.buffer = torch.zeros_like(flat.params)  # Δ out, fragment by fragment (compute dtype)
+        # Δ out, fragment by fragment, in outer_dtype
+        self.buffer = torch.zeros(flat.params.shape, dtype=outer_dtype or flat.params.dtype, device=device)
         longest = max(b - a for a, b in self.fragments)
         self.staging = torch.empty(longest, dtype=torch.float32, device=device)  # φ'_f in
-        self.grad_shard = torch.empty(longest // world_size, dtype=flat.params.dtype, device=device)
+        self.grad_shard = torch.empty(longest // world_size, dtype=self.buffer.dtype, device=device)
         self.scratch = torch.empty_like(self.grad_shard)
         self.agreement = Agreement()
         self.in_flight: tuple[int, CommJob] | None = None  # (fragment, its sync)

@@ -19,7 +19,8 @@ testbed's shared cores do).
 
 Speed-ups are samples/s over DDP's: the blocking one (the paper's baseline as the suite ran it)
 and the one whose reduce-scatter overlaps the last backward (`ddp_overlap`, the baseline as PyTorch's
-DDP, ZeRO's overlap_comm and FSDP run it). Memory per GPU is the model state of Table 1's formulas
+DDP, ZeRO's overlap_comm and FSDP run it). `ddp_allreduce` is data parallelism without ZeRO (PyTorch
+DDP's default): each bucket all-reduced in the last backward, every GPU steps the whole model. Memory per GPU is the model state of Table 1's formulas
 (acco/analytic/table1.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
 below the GPU's memory.
 """
@@ -46,10 +47,11 @@ from .topology import (
     sync_parts,
 )
 
-METHODS = ("ddp", "ddp_overlap", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
+METHODS = ("ddp", "ddp_overlap", "ddp_allreduce", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
 LABELS = {
     "ddp": "DDP+ZeRO-1",
     "ddp_overlap": "DDP+ZeRO-1, overlapped backward",
+    "ddp_allreduce": "DDP (replicated), all-reduce in the backward",
     "dpu": "DPU",
     "wp": "WP",
     "acco": "ACCO (deterministic)",
@@ -57,9 +59,12 @@ LABELS = {
     "diloco": "DiLoCo",
     "streaming_diloco": "Streaming DiLoCo",
 }
+# the DDPs whose buckets are reduced in the last backward (acco/analytic/overlap.py's rule)
+BUCKETED = ("ddp_overlap", "ddp_allreduce")
 TABLE1_KEY = {  # acco/analytic/table1.py TABLE1_FORMULAS's row for each method
     "ddp": "zero1",
     "ddp_overlap": "zero1",
+    "ddp_allreduce": "ddp",
     "dpu": "dpu",
     "wp": "wp",
     "acco": "acco",
@@ -167,7 +172,17 @@ def primitives(sc: Scenario) -> dict:
     # buckets, each one's reduce-scatter, the tail (the step and the gather); sync_s: all of it
     overlap = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer)
     sync["ddp_overlap"] = sum(overlap[1]) + overlap[2]
-    return {"micro_batch_s": mu, "inner_step_s": inner, "sync_s": sync, "parts": parts, "ddp_overlap": overlap}
+    # the same without ZeRO: each bucket all-reduced in the last backward, every GPU steps it all
+    replicated = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer, True)
+    sync["ddp_allreduce"] = sum(replicated[1]) + replicated[2]
+    return {
+        "micro_batch_s": mu,
+        "inner_step_s": inner,
+        "sync_s": sync,
+        "parts": parts,
+        "ddp_overlap": overlap,
+        "ddp_allreduce": replicated,
+    }
 
 
 def replica_factors(f: np.ndarray, replica_gpus: int) -> np.ndarray:
@@ -188,8 +203,8 @@ def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
     layers = sc.model.layers if sc.layerwise else 0
     if method == "ddp":
         return schedules.ddp(mu, f, m, A)
-    if method == "ddp_overlap":
-        raise ValueError("ddp_overlap is simulated one scenario at a time (overlap_timing: its own buckets)")
+    if method in BUCKETED:
+        raise ValueError(f"{method} is simulated one scenario at a time (overlap_timing: its own buckets)")
     if method in ("dpu", "wp"):
         return schedules.overlapped(mu, f, m, A, 1, contention=sc.contention)
     if method in ("acco", "acco_adaptive"):
@@ -202,9 +217,9 @@ def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
     raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
 
 
-def overlap_timing(prim: dict, f, sc: Scenario) -> schedules.Timing:
-    """The overlapped ddp of one scenario (B = 1): its own buckets."""
-    buckets, reduce_s, tail_s = prim["ddp_overlap"]
+def overlap_timing(prim: dict, f, sc: Scenario, method: str = "ddp_overlap") -> schedules.Timing:
+    """An overlapped ddp (`BUCKETED`) of one scenario (B = 1): its own buckets."""
+    buckets, reduce_s, tail_s = prim[method]
     mu = np.array([prim["micro_batch_s"]])
     overlap = schedules.Overlap(buckets, [np.array([r]) for r in reduce_s], np.array([tail_s]))
     return schedules.ddp(mu, f, np.array([sum(reduce_s) + tail_s]), sc.accum, overlap)
@@ -263,8 +278,10 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
         per_method = {}
         for method in (m for m in methods if applicable(m, first)):
             m = np.array([p["sync_s"][method] for p in prims])
-            if method == "ddp_overlap":
-                parts = [overlap_timing(p, f[:, j : j + 1], scenarios[i]) for j, (i, p) in enumerate(zip(idx, prims))]
+            if method in BUCKETED:
+                parts = [
+                    overlap_timing(p, f[:, j : j + 1], scenarios[i], method) for j, (i, p) in enumerate(zip(idx, prims))
+                ]
                 per_method[method] = (_stack(parts), m)
                 continue
             per_method[method] = (timings(method, mu, f, m, first, inner), m)

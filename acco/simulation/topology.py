@@ -298,12 +298,20 @@ def ddp_overlap_parts(
     param_bytes: float = 2,
     bucket_mb: float | None = None,
     optimizer: bool = True,
+    replicated: bool = False,
 ) -> tuple[Buckets, list[float], float]:
     """The flat engine's overlapped ddp (FSDP's and ZeRO's overlap alike): its buckets, each one's
     reduce-scatter (what the last backward can hide) and the tail nothing hides, the sharded AdamW
     step (`optimizer=False`: left out) and the all-gather of the parameters. Their sum is
-    sync_s("ddp") with one latency term per bucket more."""
+    sync_s("ddp") with one latency term per bucket more.
+
+    `replicated`: plain data parallelism (PyTorch DDP without ZeRO, the DiLoCo papers' Data-Parallel):
+    each bucket is all-reduced (twice a reduce-scatter's traffic, all of it hideable in the backward)
+    and every GPU steps the whole model; no gather after the step."""
     buckets = ddp_buckets(params, grad_bytes, bucket_mb)
+    if replicated:
+        reduce = [all_reduce_s(grad_bytes * n, topo) for n in buckets.entries]
+        return buckets, reduce, params * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s if optimizer else 0.0
     reduce = [reduce_scatter_s(grad_bytes * n, topo) for n in buckets.entries]
     opt = params / topo.workers * ADAMW_BYTES_PER_PARAM / topo.hbm_bytes_per_s if optimizer else 0.0
     return buckets, reduce, opt + all_gather_s(param_bytes * params, topo)

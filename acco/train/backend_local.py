@@ -63,10 +63,13 @@ class LocalBackend(Backend):
         comm_group,
         step_group,
         clock: ClockSettings | None = None,
+        outer_dtype: torch.dtype | None = None,
     ):
         """`clock` (clock.mode=virtual): inner steps and fragment syncs on the virtual clock
-        (acco/engine/virtual_clock.py); `slowdown` should then be 1."""
+        (acco/engine/virtual_clock.py); `slowdown` should then be 1. `outer_dtype`
+        (train.grad_dtype): the pseudo-gradient's dtype on the wire (default: the compute dtype)."""
         self.device = device
+        self.outer_dtype = outer_dtype or compute_dtype
         self.flat = FlatModel(
             task.model,
             world_size,
@@ -106,6 +109,7 @@ class LocalBackend(Backend):
             adamw.clip_norm,
             clock=self.clock,
             clock_costs=clock_costs,
+            outer_dtype=self.outer_dtype,
         )
         self.world_size = world_size
 
@@ -116,7 +120,7 @@ class LocalBackend(Backend):
         inner step's counts all-reduce ([count, loss, non-finite, votes] in float64) and its AdamW
         over the whole model: world_size x clock.optimizer_step_s, the step on one shard."""
         padded = self.flat.layout.padded
-        item = self.flat.params.element_size()  # Δ is reduced in the buffer's (compute) dtype
+        item = torch.empty((), dtype=self.outer_dtype).element_size()  # Δ is reduced in the buffer's dtype
         costs = {
             fragment_kind(f): clock.communication_s(local_sync_collectives(b - a, item), world_size, (b - a) / padded)
             for f, (a, b) in enumerate(fragment_bounds(padded, world_size, schedule.fragments))
@@ -191,7 +195,7 @@ class LocalBackend(Backend):
             "optimizer_state_bytes": engine.inner.state_bytes() + sum(t.numel() * t.element_size() for t in outer),
             "param_bytes": self.flat.params.numel() * item,
             "grad_bytes": self.flat.grads.numel() * item,
-            "comm_buffer_bytes": engine.buffer.numel() * item,
+            "comm_buffer_bytes": engine.buffer.numel() * engine.buffer.element_size(),
         }
 
     def round_micro_batches(self) -> list[int]:

@@ -100,6 +100,7 @@ def build_backend(
             comm_group=comm_group,
             step_group=step_group,
             clock=clock,
+            outer_dtype=grad_dtype,  # the pseudo-gradient moves as the flat methods' gradients do
         )
     return FlatBackend(
         task,

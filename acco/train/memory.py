@@ -184,9 +184,13 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     if method["name"] in ("diloco", "streaming_diloco"):
         from dataclasses import replace
 
+        # the pseudo-gradient's buffer in train.grad_dtype (acco/train/build.py: outer_dtype)
+        outer = 4 if grad_dtype_name(cfg, gpu) == "fp32" else flat.buffer_bytes
+        wide = ", fp32 pseudo-gradient" if outer > flat.buffer_bytes else ""
         return replace(
             flat,
-            name=f"{flat.name}, unsharded inner AdamW",
+            name=f"{flat.name}, unsharded inner AdamW{wide}",
+            buffer_bytes=outer,
             local_fragments=int(method["fragments"]),
             phi_on_host=gpu,  # acco/engine/local_rounds.py: φ in host memory where the device is a GPU
         )

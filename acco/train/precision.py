@@ -9,7 +9,9 @@
 Older configs said `train.bf16: true|false` (bf16 on GPU only); they read as auto / fp32.
 
 `train.grad_dtype`: the flat methods' gradient accumulator and reduce-scatter (and so their
-communication buffer) dtype.
+communication buffer) dtype, and the local methods' pseudo-gradient on the wire (diloco,
+streaming_diloco: auto/fp32 reduces Δ in fp32 beside bf16 parameters, bf16 as torchft does, in the
+parameters' dtype).
 
     auto  fp32 (the default): an fp32 accumulator and an fp32 reduce-scatter; in a bf16 run each
           micro-batch's gradient is rounded to bf16 once (the parameters' dtype) and summed in fp32,
