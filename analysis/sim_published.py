@@ -155,9 +155,10 @@ def _variant_args(size: str, variant: str) -> tuple[str, list[str]]:
 def _bandwidth_gap(variant: str, target: float) -> str:
     if variant == "Data-Parallel":
         return (
-            "the last bucket's all-reduce starts when the backward ends, and with one micro-batch a step the "
-            "backward is 2/3 of it: at high utilization the all-reduce must fit in the backward with little to "
-            "spare, which needs more bandwidth here than the paper's (unpublished) per-layer model"
+            "near 100 % CU only what follows the backward counts: here the last bucket's all-reduce, 25 MiB "
+            "(1/76 of the 1B model's bf16 gradients, 1/760 of the 10B's), so less bandwidth reaches it than the "
+            "paper's simulator needs; that simulator is not public — a piece per layer (1/24, 1/48 of the "
+            "gradients) is the likely difference"
         )
     if variant.startswith("1-outer"):
         return (

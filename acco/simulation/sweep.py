@@ -20,7 +20,8 @@ testbed's shared cores do).
 Speed-ups are samples/s over DDP's: the blocking one (the paper's baseline as the suite ran it)
 and the one whose reduce-scatter overlaps the last backward (`ddp_overlap`, the baseline as PyTorch's
 DDP, ZeRO's overlap_comm and FSDP run it). `ddp_allreduce` is data parallelism without ZeRO (PyTorch
-DDP's default): each bucket all-reduced in the last backward, every GPU steps the whole model. Memory per GPU is the model state of Table 1's formulas
+DDP's default): each bucket all-reduced in the last backward, every GPU steps the whole model.
+Memory per GPU is the model state of Table 1's formulas
 (acco/analytic/table1.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
 below the GPU's memory.
 """
