@@ -24,10 +24,13 @@ import numpy as np
 
 from acco.bench.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from acco.config.experiments import experiment_block
-from analysis.claims import METRICS, Claim, by_seed, claim_clock, claims_of, evaluate, resolve, selected
+from analysis import beyond_diloco as bd
+from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, identity, resolve, runs_by_seed, selected
 from analysis.load import Run, discover_runs
+from analysis.measures import TARGET_COLUMN, time_to_loss, train_loss_frame
+from analysis.render import MissingRuns
 from analysis.stats import PairedGap, paired_gap
-from analysis.tables import TARGET_COLUMN, target_column, time_to_loss, train_loss_frame
+from analysis.tables import target_column
 
 EXPERIMENTS = ("fig7", "fig8", "fig9", "fig11", "beyond_diloco")
 CLOCK_DIR = "clock"
@@ -89,18 +92,15 @@ def column_of(claim: Claim) -> str:
 
 def _identity(run: Run) -> dict:
     """The keys a claim's selectors read (analysis/claims.py identity where it exists)."""
-    from analysis import claims
-
-    ident = getattr(claims, "identity", None)
-    return ident(run.info, run.config) if ident is not None else run.info
+    return identity(run.info, run.config)
 
 
 def groups(claim: Claim, runs: list[Run]) -> tuple[dict[int, Run], dict[int, Run]]:
     """The claim's A and B runs by seed, selected as analysis/claims.py evaluate selects them."""
     ids = [_identity(r) for r in runs]
     sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
-    ga = by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
-    gb = by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
+    ga = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
+    gb = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     return ga, gb
 
 
@@ -330,9 +330,6 @@ def verdict_lines(root: str, scale: str, experiments=EXPERIMENTS) -> list[str]:
 def beyond_diloco_lines(root: str, scale: str) -> list[str]:
     """beyond_diloco's time to the target per link on the virtual clock (analysis/beyond_diloco.py
     timing(clock="virtual")): the dynamics runs' steps x the modelled seconds per step."""
-    from analysis import beyond_diloco as bd
-    from analysis.figures import MissingRuns
-
     if not discover_runs(root, bd.EXP, scale, clock="virtual"):
         return []
     try:
@@ -458,9 +455,9 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
     settings = sorted({(r.info["layout"], r.info["sync_s"]) for r in runs}, key=lambda k: (str(k[0]), k[1] or 0))
     for layout, sync in settings:
         here = [r for r in runs if r.info["layout"] == layout and r.info["sync_s"] == sync]
-        ddp = by_seed([r for r in here if r.method == "ddp"], "ddp")
+        ddp = runs_by_seed([r for r in here if r.method == "ddp"], "ddp")
         for det, label in ((True, "ACCO deterministic"), (False, "ACCO adaptive")):
-            acco = by_seed([r for r in here if r.method == "acco" and bool(r.info["deterministic"]) == det], label)
+            acco = runs_by_seed([r for r in here if r.method == "acco" and bool(r.info["deterministic"]) == det], label)
             if not ddp or not acco:
                 continue
             ta, tb = {}, {}

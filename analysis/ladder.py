@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 
-from analysis.claims import Claim, Outcome, evaluate, final_loss, identity
+from analysis.claims import Claim, Outcome, evaluate, identity
 from analysis.load import Run, discover_runs
+from analysis.measures import final_loss
 from analysis.stats import Verdict
 
 EXP = "fig10"

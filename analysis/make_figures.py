@@ -24,8 +24,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from analysis.figures import FIGURES, MissingRuns, run_timeline
+from analysis.figures import FIGURES, run_timeline
 from analysis.load import discover_runs
+from analysis.render import MissingRuns
 from analysis.report import write_report
 from analysis.tables import TABLES
 

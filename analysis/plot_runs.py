@@ -29,8 +29,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from acco.config.experiments import dotted_leaves
-from analysis.figures import save_figure
 from analysis.load import _read_json, _read_yaml, clock_of, read_metrics
+from analysis.render import save_figure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = ("cpu", "bench", "gpu", "sim")  # results/<these> are tracked (.gitignore)

@@ -44,8 +44,7 @@ import pandas as pd
 
 from acco.simulation.cli import build, busbw, check, parse_args
 from acco.simulation.sweep import bandwidth_for_utilization, run
-
-from .tables import to_markdown
+from analysis.render import to_markdown
 
 SCRIPT = "python experiments/simulate.py"
 SDL = "Streaming DiLoCo (arXiv 2501.18512) Table 4"

@@ -40,11 +40,10 @@ from acco.analytic.costmodel import calibrate
 from acco.analytic.overlap import Buckets
 from acco.bench.measure import steady_rate
 from acco.simulation import schedules
-
-from .load import Run, discover_runs, method_label, run_length_of
-from .sim_published import published_markdown, published_table
-from .stats import paired_gap
-from .tables import to_markdown
+from analysis.load import Run, discover_runs, method_label, run_length_of
+from analysis.render import to_markdown
+from analysis.sim_published import published_markdown, published_table
+from analysis.stats import paired_gap
 
 EXPERIMENTS = ("fig7", "fig8", "fig9", "fig11", "beyond_diloco")
 
@@ -58,7 +57,7 @@ def _cfg(run: Run, dotted: str, default=None):
     return d
 
 
-def setting(run: Run) -> tuple:
+def measurement_point(run: Run) -> tuple:
     link = run.summary.get("link") or {}
     return (run.exp, run.info["layout"], float(link.get("rate_mbit") or 0.0), run.info["hetero"])
 
@@ -218,7 +217,7 @@ def validation_rows(root: str) -> pd.DataFrame:
     fit, samples = link_fit(runs)
     by_setting: dict = {}
     for r in runs:
-        by_setting.setdefault(setting(r), []).append(r)
+        by_setting.setdefault(measurement_point(r), []).append(r)
     rows = []
     pending = []  # (row, run, mu, m) for the contention prediction, once the testbed's terms are known
     for key, group in sorted(by_setting.items()):

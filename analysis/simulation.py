@@ -1,7 +1,7 @@
 """The scale simulator's figure set (results/sim) and its report section.
 
 `write_figures(out)` simulates three grids with acco/simulation and draws them (matplotlib, Agg;
-saved by analysis/figures.py save_figure, so the same inputs give the same bytes):
+saved by analysis/render.py save_figure, so the same inputs give the same bytes):
 
     sim_speedup_model_bandwidth  each method's samples/s over DDP+ZeRO-1's, model size x inter-node
                                  bandwidth, 8 nodes x 8 A100 (N = 64), no stragglers
@@ -31,9 +31,7 @@ from acco.simulation.models import MODELS
 from acco.simulation.stragglers import Stragglers
 from acco.simulation.sweep import LABELS, primitives, run, scenario
 from acco.simulation.topology import SIM_PRESETS, topology
-
-from .figures import save_figure
-from .tables import to_markdown
+from analysis.render import save_figure, to_markdown
 
 OTHERS = ("dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
 BANDWIDTHS = (12.5, 25, 50, 100, 200, 400, 800, 1600)  # Gbit/s per node

@@ -21,7 +21,7 @@ import yaml  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from scipy import stats as scipy_stats  # noqa: E402
 
-from analysis import figures, tables  # noqa: E402
+from analysis import figures, render, tables  # noqa: E402
 from analysis.load import discover_runs, load_experiment, load_summaries  # noqa: E402
 from analysis.make_figures import make_all  # noqa: E402
 
@@ -200,9 +200,9 @@ def test_overlap_timeline_lanes():
 
 
 def test_missing_experiment_raises_missing_runs(tmp_path):
-    with pytest.raises(figures.MissingRuns):
+    with pytest.raises(render.MissingRuns):
         figures.fig5(str(tmp_path), "cpu", save=False)
-    with pytest.raises(figures.MissingRuns):
+    with pytest.raises(render.MissingRuns):
         figures.fig4(str(tmp_path), "cpu", save=False)
 
 

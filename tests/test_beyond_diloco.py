@@ -149,8 +149,8 @@ def test_a_run_reaches_its_own_final_loss(tmp_path):
     2.33) can have no 5-step window that low, and the run still reaches its own final loss, at its
     last step; a target below it is never reached."""
     from analysis import beyond_diloco as bd
-    from analysis.claims import final_loss
     from analysis.load import discover_runs
+    from analysis.measures import final_loss
 
     write_run(tmp_path, "ddp", 0, 2.0, 1.0, steps=60)
     folder = os.path.join(

@@ -22,12 +22,12 @@ from analysis.claims import (
     claim_clock,
     claims_of,
     evaluate,
-    final_loss,
     identity,
     resolve,
     seeds_wanted,
 )
 from analysis.load import Run, run_info
+from analysis.measures import final_loss
 from analysis.stats import MIN_SEEDS, SEED_CAP, Sign, Size, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

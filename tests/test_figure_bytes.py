@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from analysis.figures import plt, save_figure
+from analysis.render import plt, save_figure
 
 
 def draw():

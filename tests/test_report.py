@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from analysis.load import discover_runs
-from analysis.report import build_report, final_loss
+from analysis.measures import final_loss
+from analysis.report import build_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "results")
@@ -226,8 +227,8 @@ def test_make_figures_regenerates_the_committed_cpu_reproduction(tmp_path):
 def test_every_setting_line_names_the_ddp_baseline_it_used():
     """Wall-clock claims state which DDP they beat (issue 13): PyTorch's all-reduce hook, the
     minimal-bytes reduce-scatter hook, or our flat ZeRO-1."""
+    from analysis.comparisons import baseline_of
     from analysis.load import Run
-    from analysis.report import baseline_of
 
     def run(method: dict) -> Run:
         return Run("p", "fig9", "cpu", method["name"], {"method": method}, {})

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.comparisons import Group, compare
 from analysis.load import Run
-from analysis.report import Group, compare, final_loss
+from analysis.measures import final_loss
 from analysis.stats import (
     ALPHA,
     DEFAULT_DESIGN,

@@ -109,8 +109,8 @@ def test_make_figures_logs_the_figures_as_images(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from analysis.figures import plt, save_figure
     from analysis.make_figures import log_to_wandb
+    from analysis.render import plt, save_figure
 
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
