@@ -38,6 +38,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 from torch import nn
 
+from .config.location import conf_dir
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
 from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
@@ -55,7 +56,7 @@ from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 
 METHODS = (*FLAT_METHODS, *LOCAL_METHODS)
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+CONF_DIR = conf_dir()  # acco/conf, shipped with the package (acco/config/location.py)
 # conf/config.yaml's optim keys that are not the optimizer's: the schedule's length is `steps`
 OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "decay_bias_and_norm", "clip_norm")
 SCHEDULE_KEYS = ("schedule", "warmup_steps", "min_lr_ratio")

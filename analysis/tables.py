@@ -32,14 +32,14 @@ import yaml
 
 from acco.analytic.table1 import TABLE1_FORMULAS, TABLE1_NAMES  # the formulas live beside the cost model
 from acco.config.experiments import experiment_block, run_specs, scale_config
+from acco.config.location import conf_dir
 from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
 from analysis.load import discover_runs, load_summaries, method_label
 from analysis.measures import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
 from analysis.render import to_markdown
 from analysis.stats import paired_gap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CONF_EXPERIMENTS = os.path.join(os.path.dirname(HERE), "conf", "experiment_info")  # id, title, paper
+CONF_EXPERIMENTS = os.path.join(conf_dir(), "experiment_info")  # id, title, paper
 GB = 1e9
 
 # what a measured run of each of our methods corresponds to in Table 1

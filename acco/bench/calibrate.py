@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from acco.analytic import costmodel
+from acco.config.location import conf_dir
 from acco.engine.trace import load_spans
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -229,7 +230,7 @@ OVERLAP_CAP_EQUAL_WORK = 0.5  # c + m vs max(c, m), each sync after the same wor
 def _paper_tokens(figure: str) -> float | None:
     import yaml
 
-    with open(os.path.join(ROOT, "conf", "experiment_info", f"{figure}.yaml")) as f:
+    with open(os.path.join(conf_dir(), "experiment_info", f"{figure}.yaml")) as f:
         tokens = (yaml.safe_load(f).get("paper") or {}).get("tokens")
     return float(tokens) if tokens is not None else None  # YAML 1.1 reads 50.0e9 as a string
 

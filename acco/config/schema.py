@@ -37,11 +37,12 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from .location import conf_dir
 from .validate import ConfigError
 
 SEE = "conf/config.yaml"
 DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
 
 
 def _help(must: str, example: str):

@@ -21,9 +21,6 @@ from collections.abc import Mapping
 from ..config.slurm_profile import job_env, sbatch_options, setup_lines
 from ..runtime.files import PREEMPTED_EXIT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONF_DIR = os.path.join(ROOT, "conf")
-
 # a profile's keys the scripts read, with the values used when a profile leaves one out
 DEFAULT_PROFILE: dict[str, object] = {
     "partition": None,
