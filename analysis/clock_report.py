@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from acco.bench.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from acco.config.experiments import experiment_block
+from acco.harness.clock_calibration.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from analysis import beyond_diloco as bd
 from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, identity, resolve, runs_by_seed, selected
 from analysis.load import Run, discover_runs
@@ -498,7 +498,7 @@ def _read(path: str):
     if path.endswith(".json"):
         with open(path) as f:
             return json.load(f)
-    from acco.bench.validate_clock import read_csv
+    from acco.harness.clock_calibration.validate_clock import read_csv
 
     return read_csv(path)
 

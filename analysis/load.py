@@ -146,7 +146,7 @@ class Run:
         return path if os.path.exists(path) else None
 
     def span_times(self) -> dict:
-        """Median span times of the run's trace (acco/bench/measure.py trace_times: micro-batch,
+        """Median span times of the run's trace (acco/harness/bench/measure.py trace_times: micro-batch,
         sync, reduce-scatter, all-gather, per-round compute): from timing.json, which
         analysis/slim_results.py writes from the whole trace before it cuts or removes it, else from
         the whole trace; {} with neither (a trace cut to its first seconds has the start's medians,
@@ -157,7 +157,7 @@ class Run:
                 return json.load(f)
         if self.trace_path is None or trace_is_cut(self.trace_path):
             return {}
-        from acco.bench.measure import trace_times
+        from acco.harness.bench.measure import trace_times
 
         return trace_times(self.trace_path, int(self.info.get("accum") or 1))
 

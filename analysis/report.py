@@ -19,8 +19,8 @@ import pandas as pd
 
 from acco.analytic.costmodel import table3_rows
 from acco.atomic import atomic_write
-from acco.bench.measure import rank_rates
 from acco.config.experiments import experiment_block, experiment_dir, run_specs
+from acco.harness.bench.measure import rank_rates
 from analysis import beyond_diloco, lr_sweep, outer_sweep
 from analysis.claims import METRICS, claim_clock, claims_of, evaluate, resolve, runs_for, selected
 from analysis.clock_report import clock_section
@@ -378,7 +378,7 @@ def sec_fig8(root, scale):
 
 def measured_hetero_ideal(run) -> float:
     """The samples/s a run of heterogeneous workers would reach if no rank ever waited: each rank's own
-    micro-batch rate in the run (acco/bench/measure.py rank_rates: while sharing the cores as it did),
+    micro-batch rate in the run (acco/harness/bench/measure.py rank_rates: while sharing the cores as it did),
     summed, times the micro-batch size; nan without a trace."""
     path = os.path.join(run.path, "trace.json")
     rates = rank_rates(path) if os.path.exists(path) else []

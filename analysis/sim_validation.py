@@ -1,7 +1,7 @@
-"""The scale simulator (acco/simulation) against what the CPU testbed measured: results/sim/validation.
+"""The scale simulator (acco/harness/simulation) against what the CPU testbed measured: results/sim/validation.
 
 For every completed run of fig7, fig8, fig9, fig11 and beyond_diloco in <root>/cpu, the simulator
-predicts its time per committed step over the window `acco.bench.measure.steady_rate` measures (the
+predicts its time per committed step over the window `acco.harness.bench.measure.steady_rate` measures (the
 first and last committed steps left out; the same prologue, DPU warmup and DiLoCo periods), in two ways:
 
 - **from sequential primitives** — one micro-batch and one sync as the setting's DDP run of the same
@@ -38,8 +38,8 @@ import pandas as pd
 
 from acco.analytic.costmodel import calibrate
 from acco.analytic.overlap import Buckets
-from acco.bench.measure import steady_rate
-from acco.simulation import schedules
+from acco.harness.bench.measure import steady_rate
+from acco.harness.simulation import schedules
 from analysis.load import Run, discover_runs, method_label, run_length_of
 from analysis.render import to_markdown
 from analysis.sim_published import published_markdown, published_table

@@ -1,6 +1,6 @@
 """The scale simulator's figure set (results/sim) and its report section.
 
-`write_figures(out)` simulates three grids with acco/simulation and draws them (matplotlib, Agg;
+`write_figures(out)` simulates three grids with acco/harness/simulation and draws them (matplotlib, Agg;
 saved by analysis/render.py save_figure, so the same inputs give the same bytes):
 
     sim_speedup_model_bandwidth  each method's samples/s over DDP+ZeRO-1's, model size x inter-node
@@ -27,10 +27,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from acco.simulation.models import MODELS
-from acco.simulation.stragglers import Stragglers
-from acco.simulation.sweep import LABELS, primitives, run, scenario
-from acco.simulation.topology import SIM_PRESETS, topology
+from acco.harness.simulation.models import MODELS
+from acco.harness.simulation.stragglers import Stragglers
+from acco.harness.simulation.sweep import LABELS, primitives, run, scenario
+from acco.harness.simulation.topology import SIM_PRESETS, topology
 from analysis.render import save_figure, to_markdown
 
 OTHERS = ("dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
@@ -296,7 +296,7 @@ def simulation_section(results_root: str) -> str:
     lines = [
         "## Beyond this machine: the schedules simulated at 8–1024 GPUs (modelled time)",
         "",
-        "`experiments/simulate.py` (acco/simulation) runs each method's rounds as discrete events on a "
+        "`experiments/simulate.py` (acco/harness/simulation) runs each method's rounds as discrete events on a "
         "hierarchical topology (ring collectives inside and across nodes), with Table 1's bytes, 6·Ψ·tokens "
         "of compute at a stated MFU and per-worker slowdowns from a straggler distribution. **It predicts "
         "time only — samples/s, GPU idle fraction, time per committed step, adaptive ACCO's batch per step — "

@@ -26,7 +26,7 @@ or runs out of time:
 - sync_debug: no host sync from this checkout inside the micro-batches of a traced ACCO run
   (set_sync_debug_mode; each sync filed by its source line, a library's named, not failed);
 - overlap: the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round
-  c + s, the overlapped methods' max(c, s), within a margin (acco/bench/gpu.py overlap_bound);
+  c + s, the overlapped methods' max(c, s), within a margin (acco/harness/gpu_check.py overlap_bound);
 - memory: ACCO's allocator peaks (allocated, reserved, retries) against the memory estimate;
 - throughput: tokens/s and MFU of the paper's 125M and 36M GPT-Neo, the allocator's peaks beside
   the estimate, without the deterministic settings (as production runs).
@@ -52,8 +52,8 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (PYTHONPATH=.gpu-deps)
 
-# the small model of the test parts (its cache is built by `prepare`); acco.bench imports nothing
-from acco.bench import SMALL_LM  # noqa: E402
+# the small model of the test parts (its cache is built by `prepare`); acco.harness.bench imports nothing
+from acco.harness.bench import SMALL_LM  # noqa: E402
 
 # the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
@@ -466,7 +466,7 @@ def check_imports() -> str | None:
     import importlib
 
     missing = []
-    for name in [*NEEDED, "acco.bench.gpu", "acco.config.experiments", "acco.train.trainer"]:
+    for name in [*NEEDED, "acco.harness.gpu_check", "acco.config.experiments", "acco.train.trainer"]:
         try:
             importlib.import_module(name)
         except ImportError as exc:
@@ -551,7 +551,7 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="extra config overrides for --part")
     args = parser.parse_args(argv)
     if args.part == "throughput":
-        from acco.bench.gpu import measure_throughput
+        from acco.harness.gpu_check import measure_throughput
 
         row = measure_throughput(
             [*throughput_overrides(args.model, args.seq, args.mb), *args.overrides], micro_batches=args.micro_batches
@@ -559,26 +559,26 @@ def main(argv=None) -> int:
         emit(json.dumps(row, indent=1), args.json)
         return 0
     if args.part == "sync_debug":
-        from acco.bench.gpu import measure_sync_debug
+        from acco.harness.gpu_check import measure_sync_debug
 
         found = measure_sync_debug([*args.overrides, f"out_dir={scratch('sync')}"])
         emit(json.dumps(found, indent=1), args.json)
         return 0 if found["error"] is None else 1
     if args.part == "overlap_bound":
-        from acco.bench.gpu import overlap_bound
+        from acco.harness.gpu_check import overlap_bound
 
         base = [o for o in overlap_overrides("acco") if not o.startswith("method")]
         found = overlap_bound([*base, f"out_dir={scratch('overlap_bound')}", *args.overrides])
         emit(json.dumps(found, indent=1), args.json)
         return 0
     if args.part == "memory":
-        from acco.bench.gpu import measure_memory
+        from acco.harness.gpu_check import measure_memory
 
         row = measure_memory([*throughput_overrides(args.model, args.seq, args.mb), *args.overrides])
         emit(json.dumps(row, indent=1), args.json)
         return 0
     if args.part == "overlap":
-        from acco.bench.gpu import measure_overlap_ranks
+        from acco.harness.gpu_check import measure_overlap_ranks
 
         overrides = [*overlap_overrides(args.method, args.world), *args.overrides]
         rows = measure_overlap_ranks(

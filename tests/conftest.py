@@ -11,13 +11,13 @@ import sys
 import pytest
 import yaml
 
-from acco.bench import SMALL_LM as BENCH_SMALL_LM
+from acco.harness.bench import SMALL_LM as BENCH_SMALL_LM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
 # A smaller GPT-Neo and corpus than the CPU-scale defaults, so each distributed test run is seconds
-# (acco/bench's, which make bench --tiny and the GPU check run too), without progress lines.
+# (acco/harness/bench's, which make bench --tiny and the GPU check run too), without progress lines.
 SMALL_LM = [*BENCH_SMALL_LM, "train.log_every=0"]
 
 

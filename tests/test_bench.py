@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from acco.bench.plan import MAX_RATE_MBIT
+from acco.harness.bench.plan import MAX_RATE_MBIT
 
 from .conftest import ROOT
 
@@ -151,7 +151,7 @@ def test_steady_rate_leaves_out_the_first_and_the_known_last_step(tmp_path):
     """ACCO's last committed step computes nothing beside its sync, yet commits samples computed in
     the step before: counted, it would credit ACCO with samples/s it did not reach. Three steady
     steps of 1 s and 8 samples, then a last one of 0.3 s that commits 8 more: 8 samples/s."""
-    from acco.bench.measure import steady_rate
+    from acco.harness.bench.measure import steady_rate
 
     path = tmp_path / "metrics.csv"
     rows = [(1, 8, 2.0), (2, 16, 3.0), (3, 24, 4.0), (4, 32, 5.0), (5, 40, 5.3)]

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from acco.bench import calibrate as cal
-from acco.bench import validate_clock as val
+from acco.harness.clock_calibration import calibrate as cal
+from acco.harness.clock_calibration import validate_clock as val
 from analysis import clock_report as cr
 from analysis.claims import Claim
 from analysis.load import Run

@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 from acco.config.experiments import compose
 from acco.config.validate import ConfigError
 from acco.engine import collectives
-from acco.run.validate import validate
+from acco.harness.run.validate import validate
 from acco.runtime.launch import pick_device
 
 

@@ -133,7 +133,7 @@ def test_ring_reduce_scatter_and_all_gather_on_gloo(world):
 
 def test_the_engine_knows_nothing_of_the_testbed():
     """The emulated link reaches the engine's collectives through the hook it registers; no module
-    of acco/engine imports acco/testbed."""
+    of acco/engine imports acco/harness/testbed."""
     import ast
     import pathlib
 

@@ -11,9 +11,11 @@ import sys
 import pytest
 import yaml
 
-from acco.config.experiments import CONF_DIR, ROOT, compose, expand_runs
+from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.validate import ConfigError, check_overrides, parse_layout
-from acco.run.validate import validate
+from acco.harness.run.validate import validate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the clone
 
 EXPERIMENTS = [
     "fig4",

@@ -175,7 +175,7 @@ def _fails_on_its_own(out_dir):
 def _supervised(targets) -> object:
     import multiprocessing
 
-    from acco.run.supervise import supervise
+    from acco.harness.run.supervise import supervise
 
     ctx = multiprocessing.get_context("fork")
     processes = [ctx.Process(target=fn, args=args) for fn, args in targets]
@@ -188,7 +188,7 @@ def test_a_watchdog_aborted_rank_is_a_peer_timeout_not_the_failed_rank(tmp_path)
     """Real processes ended as NCCL ends them: rank 0 SIGABRTed by the watchdog while waiting for
     rank 1. The one to blame is rank 1, whether it hung (stopped by the launcher) or failed with
     its own report; only when every failed rank was aborted does the watchdog take the blame."""
-    from acco.run.supervise import diagnose, record_failure
+    from acco.harness.run.supervise import diagnose, record_failure
 
     out = str(tmp_path)
     hung = _supervised([(_aborts_after_a_while, ()), (_hangs, ())])
@@ -211,7 +211,7 @@ def test_a_watchdog_aborted_rank_is_a_peer_timeout_not_the_failed_rank(tmp_path)
 
 def test_other_signals_still_name_the_killed_rank(tmp_path):
     """SIGKILL (the OOM killer, a test's kill -9) beside a watchdog abort: the killed rank failed."""
-    from acco.run.supervise import Outcome, diagnose, is_peer_error
+    from acco.harness.run.supervise import Outcome, diagnose, is_peer_error
 
     rank, why, _ = diagnose(Outcome([-6, -9], first_failed=0), str(tmp_path), 10)
     assert rank == 1 and "killed by SIGKILL" in why

@@ -30,7 +30,7 @@ import sys
 import pytest
 import torch
 
-from acco.bench.gpu import covered, peak_tflops
+from acco.harness.gpu_check import covered, peak_tflops
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train
 
@@ -253,7 +253,7 @@ def test_the_overlap_bound_measures_every_method_on_cpu(tmp_path):
 @gpu
 @needs_cuda
 def test_the_overlapped_methods_round_is_max_of_compute_and_sync_on_gpu(tmp_path):
-    """The overlap as a bound (acco/bench/gpu.py overlap_bound): with the sync stretched to a
+    """The overlap as a bound (acco/harness/gpu_check.py overlap_bound): with the sync stretched to a
     round's compute, flat DDP's round is c + s and ACCO's, DPU's and WP's max(c, s), within the
     margin; the stretched sync is not starved beside compute, nor the compute slowed by it."""
     result = run_part(tmp_path, "overlap_bound", [], ["device=cuda"])
@@ -305,7 +305,7 @@ def test_sync_debug_names_the_source_line_of_each_sync_inside_micro_batches(tmp_
 
 
 def test_a_sync_is_filed_under_its_source_and_whether_a_library_made_it():
-    from acco.bench.gpu import sync_source
+    from acco.harness.gpu_check import sync_source
 
     lib = "/opt/torch/.venv/lib/python3.12/site-packages/transformers/masking_utils.py"
     assert sync_source(lib, 604) == ("transformers/masking_utils.py:604", True)

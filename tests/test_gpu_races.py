@@ -3,7 +3,7 @@ final parameters are bitwise equal between the communication thread as it runs, 
 delays injected on the compute and communication streams (ACCO_COMM_DELAY_CYCLES: a missing wait
 on either side reads data not yet written), and the inline worker (dist.comm_thread=false: no
 thread, no stream); evaluation inside the run, a checkpoint and exact resume with CUDA tensors.
-(The no-hidden-host-sync check is gpu-check's `sync_debug` part: acco/bench/gpu.py.)
+(The no-hidden-host-sync check is gpu-check's `sync_debug` part: acco/harness/gpu_check.py.)
 
 World 1 short-circuits reduce-scatter and all-gather (acco/engine/collectives.py), and one GPU
 cannot host two NCCL ranks: with one GPU the world-2 runs take gloo (dist.backend=gloo: CUDA compute

@@ -11,7 +11,7 @@ import torch
 from acco.config.experiments import compose
 from acco.config.validate import ConfigError
 from acco.engine.flat import FlatModel
-from acco.run.validate import validate
+from acco.harness.run.validate import validate
 from acco.train import memory as me
 from acco.train.precision import grad_dtype
 

@@ -17,7 +17,7 @@ from acco.data import pretrain as pretrain_mod
 from acco.data import sources as sources_mod
 from acco.data.sources import DataNotFoundError, load_raw_dataset
 from acco.data.stories import generate_stories
-from acco.rehearsal.hub_cache import write_hub_repo
+from acco.harness.rehearsal.hub_cache import write_hub_repo
 
 ROOT = Path(__file__).resolve().parents[1]
 BPE = {"kind": "bpe", "vocab_size": 300}

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from acco.runtime.lock import RunInUse, claim
+from acco.harness.lock import RunInUse, claim
 
 from .conftest import ROOT, SMALL_LM, TRAIN, run_folders, run_train
 

@@ -1,4 +1,4 @@
-"""The emulated interconnect (acco/testbed): a shaped link delivers about its rate, the namespaces
+"""The emulated interconnect (acco/harness/testbed): a shaped link delivers about its rate, the namespaces
 go away even when a run fails, the in-process fallback is used and recorded, bad link values are
 refused up front."""
 
@@ -11,10 +11,10 @@ import subprocess
 import pytest
 
 from acco.engine.trace import load_spans
-from acco.testbed import emulate, netns
-from acco.testbed.delay import ring_bytes
-from acco.testbed.link import netns_possible
-from acco.testbed.probe import probe
+from acco.harness.testbed import emulate, netns
+from acco.harness.testbed.delay import ring_bytes
+from acco.harness.testbed.link import netns_possible
+from acco.harness.testbed.probe import probe
 
 from .conftest import SMALL_LM, run_train
 

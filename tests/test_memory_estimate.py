@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from acco.config.experiments import compose, expand_runs
-from acco.run import plan as run_plan
+from acco.harness.run import plan as run_plan
 from acco.train import memory as me
 from analysis.tables import TABLE1_FORMULAS, paper_block, round_half_up
 

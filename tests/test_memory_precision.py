@@ -215,7 +215,7 @@ def _in_group(rank, world, port, fn, args, results):
     except BaseException as exc:  # reported to the test, which fails on it
         results[rank] = f"error: {type(exc).__name__}: {exc}"
     sys.stdout.flush()
-    os._exit(0)  # no interpreter teardown of gloo threads (see acco.run.worker.exit_now)
+    os._exit(0)  # no interpreter teardown of gloo threads (see acco.harness.run.worker.exit_now)
 
 
 def run_in_group(fn, world: int, *args) -> list:
@@ -238,7 +238,7 @@ def _trainer(cfg, rank, world):
     from acco.train.trainer import Trainer
 
     device = torch.device("cpu")
-    cfg = typed(cfg)  # as acco.run.worker.run_rank gives it
+    cfg = typed(cfg)  # as acco.harness.run.worker.run_rank gives it
     task = load_task_factory(cfg.task)(cfg, rank, world, device)
     return Trainer(cfg, task, rank, world, device, TraceRecorder(rank, enabled=False), None), task
 

@@ -1,11 +1,11 @@
-"""The job-wide progress of acco/runtime/multirun.py, in process: the ETA arithmetic, the error line a
+"""The job-wide progress of acco/harness/multirun.py, in process: the ETA arithmetic, the error line a
 failure is summed up by, the closing table and exit code."""
 
 import io
 
 import pytest
 
-from acco.runtime.multirun import FAILED, SKIPPED, MultiRun, duration, eta_s, last_error_line
+from acco.harness.multirun import FAILED, SKIPPED, MultiRun, duration, eta_s, last_error_line
 
 
 def test_eta_is_unknown_before_a_run_has_finished():

@@ -24,8 +24,8 @@ import pytest
 
 from acco.config.experiments import compose, expand_runs
 from acco.config.overlay import ALLOWED, allowed, check_maps, map_run_specs, overlay_problems
-from acco.rehearsal.make import FOLDERS, make_rehearsal_data
-from acco.run.validate import validate
+from acco.harness.rehearsal.make import FOLDERS, make_rehearsal_data
+from acco.harness.run.validate import validate
 
 from .conftest import ROOT, load_run, run_train
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)

@@ -1,4 +1,4 @@
-"""Generated sbatch scripts (acco/slurm/sbatch.py, experiments/make_sbatch.py): the rendering of a
+"""Generated sbatch scripts (acco/harness/slurm/sbatch.py, experiments/make_sbatch.py): the rendering of a
 run's resources, quoting and profile; the generator's run list and bad input; and, on the local Slurm
 cluster of slurm/local-cluster/, every generated CPU-scale script accepted by `sbatch --test-only`
 and one run (fig5, ACCO, 2 nodes x 1 task) trained by `sbatch --wait <script>` unchanged."""
@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from acco.config.experiments import compose
-from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, sbatch_script, shell_quote
+from acco.harness.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, sbatch_script, shell_quote
 
 from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
 from .slurm_cluster import cluster, output, run, sacct_fields  # noqa: F401 - cluster is a fixture
@@ -307,7 +307,7 @@ def test_srun_ends_the_step_on_a_dead_task_and_gets_its_cpus():
 
 
 def test_the_job_runs_the_python_the_setup_lines_activate():
-    from acco.slurm.sbatch import job_python
+    from acco.harness.slurm.sbatch import job_python
 
     overrides = ["experiment=fig5/cpu", "method=acco"]
     cfg = compose(overrides)

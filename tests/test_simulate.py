@@ -1,4 +1,4 @@
-"""The scale simulator's arithmetic on cases with known answers (acco/simulation)."""
+"""The scale simulator's arithmetic on cases with known answers (acco/harness/simulation)."""
 
 import os
 import subprocess
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from acco.analytic import costmodel
-from acco.simulation import schedules
-from acco.simulation.models import MODELS
-from acco.simulation.stragglers import Stragglers, parse
-from acco.simulation.sweep import run, scenario
-from acco.simulation.topology import all_reduce_s, reduce_scatter_s, sync_s, topology
+from acco.harness.simulation import schedules
+from acco.harness.simulation.models import MODELS
+from acco.harness.simulation.stragglers import Stragglers, parse
+from acco.harness.simulation.sweep import run, scenario
+from acco.harness.simulation.topology import all_reduce_s, reduce_scatter_s, sync_s, topology
 
 
 def ones(rounds, workers, batch=1):
@@ -176,7 +176,7 @@ def test_cli_prints_every_method():
     ],
 )
 def test_cli_bad_input_exits_2_with_one_line(args, word, capsys):
-    from acco.simulation.cli import main
+    from acco.harness.simulation.cli import main
 
     assert main(args) == 2
     captured = capsys.readouterr()
@@ -320,7 +320,7 @@ def test_simulation_section_reads_results_sim_alone(tmp_path):
 
 
 def test_every_method_has_a_payload_precision():
-    from acco.simulation.topology import PRECISION_BYTES, sync_parts
+    from acco.harness.simulation.topology import PRECISION_BYTES, sync_parts
 
     topo = topology(8, 4, 100, gpu="H100")
     P = 1e9
@@ -332,7 +332,7 @@ def test_every_method_has_a_payload_precision():
     assert fp4.reduce_s == fp4.gather_s == pytest.approx(reduce_scatter_s(0.25 * P, topo))
     sc32 = scenario("125m", topo, rounds=64)
     sc4 = scenario("125m", topo, rounds=64, outer_bytes=PRECISION_BYTES["fp4"], outer_compression=2)
-    from acco.simulation.sweep import primitives
+    from acco.harness.simulation.sweep import primitives
 
     p32, p4 = primitives(sc32)["parts"]["diloco"], primitives(sc4)["parts"]["diloco"]
     assert p4.reduce_s == pytest.approx(reduce_scatter_s(0.25 * MODELS["125m"].params, topo))
@@ -340,7 +340,7 @@ def test_every_method_has_a_payload_precision():
 
 
 def test_replica_groups_and_the_outer_sync_between_replicas():
-    from acco.simulation.topology import Group, group_reduce_scatter_s, replica_groups, sync_parts
+    from acco.harness.simulation.topology import Group, group_reduce_scatter_s, replica_groups, sync_parts
 
     topo = topology(8, 4, 100, alpha_inter_us=30, alpha_intra_us=10)
     assert replica_groups(topo, 8) == (Group(8, 1, 1), Group(1, 4, 8))
@@ -363,7 +363,7 @@ def test_replica_groups_and_the_outer_sync_between_replicas():
 
 
 def test_diloco_replicas_of_many_gpus_wait_for_their_slowest_gpu():
-    from acco.simulation.sweep import primitives
+    from acco.harness.simulation.sweep import primitives
 
     topo = topology(8, 4, 100)
     base = scenario("1.3b", topo, rounds=64, H=16, replica_gpus=8, stragglers=Stragglers("slow_node", factor=2.0))
@@ -379,7 +379,7 @@ def test_diloco_replicas_of_many_gpus_wait_for_their_slowest_gpu():
 
 
 def test_prefetched_gather_and_the_zero_step_placement():
-    from acco.simulation.schedules import exposed_sync, prefetched_gather_s
+    from acco.harness.simulation.schedules import exposed_sync, prefetched_gather_s
 
     # a gather shorter than the forward leaves only its first layer's share exposed
     assert prefetched_gather_s(0.4, 1.0, 8) == pytest.approx(0.05)
@@ -396,7 +396,7 @@ def test_prefetched_gather_and_the_zero_step_placement():
 
 
 def test_fragments_need_not_divide_H_and_tau_may_cover_an_outer_step():
-    from acco.simulation.schedules import fragment_phases
+    from acco.harness.simulation.schedules import fragment_phases
 
     assert fragment_phases(100, 8) == [13, 25, 38, 50, 63, 75, 88, 100]
     assert fragment_phases(32, 4) == [8, 16, 24, 32]
@@ -448,7 +448,7 @@ def test_contention_slows_compute_beside_a_sync():
 
 
 def test_busbw_as_nccl_tests_prints_it():
-    from acco.simulation.topology import busbw_to_inter
+    from acco.harness.simulation.topology import busbw_to_inter
 
     topo = topology(8, 2, intra_gbytes=232)
     B = busbw_to_inter(192, 8, 2, topo.intra_bytes_per_s)
@@ -485,7 +485,7 @@ def test_cli_accepts_accum_1_precisions_replicas_and_own_model():
     ],
 )
 def test_cli_new_bad_input_exits_2_with_one_line(args, word, capsys):
-    from acco.simulation.cli import main
+    from acco.harness.simulation.cli import main
 
     assert main(args) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -500,7 +500,7 @@ def _printed_number(text: str, method: str) -> float:
 
 
 def test_published_rows_reproduce_from_their_commands(capsys):
-    from acco.simulation.cli import main
+    from acco.harness.simulation.cli import main
     from analysis.sim_published import all_rows, simulate
 
     rows = all_rows()
@@ -532,7 +532,7 @@ def test_the_diloco_family_is_reproduced_within_the_papers_rounding():
 
 
 def test_strided_fragments_spread_their_layers_over_the_depth():
-    from acco.simulation.schedules import _pieces
+    from acco.harness.simulation.schedules import _pieces
 
     seq, strided = _pieces(4, 12), _pieces(4, 12, strided=True)
     assert [d for d, _ in seq[0]] == pytest.approx([2 / 12, 1 / 12, 0.0])  # layers 0-2, top first
@@ -549,8 +549,8 @@ def test_replicated_ddp_all_reduces_its_buckets_in_the_backward_and_steps_the_wh
     """ddp_allreduce (PyTorch DDP without ZeRO, the DiLoCo papers' Data-Parallel): each bucket
     all-reduced (twice a reduce-scatter's bytes) where ddp_overlap reduce-scatters it, the whole
     model's AdamW on every GPU where ZeRO-1 steps a shard, and no all-gather after the step."""
-    from acco.simulation.sweep import primitives
-    from acco.simulation.topology import ADAMW_BYTES_PER_PARAM, all_gather_s, ddp_overlap_parts
+    from acco.harness.simulation.sweep import primitives
+    from acco.harness.simulation.topology import ADAMW_BYTES_PER_PARAM, all_gather_s, ddp_overlap_parts
 
     topo = topology(1, 2, 100, alpha_inter_us=0)
     P, hbm = 1e8, topo.hbm_bytes_per_s

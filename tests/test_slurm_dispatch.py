@@ -167,7 +167,7 @@ def test_checkpoint_signal_requeues_with_resume_auto():
     --signal=USR2 <job>` requeued a running job this way; the training-state checkpoint that
     resume=auto continues from belongs to the reliability work.)"""
     from acco.config.experiments import compose
-    from acco.slurm.submit import SlurmRun
+    from acco.harness.slurm.submit import SlurmRun
 
     cfg = compose(["experiment=fig5/cpu", "method=acco", "launcher=slurm_local"])
     first = SlurmRun(cfg).checkpoint()

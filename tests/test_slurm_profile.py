@@ -17,8 +17,8 @@ import pytest
 
 from acco.config.experiments import compose
 from acco.config.validate import ConfigError
-from acco.run.validate import validate
-from acco.slurm.sbatch import sbatch_script
+from acco.harness.run.validate import validate
+from acco.harness.slurm.sbatch import sbatch_script
 
 from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
 from .test_sbatch import ROOT, directives, make_sbatch_here
@@ -55,7 +55,7 @@ def test_profile_setup_options_and_env_in_the_script(tmp_path):
 
 
 def test_profile_reaches_submitit(monkeypatch):
-    from acco.slurm.submit import executor_parameters, make_executor
+    from acco.harness.slurm.submit import executor_parameters, make_executor
 
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth1")
     cfg = compose(["experiment=fig5/cpu", "method=acco", *CLUSTER, "launcher.max_requeues=5"])
@@ -159,7 +159,7 @@ def test_no_requeue_at_max_requeues_zero():
 
 
 def test_signal_delay_sized_from_the_checkpoint_at_paper_scale():
-    from acco.run.plan import DEFAULT_SIGNAL_DELAY_S, checkpoint_plan, signal_delay
+    from acco.harness.run.plan import DEFAULT_SIGNAL_DELAY_S, checkpoint_plan, signal_delay
 
     cfg = compose(["experiment=fig8/paper", "method=acco", "layout=2x4", "launcher=slurm"])
     ckpt = checkpoint_plan(cfg)
@@ -190,7 +190,7 @@ def cfg_args(exp: str) -> list[str]:
 
 
 def test_time_limit_warnings():
-    from acco.run.plan import plan, time_limit_warnings
+    from acco.harness.run.plan import plan, time_limit_warnings
 
     fig7 = ["experiment=fig7/paper", "method=acco", "launcher=slurm"]
     hours = plan(compose(fig7))["wall_clock_h"]  # ~2.3 h on A100s
@@ -213,7 +213,7 @@ def test_time_limit_warnings():
 
 
 def test_dry_run_says_checkpoints_signal_and_time_limit(capsys):
-    from acco.run.plan import dry_run
+    from acco.harness.run.plan import dry_run
 
     lines: list[str] = []
     code = dry_run(

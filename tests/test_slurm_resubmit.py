@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from acco.slurm import status
-from acco.start import resubmission
+from acco.harness.slurm import status
+from acco.harness.start import resubmission
 
-from .conftest import ROOT, SMALL_LM
+from .conftest import SMALL_LM
 from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
 from .test_slurm_dispatch import script as dispatch_script
 
@@ -78,11 +78,8 @@ def test_the_job_finds_its_checkpoint_itself_when_it_starts_and_when_it_is_reque
     """The folder is prepared to resume (its checkpoints kept), and the job is sent resume=auto without
     the checkpoint resolved at submission: a requeued job would otherwise start from that one (or,
     with none then, from scratch) instead of from the newest."""
-    import importlib.util
+    from acco.harness.commands import submit as submit_py  # experiments/submit.py's module
 
-    spec = importlib.util.spec_from_file_location("acco_submit", os.path.join(ROOT, "experiments", "submit.py"))
-    submit_py = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(submit_py)
     sent, prepared = [], []
 
     def fake_submit(cfgs, worlds, prepare):
@@ -91,7 +88,7 @@ def test_the_job_finds_its_checkpoint_itself_when_it_starts_and_when_it_is_reque
             sent.append(cfg)
         return [SimpleNamespace(job_id=f"9_{i}") for i in range(len(cfgs))]
 
-    monkeypatch.setattr("acco.slurm.submit.submit", fake_submit)
+    monkeypatch.setattr("acco.harness.slurm.submit.submit", fake_submit)
     monkeypatch.setattr(submit_py, "prepare_out_dir", lambda out_dir, cfg: prepared.append(cfg.get("_resume")))
     out = str(tmp_path / "run")
     cfg = _cfg(out, resume="auto", _resume={"dir": f"{out}/checkpoints/step_00000004", "step": 4})

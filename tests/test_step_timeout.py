@@ -12,9 +12,9 @@ import time
 import pytest
 
 from acco.config.experiments import compose
-from acco.run import plan as run_plan
-from acco.run.preflight import with_step_timeout
-from acco.run.supervise import Outcome, diagnose
+from acco.harness.run import plan as run_plan
+from acco.harness.run.preflight import with_step_timeout
+from acco.harness.run.supervise import Outcome, diagnose
 from acco.runtime.files import clear_progress, note_progress
 
 FIG8_2X4 = ["experiment=fig8/paper", "method=ddp", "layout=2x4"]

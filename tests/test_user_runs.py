@@ -174,7 +174,7 @@ def test_every_entry_point_answers_help(script):
     assert "Traceback" not in proc.stderr
     text = proc.stdout
     assert len(text.strip().splitlines()) >= 3, text
-    if script != "simulate.py":  # its help is acco/simulation/cli.py's (the simulator's owner)
+    if script != "simulate.py":  # its help is acco/harness/simulation/cli.py's (the simulator's owner)
         assert f"experiments/{script}" in text or "make " in text, text[:2000]  # an example
 
 
@@ -194,7 +194,7 @@ def test_what_cannot_be_meant_is_refused_or_said(tmp_path):
 
 def test_the_worker_limit_follows_the_cores():
     from acco.config.validate import ConfigError
-    from acco.run.validate import check_local_workers
+    from acco.harness.run.validate import check_local_workers
     from acco.runtime.launch import usable_cores
 
     cfg = {"launcher": {"name": "local"}, "device": "cpu", "dist": {"max_local_workers": "auto"}}

@@ -11,7 +11,7 @@ import pytest
 
 from acco.config.experiments import CONF_DIR, compose
 from acco.config.validate import ConfigError, check_overrides
-from acco.run.validate import validate
+from acco.harness.run.validate import validate
 
 from .conftest import ROOT, run_train
 

@@ -172,7 +172,7 @@ def test_the_issues_case_torch_ddp_hides_part_of_its_all_reduce_and_none_of_its_
     # the simulator's DDP: the same rule, the same step
     import numpy as np
 
-    from acco.simulation import schedules
+    from acco.harness.simulation import schedules
 
     t = schedules.ddp(
         np.array([0.1]),
@@ -455,7 +455,7 @@ def test_a_virtual_run_needs_no_namespaces_for_its_link(tmp_path):
     """link.* only feed the model: link.mode=netns under an external launcher is refused on the real
     clock (it cannot make namespaces there), not on the virtual one (it makes none)."""
     from acco.config.experiments import compose
-    from acco.run.validate import validate
+    from acco.harness.run.validate import validate
 
     link = ["method=acco", "link.rate_mbit=10", "link.mode=netns", f"out_dir={tmp_path / 'run'}"]
     virtual = ["clock.mode=virtual", "clock.micro_batch_s=0.1"]

@@ -106,18 +106,18 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     from ..config.experiments import compose
     from ..config.schema import typed
     from ..engine.trace import TraceRecorder
-    from ..run.preflight import with_step_timeout
     from ..runtime.launch import DistEnv, cuda_allocator_settings, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
     from ..train.trainer import Trainer
+    from .run.preflight import with_step_timeout
 
     cuda_allocator_settings()  # the production allocator setting (expandable segments), as a rank's
     cfg = compose(list(overrides))
     cfg["world_size"] = world
-    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits, as acco/start.py does
+    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits, as acco/harness/start.py does
     if problem:
         raise ValueError(problem)
-    view = typed(cfg)  # what the task and the trainer read (acco.run.worker.run_rank's conversion)
+    view = typed(cfg)  # what the task and the trainer read (acco.harness.run.worker.run_rank's conversion)
     # not exported to os.environ: a later subprocess would take them for torchrun's
     env = DistEnv(rank, world, rank, world, "127.0.0.1", port or free_port(), "local")
     device = pick_device(view.device, rank, shared=view.dist.backend == "gloo")

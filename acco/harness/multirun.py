@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .progress import wants_bar
+from ..runtime.progress import duration, wants_bar
 
 COMPLETED, SKIPPED, FAILED = "completed", "skipped: already complete", "failed"
 # a line that says what went wrong: our one-line `error: ...`, an exception's last line, a signal
@@ -39,18 +39,6 @@ def eta_s(done: list[tuple[float, float]], todo_costs: list[float], elapsed_curr
     per_cost = sum(w for w, _ in measured) / sum(c for _, c in measured)
     current = max(per_cost * todo_costs[0] - elapsed_current, 0.0)
     return current + per_cost * sum(todo_costs[1:])
-
-
-def duration(seconds: float | None) -> str:
-    """1h02m, 3m05s, 7s."""
-    if seconds is None:
-        return "-"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 def last_error_line(text: str) -> str | None:

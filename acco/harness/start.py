@@ -16,16 +16,15 @@ import torch
 import yaml
 from omegaconf import DictConfig, read_write
 
-from .config.experiments import dependency_out_dir, with_out_dir
-from .config.schema import DEFAULT_TASK, check_config, typed
-from .config.validate import ConfigError, out_dir_problem
+from ..config.experiments import dependency_out_dir, with_out_dir
+from ..config.schema import DEFAULT_TASK, check_config, typed
+from ..config.validate import ConfigError, out_dir_problem
+from ..runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
+from ..runtime.launch import external_env, local_envs, worker_start_method
+from ..runtime.progress import say_how_it_ended
+from . import TRAIN
 from .run.preflight import data_problem, memory_problem, with_step_timeout
 from .run.validate import validate
-from .runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
-from .runtime.launch import external_env, local_envs, worker_start_method
-from .runtime.progress import say_how_it_ended
-
-TRAIN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments", "train.py")
 
 
 def help_asked(argv: list[str], doc: str | None) -> bool:
@@ -53,7 +52,7 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
     for name in ("model", "checkpoints", "failures") if not cfg.get("_resume") else ("failures",):
         if os.path.isdir(os.path.join(out_dir, name)):
             shutil.rmtree(os.path.join(out_dir, name))
-    from .runtime.disk import sweep
+    from ..runtime.disk import sweep
 
     sweep(out_dir)  # temporary files, unfinished checkpoints, trace parts of a run that was killed
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
@@ -106,7 +105,7 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             file=sys.stderr,
             flush=True,
         )
-        code, stopped_by = run_child([sys.executable, TRAIN, *args])
+        code, stopped_by = run_child([*TRAIN, *args])
         if stopped_by is not None:
             print(
                 f"acco: interrupted while pretraining {dep_dir}; the same command continues it from its checkpoint",
@@ -259,7 +258,7 @@ def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str |
     cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits
     if problem:
         return None, 0, problem
-    from .runtime.progress import check_logger
+    from ..runtime.progress import check_logger
 
     problem = check_logger(cfg)
     return (None, 0, problem) if problem else (cfg, world, None)
@@ -277,7 +276,7 @@ def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
     # workers are sent)
     view = typed(cfg)
     ensure_pretrained(cfg, external=external, view=view)
-    from .train.checkpoint import CheckpointError, resolve_resume
+    from ..train.checkpoint import CheckpointError, resolve_resume
 
     try:  # where resume=auto|<path> continues from (None: from scratch)
         cfg["_resume"] = resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
@@ -310,7 +309,7 @@ def sweep_out_dirs(jobs: list[tuple[dict, list[str]]]) -> list[str | None]:
     default); every other job to one folder for the sweep, `<results_root>/sweeps/<label>/<run>`,
     the label naming the experiment and what the sweep varies (acco/config/experiments.py
     sweep_label), so a sweep never mixes with the runs the figures and the report read."""
-    from .config.experiments import SWEEPS, in_run_list, run_name, sweep_label
+    from ..config.experiments import SWEEPS, in_run_list, run_name, sweep_label
 
     groups: dict[tuple, list[int]] = {}
     for i, (cfg, _) in enumerate(jobs):
@@ -369,7 +368,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     if env is not None:  # torchrun / srun: this process is one rank
         if env.rank == 0:
             prepare_out_dir(out_dir, cfg)
-        from .engine.virtual_clock import is_virtual, unemulated_link
+        from ..engine.virtual_clock import is_virtual, unemulated_link
         from .run.worker import exit_now, run_rank
         from .testbed.emulate import for_external_launcher, join
 
@@ -387,12 +386,12 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
             exit_now(1)
         if env.rank == 0:
             say_how_it_ended(out_dir)
-        # preempted: the checkpoint is written; a batch script requeues on this code (acco/slurm/sbatch.py)
+        # preempted: the checkpoint is written; a batch script requeues on this code (acco/harness/slurm/sbatch.py)
         code = PREEMPTED_EXIT if status == "preempted" else 0
         if in_submitit:
             return code
         exit_now(code)
-    from .runtime.lock import RunInUse, claim
+    from .lock import RunInUse, claim
 
     try:  # this launcher is the only writer of the run folder until it returns
         lock = claim(out_dir)
@@ -425,7 +424,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
         print(f"acco: {layout_note}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
 
-    from .engine.virtual_clock import is_virtual, unemulated_link
+    from ..engine.virtual_clock import is_virtual, unemulated_link
     from .run.worker import spawned_worker
     from .testbed import emulate
 
@@ -448,7 +447,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     finally:
         if topology is not None:
             topology.destroy()
-    from .runtime.disk import sweep
+    from ..runtime.disk import sweep
 
     sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
@@ -462,7 +461,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
 
 def local_layout_note(cfg: dict, world: int) -> str | None:
     """What a layout of several nodes means to the local launcher: all its ranks on this machine."""
-    from .config.validate import parse_layout
+    from ..config.validate import parse_layout
 
     if not cfg.get("layout"):
         return None

@@ -6,16 +6,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
 import yaml
 
+from .. import SOURCE_ROOT, TRAIN
 from .measure import measure_run
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRAIN = os.path.join(ROOT, "experiments", "train.py")
 
 # bench method name -> train.py overrides
 METHODS = {
@@ -123,7 +120,7 @@ def run_one(
     out_dir = os.path.join(runs_dir, spec.name())
     args = overrides(spec, steps, accum, out_dir, base)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([*TRAIN, *args], cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-5:]

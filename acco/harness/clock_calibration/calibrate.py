@@ -24,16 +24,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
 from acco.analytic import costmodel
 from acco.config.location import conf_dir
 from acco.engine.trace import load_spans
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRAIN = os.path.join(ROOT, "experiments", "train.py")
+from acco.harness import SOURCE_ROOT, TRAIN
 
 
 # -- statistics ---------------------------------------------------------------------------------------
@@ -150,7 +147,7 @@ def measure_point(point: Point, runs_dir: str, steps: int, timeout_s: float = 90
     out_dir = os.path.join(runs_dir, point.name)
     args = point_overrides(point, out_dir, steps)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run([*TRAIN, *args], cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
         raise RuntimeError(f"calibration run {point.name} failed (exit {proc.returncode}): {tail}")

@@ -10,7 +10,7 @@ more virtual run per (method, link) with the calibration's costs (what the claim
 times are exact, so one run is every repetition's). The error of a step's time, (virtual − real)
 / real, is paired by repetition (analysis/stats.py paired_gap: mean and 95 % Student-t interval).
 
-A step's time is measured as experiments' benchmark does (acco/bench/measure.py steady_rate:
+A step's time is measured as experiments' benchmark does (acco/harness/bench/measure.py steady_rate:
 between the first and the last committed steps)."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 
-from acco.bench.calibrate import ROOT, TRAIN, span_seconds, spread
-from acco.bench.measure import steady_rate
+from acco.harness import SOURCE_ROOT, TRAIN
+from acco.harness.bench.measure import steady_rate
+from acco.harness.clock_calibration.calibrate import span_seconds, spread
 
 FIGURE = "beyond_diloco"  # its CPU model (gptneo_tiny) is the smallest: the most repetitions per minute
 METHODS = {
@@ -107,7 +107,7 @@ def _train(args: list[str], timeout_s: float = 900) -> None:
                 return
     except (OSError, ValueError):
         pass
-    proc = subprocess.run([sys.executable, TRAIN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+    proc = subprocess.run([*TRAIN, *args], cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
         raise RuntimeError(f"validation run failed (exit {proc.returncode}): {tail}")
@@ -120,7 +120,7 @@ def s_per_step(out_dir: str) -> float:
 def validate(calibration: dict, rates: list[float], reps: int, steps: int, runs_dir: str, log=print) -> list[dict]:
     """Every row: method, link, repetition, real s/step, virtual s/step from the real run's own
     costs (`virtual_own_s`) and from the calibration's (`virtual_cal_s`), the costs used."""
-    from acco.bench.calibrate import point_of
+    from acco.harness.clock_calibration.calibrate import point_of
 
     rows = []
     for rate in rates:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Submit all runs of an experiment to Slurm through submitit: runs of the same shape go out as
 one job array. Running the same command again is safe: a run whose results are complete is
 skipped, a run whose job is still queued or running is skipped ("skip (Slurm job 123 RUNNING):
@@ -9,6 +8,8 @@ failure's log and last error line), exit code 1 if a job failed.
 
     python experiments/submit.py experiment=fig5/cpu launcher=slurm_local
     python experiments/submit.py experiment=fig8/paper launcher=slurm launcher.partition=gpu --wait
+
+(experiments/submit.py runs this module, acco.harness.commands.submit; so does reproduce.py --slurm.)
 """
 
 import os
@@ -17,10 +18,16 @@ from typing import Any, NamedTuple
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
-from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
-from acco.start import Resubmission, check_run, fail_config, for_slurm_job, help_asked, prepare_out_dir, resubmission
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.harness.multirun import MultiRun, last_error_line, log_error_line
+from acco.harness.start import (
+    Resubmission,
+    check_run,
+    fail_config,
+    for_slurm_job,
+    help_asked,
+    prepare_out_dir,
+    resubmission,
+)
 
 
 class Planned(NamedTuple):
@@ -31,7 +38,7 @@ class Planned(NamedTuple):
 
 def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     """The experiment's id and its runs, each checked (bad input: one `error:` line, exit 2, before
-    anything is submitted) unless it is skipped (acco/start.py resubmission)."""
+    anything is submitted) unless it is skipped (acco/harness/start.py resubmission)."""
     try:
         check_overrides(overrides, CONF_DIR)
         base = compose(overrides)
@@ -65,7 +72,7 @@ def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
 def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[str, Any]]:
     """Submit the runs still to do, say what is skipped (through `job` if any); (name, submitit job)
     for each run submitted, and for each run whose job was already queued or running (to wait for)."""
-    from acco.slurm.submit import submit
+    from acco.harness.slurm.submit import submit
 
     def say(line: str) -> None:
         job.note(line) if job is not None else print(line, flush=True)

@@ -1,5 +1,5 @@
-#!/usr/bin/env python
-"""The training entry point (Hydra). Examples:
+"""The training entry point (Hydra): `python -m acco.harness.commands.train`, which the clone's
+experiments/train.py runs (and the harness, for a run in a subprocess). Examples:
 
 python experiments/train.py method=acco world_size=2 train.steps=30
 python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
@@ -11,7 +11,6 @@ torchrun --nproc-per-node=2 experiments/train.py method=acco
 srun -n 4 python experiments/train.py method=acco
 """
 
-import os
 import sys
 import warnings
 from typing import cast
@@ -21,17 +20,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from acco.config.location import conf_dir
 from acco.config.schema import register
 from acco.config.validate import ConfigError, check_overrides
-from acco.start import fail_config, run
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from acco.harness.start import fail_config, run
 
 
-CONF_DIR = os.path.join(ROOT, "conf")
-
-
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+# an absolute path: the same folder from experiments/train.py, python -m and an installed acco
+@hydra.main(config_path=conf_dir(), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> int:
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
@@ -55,12 +51,17 @@ def main(cfg: DictConfig) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The command line: the overrides checked (bad input: one line, exit 2), then Hydra's main."""
     try:
-        check_overrides(sys.argv[1:], CONF_DIR)
+        check_overrides(sys.argv[1:], conf_dir())
     except ConfigError as exc:
         fail_config(str(exc))
     # conf/hydra/launcher/submitit_slurm.yaml takes the plugin's name on purpose (hydra_plugins/acco_launcher/)
     warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_slurm' is validated against ConfigStore")
     register()  # the schema in Hydra's ConfigStore: conf/config.yaml's defaults start with it
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -17,7 +17,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from ..data.cache import _visible
+from ...data.cache import _visible
 
 __all__ = ["HUB_REPOS", "write_hub_cache", "write_hub_repo"]
 

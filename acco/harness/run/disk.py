@@ -24,8 +24,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..config.plain import plain
-from ..runtime.disk import RESERVE_BYTES, filesystem, fmt_gb, folder_bytes, free_bytes
+from ...config.plain import plain
+from ...runtime.disk import RESERVE_BYTES, filesystem, fmt_gb, folder_bytes, free_bytes
 
 SMALL_FILES_BYTES = RESERVE_BYTES  # summary.json, config.yaml, eval.json, failure notes
 TRACE_EVENT_BYTES = 200
@@ -81,7 +81,7 @@ def trace_events(cfg: dict, world: int) -> int:
 
 
 def complete_checkpoints(out_dir: str) -> list[str]:
-    from ..train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
+    from ...train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
 
     found = list_checkpoints(os.path.join(out_dir, CHECKPOINTS))
     return [p for _, p in found if os.path.exists(os.path.join(p, MANIFEST))]
@@ -89,7 +89,7 @@ def complete_checkpoints(out_dir: str) -> list[str]:
 
 def estimate(cfg: dict, world: int) -> DiskEstimate:
     """The bytes the run will add to out_dir's filesystem (see the module docstring)."""
-    from ..train.memory import checkpoint_bytes, model_shape, state_layout
+    from ...train.memory import checkpoint_bytes, model_shape, state_layout
 
     out = DiskEstimate()
     train = cfg["train"]
@@ -119,7 +119,7 @@ def reclaimable(cfg: dict) -> int:
     """Bytes of an earlier run in out_dir that this one removes before it starts (not a resume)."""
     if cfg.get("_resume"):
         return 0
-    from ..runtime.files import RUN_FILES
+    from ...runtime.files import RUN_FILES
 
     out_dir = cfg["out_dir"]
     names = [*RUN_FILES, "model", "checkpoints", "failures"]
@@ -168,7 +168,7 @@ def data_build_bytes(cfg: dict) -> int | None:
     if not path or not cache_dir or source.get("generator") or not os.path.exists(os.path.expanduser(path)):
         return None
     try:
-        from ..data.pretrain import normalize_source, source_identity
+        from ...data.pretrain import normalize_source, source_identity
 
         identity = source_identity(normalize_source(source))
     except Exception:  # a source the data code rejects: its own check reports it

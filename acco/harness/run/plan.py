@@ -16,8 +16,8 @@ import math
 import os
 from dataclasses import dataclass, replace
 
-from ..analytic import costmodel as cm
-from ..train.memory import (
+from ...analytic import costmodel as cm
+from ...train.memory import (
     GB,
     CheckpointSize,
     checkpoint_size,
@@ -138,7 +138,7 @@ def time_limit_warnings(cfg: dict, row: dict | None = None) -> list[str]:
 def shape_of(cfg: dict) -> tuple[int, int, int]:
     """(world size, nodes, GPUs per node) from `layout` (NxG), else world_size on one node."""
     if cfg.get("layout"):
-        from ..config.validate import parse_layout
+        from ...config.validate import parse_layout
 
         nodes, per_node = parse_layout(cfg["layout"])
         return nodes * per_node, nodes, per_node
@@ -174,7 +174,7 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
     """train.steps, or the first committed step at which the budget (train.samples / train.tokens,
     acco/train/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
     step in the sequential warmup steps (dpu, wp; every ddp step) and in the overlapped ones."""
-    from ..train.budget import run_length
+    from ...train.budget import run_length
 
     packed = (cfg.get("data") or {}).get("kind") != "instruct"
     length = run_length(cfg["train"], sequence_length(cfg) if packed else 0)
@@ -403,9 +403,9 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
     import os
     import sys
 
-    from ..config.experiments import CONF_DIR, compose, expand_runs
-    from ..config.validate import ConfigError, check_overrides
-    from ..train.memory import fit_problem
+    from ...config.experiments import CONF_DIR, compose, expand_runs
+    from ...config.validate import ConfigError, check_overrides
+    from ...train.memory import fit_problem
 
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
         print(f"error: --dry-run estimates paper-scale GPU jobs; use --scale paper (got {scale})", file=sys.stderr)

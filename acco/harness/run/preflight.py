@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ..config.schema import DEFAULT_TASK, typed
+from ...config.schema import DEFAULT_TASK, typed
 
 
 def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
@@ -15,7 +15,7 @@ def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
     say so on stderr when there is no estimate to hold it to)."""
     if not (cfg.get("experiment") and cfg.get("scale") == "paper"):
         return None
-    from ..train.memory import fit_problem
+    from ...train.memory import fit_problem
 
     try:
         return fit_problem(cfg, world)
@@ -27,7 +27,7 @@ def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
 
 def with_step_timeout(cfg: dict) -> tuple[dict, str | None]:
     """The config with dist.step_timeout_s a number (null: sized from the run's estimated waits at
-    the paper scale, acco/run/plan.py step_timeout), and the problem's one line where an explicit
+    the paper scale, acco/harness/run/plan.py step_timeout), and the problem's one line where an explicit
     one would declare a healthy run dead."""
     from .plan import step_timeout
 
@@ -40,8 +40,8 @@ def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
     job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""
     if cfg.get("task") != DEFAULT_TASK:
         return None
-    from ..data.sources import DataNotFoundError
-    from ..tasks.preflight import preflight
+    from ...data.sources import DataNotFoundError
+    from ...tasks.preflight import preflight
 
     try:
         with hub_as_the_job_sees_it(cfg, external):
@@ -59,6 +59,6 @@ def hub_as_the_job_sees_it(cfg: dict, external: bool):
 
     if external or cfg["launcher"].get("name") != "slurm":
         return contextlib.nullcontext()
-    from ..config.slurm_profile import as_the_job_sees_the_hub
+    from ...config.slurm_profile import as_the_job_sees_the_hub
 
     return as_the_job_sees_the_hub(cfg["launcher"])

@@ -12,7 +12,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ..runtime.files import read_failures, read_metrics, read_progress, read_summary, write_json_atomic
+from ...runtime.files import read_failures, read_metrics, read_progress, read_summary, write_json_atomic
 
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 # words of the errors a rank reports when it is a peer, not itself, that failed
@@ -170,7 +170,7 @@ def record_failure(out_dir: str, cfg: dict, world: int, outcome: Outcome) -> str
     rank, why, notes = diagnose(outcome, out_dir, step_timeout)
     summary = read_summary(out_dir) or {"method": cfg["method"]["name"], "world_size": world}
     rows = read_metrics(os.path.join(out_dir, "metrics.csv"))
-    from ..train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
+    from ...train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
 
     complete = [
         p for _, p in list_checkpoints(os.path.join(out_dir, CHECKPOINTS)) if os.path.exists(os.path.join(p, MANIFEST))

@@ -3,7 +3,7 @@ prints the first one and exits with code 2 before any worker starts or any file 
 
 `validate` runs the config's own checks (acco/config/validate.py) and those of each layer the run
 uses, each kept with what it is about: the method's (acco/train/settings.py), the clock's, the
-link's (acco/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's."""
+link's (acco/harness/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import os
 
 import torch
 
-from ..config.slurm_profile import check_profile
-from ..config.validate import (
+from ...config.slurm_profile import check_profile
+from ...config.validate import (
     ConfigError,
     check_experiment,
     check_model_shape,
@@ -24,10 +24,10 @@ from ..config.validate import (
     setting_int,
     setting_number,
 )
-from ..engine.virtual_clock import check_clock
-from ..runtime.files import read_summary
-from ..runtime.launch import START_METHODS, external_env, gpu_shortage, usable_cores
-from ..train.settings import check_method, check_optimizer, check_precision_and_budget
+from ...engine.virtual_clock import check_clock
+from ...runtime.files import read_summary
+from ...runtime.launch import START_METHODS, external_env, gpu_shortage, usable_cores
+from ...train.settings import check_method, check_optimizer, check_precision_and_budget
 
 
 def check_gpus_per_node(
@@ -36,7 +36,7 @@ def check_gpus_per_node(
     """One GPU per rank, refused before any worker starts: the local launcher puts all `world`
     ranks on this machine; under torchrun/srun this process's node holds its local world size
     (LOCAL_WORLD_SIZE / the step's tasks per node). A submission from a login node is checked
-    against the profile's GPUs per node instead (acco.slurm.submit.job_shape)."""
+    against the profile's GPUs per node instead (acco.harness.slurm.submit.job_shape)."""
     per_node = world
     if launcher_world_size is not None:
         env = external_env()
@@ -133,7 +133,7 @@ def check_run_settings(cfg: dict, world: int) -> None:
     setting_int(cfg, "data.num_proc", 1, allow_none=True)
     dist_cfg = cfg.get("dist") or {}
     setting_number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
-    if dist_cfg.get("step_timeout_s") is not None:  # null: sized (acco/run/plan.py step_timeout)
+    if dist_cfg.get("step_timeout_s") is not None:  # null: sized (acco/harness/run/plan.py step_timeout)
         setting_number(dist_cfg["step_timeout_s"], "dist.step_timeout_s", 0.0, strict_min=True)
     start_method = dist_cfg.get("start_method", "auto")
     if start_method not in START_METHODS:
@@ -203,7 +203,7 @@ def _tokenizer_ids(cfg: dict) -> tuple[int, str] | None:
     )
     if not path or not os.path.exists(os.path.expanduser(str(path))):
         return None
-    from ..data.tokenizer import load_tokenizer
+    from ...data.tokenizer import load_tokenizer
 
     try:
         return len(load_tokenizer(os.path.expanduser(str(path)))), f"the tokenizer at {path}"
@@ -300,7 +300,7 @@ def validate(
     task = cfg.get("task")
     if not isinstance(task, str) or ":" not in task:
         raise ConfigError(f"task must look like 'package.module:function', got {task!r}")
-    from ..engine.virtual_clock import is_virtual
+    from ...engine.virtual_clock import is_virtual
     from ..testbed.link import check_link
 
     # on the virtual clock the link is only numbers for its model: no namespaces are made, so none are needed

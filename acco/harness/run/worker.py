@@ -34,14 +34,14 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
 
-from ..atomic import atomic_write
-from ..config.plain import plain
-from ..config.schema import typed
-from ..engine.audit import CollectiveAudit
-from ..engine.trace import TraceRecorder, merge_trace_parts, remove_parts
-from ..engine.virtual_clock import is_virtual
-from ..runtime.disk import NoSpaceError, advise_with, release, reserve, writing
-from ..runtime.files import (
+from ...atomic import atomic_write
+from ...config.plain import plain
+from ...config.schema import typed
+from ...engine.audit import CollectiveAudit
+from ...engine.trace import TraceRecorder, merge_trace_parts, remove_parts
+from ...engine.virtual_clock import is_virtual
+from ...runtime.disk import NoSpaceError, advise_with, release, reserve, writing
+from ...runtime.files import (
     MetricsWriter,
     clear_progress,
     peak_memory_bytes,
@@ -49,18 +49,18 @@ from ..runtime.files import (
     write_json_atomic,
     write_report,
 )
-from ..runtime.launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
-from ..tasks import load_task_factory
+from ...runtime.launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
+from ...tasks import load_task_factory
+from ...train.post_training import FinalEvaluationError, final_evaluation, post_training_group
+from ...train.precision import precision_report
+from ...train.signals import Preempted, SignalLatch
+from ...train.trainer import Trainer
 from ..testbed.link import summary as link_summary
-from ..train.post_training import FinalEvaluationError, final_evaluation, post_training_group
-from ..train.precision import precision_report
-from ..train.signals import Preempted, SignalLatch
-from ..train.trainer import Trainer
 from .disk import shortfall_advice
 from .supervise import is_peer_error
 
 # a full disk's one line names the shortfall and the setting to change, from the run's estimate
-# (acco/run/disk.py: it needs the model's size, which the write-time half below train/ cannot know)
+# (acco/harness/run/disk.py: it needs the model's size, which the write-time half below train/ cannot know)
 advise_with(shortfall_advice)
 
 
@@ -187,7 +187,7 @@ def resume_point(cfg: DictConfig, world: int) -> Mapping[str, Any] | None:
     before any worker started, or here for a run requeued by submitit with resume=auto."""
     if "_resume" in cfg:
         return cfg._resume
-    from ..train.checkpoint import resolve_resume
+    from ...train.checkpoint import resolve_resume
 
     return resolve_resume(cfg, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr, flush=True))
 

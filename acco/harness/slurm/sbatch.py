@@ -18,8 +18,8 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from ..config.slurm_profile import job_env, sbatch_options, setup_lines
-from ..runtime.files import PREEMPTED_EXIT
+from ...config.slurm_profile import job_env, sbatch_options, setup_lines
+from ...runtime.files import PREEMPTED_EXIT
 
 # a profile's keys the scripts read, with the values used when a profile leaves one out
 DEFAULT_PROFILE: dict[str, object] = {
@@ -33,7 +33,7 @@ DEFAULT_PROFILE: dict[str, object] = {
     "nodes": None,
     "tasks_per_node": None,
     "gpus_per_node": None,
-    "signal_delay_s": None,  # null: acco.run.plan.signal_delay
+    "signal_delay_s": None,  # null: acco.harness.run.plan.signal_delay
     "max_requeues": 3,
     "log_dir": None,
     "setup": [],
@@ -48,7 +48,7 @@ JOB_NAME_MAX = 120
 
 def job_shape(cfg: dict, profile: dict) -> dict:
     """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
-    from ..config.validate import parse_layout
+    from ...config.validate import parse_layout
     from .submit import job_shape as submit_shape
 
     if cfg.get("layout"):
@@ -62,7 +62,7 @@ def job_shape(cfg: dict, profile: dict) -> dict:
 def job_name(cfg: dict, overrides: list[str]) -> str:
     """acco-<experiment>-<run name>, with only characters that are safe in file names and in
     #SBATCH lines; long names are cut and end with a hash of the full one."""
-    from ..config.experiments import run_name
+    from ...config.experiments import run_name
 
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
@@ -173,7 +173,7 @@ def sbatch_script(
     name = job_name(cfg, overrides)
     logs = log_dir(cfg, profile, repo_root)
     out_dir = _abs(cfg["out_dir"], repo_root)
-    from ..config.experiments import run_name
+    from ...config.experiments import run_name
 
     run = run_name(cfg, overrides)
     if regenerate is None:
@@ -210,7 +210,7 @@ def sbatch_script(
     model = cfg.get("model") or {}
     dep = model.get("pretrained_from")
     if dep and not model.get("pretrained_path"):
-        from ..config.experiments import dependency_out_dir
+        from ...config.experiments import dependency_out_dir
 
         needs = " ".join([f"experiment={dep['experiment']}/{dep.get('scale', 'cpu')}", *(dep.get("overrides") or [])])
         where = dependency_out_dir(dep, (cfg.get("data") or {}).get("cache_dir") or "")

@@ -8,7 +8,7 @@ import os
 import subprocess
 from typing import Any
 
-from ..runtime.files import read_summary
+from ...runtime.files import read_summary
 
 
 def sacct_state(job_id: str) -> tuple[str, str]:

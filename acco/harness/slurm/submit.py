@@ -18,9 +18,9 @@ import subprocess
 import sys
 import time
 
-from ..config.slurm_profile import sbatch_options
-from ..config.validate import ConfigError, parse_layout
-from ..runtime.files import read_summary
+from ...config.slurm_profile import sbatch_options
+from ...config.validate import ConfigError, parse_layout
+from ...runtime.files import read_summary
 
 LOCAL_CLUSTER_HINT = "start the local test cluster with `sudo slurm/local-cluster/start`"
 
@@ -89,7 +89,7 @@ def executor_parameters(
     """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
     max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
     environment and extra #SBATCH options (acco/config/slurm_profile.py). Pure: no Slurm needed."""
-    from ..config.slurm_profile import job_env, sbatch_options, setup_lines
+    from ...config.slurm_profile import job_env, sbatch_options, setup_lines
     from ..run.plan import signal_delay
 
     prof = cfg["launcher"]
@@ -141,8 +141,8 @@ class SlurmRun:
     def __call__(self) -> str:
         import submitit
 
+        from ...runtime.launch import external_env, slurm_master_port
         from ..run.worker import run_rank
-        from ..runtime.launch import external_env, slurm_master_port
         from ..testbed.emulate import for_external_launcher, join
 
         dist_env = submitit.helpers.TorchDistributedEnvironment()
@@ -156,7 +156,7 @@ class SlurmRun:
         join(cfg, env)  # a link setting: in-process delays on the ranks
         run_rank(cfg, env)
         if env.rank == 0:  # the job's log ends as a local run's does
-            from ..runtime.progress import say_how_it_ended
+            from ...runtime.progress import say_how_it_ended
 
             say_how_it_ended(self.cfg["out_dir"])
         return self.cfg["out_dir"]

@@ -7,7 +7,7 @@
 Latency is charged once per sequential step of a ring collective ((N-1) steps for reduce-scatter
 and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/analytic/costmodel.py.
 
-`after` is what a worker joining the link (acco/testbed/emulate.py `join`) registers as the
+`after` is what a worker joining the link (acco/harness/testbed/emulate.py `join`) registers as the
 engine's collective hook (acco/engine/collectives.py): every collective of the flat methods, and
 PyTorch DDP's bucket all-reduces and ZeRO step, is charged the same way."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..engine.collectives import register_collective_hook, unregister_collective_hook
+from ...engine.collectives import register_collective_hook, unregister_collective_hook
 from . import delay
 from .link import DEFAULT_MTU, is_active, link_values, netns_possible
 from .netns import Topology, enter

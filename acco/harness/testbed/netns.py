@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 
-from ..runtime.lock import pid_alive
+from ..lock import pid_alive
 
 IFNAME = "acco0"  # the veth end inside each rank's namespace (what GLOO_SOCKET_IFNAME names)
 SUBNET = "10.77.0"
