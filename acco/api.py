@@ -46,7 +46,7 @@ from .engine.sharded_adamw import AdamWSettings
 from .engine.sync import SyncResult
 from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
-from .runtime.launch import training_group_options
+from .runtime.process_group import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
 from .train.backend_flat import FLAT_METHODS

@@ -512,7 +512,7 @@ def main_check(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     # no CUBLAS_WORKSPACE_CONFIG here: the deterministic runs set it themselves (before their first
-    # process group, acco.runtime.launch.deterministic_cuda); the throughput runs run as production does
+    # process group, acco.runtime.process_group.deterministic_cuda); the throughput runs run as production does
     # the children import acco and the tests from this checkout
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     for name in os.listdir(out):  # this run's numbers only

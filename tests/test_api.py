@@ -181,7 +181,7 @@ def _resume_worker(rank: int, world: int, port: int, out: str) -> None:
 def resumed(tmp_path_factory):
     import torch.multiprocessing as mp
 
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     out = str(tmp_path_factory.mktemp("api") / "results.pt")
     mp.start_processes(_resume_worker, args=(2, free_port(), out), nprocs=2, start_method="spawn")
@@ -253,7 +253,7 @@ def _same_start_worker(rank: int, world: int, port: int, out: str) -> None:
 def test_ranks_with_different_initial_weights_are_refused_or_start_from_rank_0s(tmp_path):
     import torch.multiprocessing as mp
 
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     out = str(tmp_path / "same_start")
     mp.start_processes(_same_start_worker, args=(2, free_port(), out), nprocs=2, start_method="spawn")
@@ -302,7 +302,7 @@ def _subgroup_worker(rank: int, world: int, port: int, out: str) -> None:
 def test_a_group_of_part_of_the_world_trains_as_a_world_of_its_ranks(resumed, tmp_path):
     import torch.multiprocessing as mp
 
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     out = str(tmp_path / "losses.pt")
     mp.start_processes(_subgroup_worker, args=(3, free_port(), out), nprocs=3, start_method="spawn")

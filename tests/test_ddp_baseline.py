@@ -154,7 +154,7 @@ def test_bf16_reduce_scatter_hook_sends_bf16():
     the bucket in bf16, padding included (7 entries on 2 ranks)."""
     import torch.multiprocessing as mp
 
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     results = mp.get_context("spawn").Manager().dict()
     mp.start_processes(_bf16_hook_worker, args=(2, free_port(), results), nprocs=2, start_method="spawn")

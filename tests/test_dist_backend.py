@@ -12,8 +12,8 @@ import torch.multiprocessing as mp
 from acco.config.experiments import compose
 from acco.config.validate import ConfigError
 from acco.engine import collectives
+from acco.harness.launch import pick_device
 from acco.harness.run.validate import validate
-from acco.runtime.launch import pick_device
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def _staged_worker(rank: int, world: int, port: int, results) -> None:
 
 @pytest.mark.integration
 def test_the_host_staged_collectives_give_the_same_sums():
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     results = mp.get_context("spawn").Manager().dict()
     mp.start_processes(_staged_worker, args=(2, free_port(), results), nprocs=2, start_method="spawn")

@@ -15,7 +15,7 @@ from acco.engine.collectives import all_gather_into, all_reduce_sum, reduce_scat
 from acco.engine.flat import FlatModel, ShardLayout
 from acco.engine.schedule import make_lr_schedule, per_step
 from acco.engine.sharded_adamw import ShardedAdamW
-from acco.runtime.launch import expand_nodelist, external_env
+from acco.harness.launch import expand_nodelist, external_env
 
 
 def test_sharded_adamw_commit_equals_torch_adamw_and_tentative_touches_nothing():
@@ -123,7 +123,7 @@ def _collectives_worker(rank, world, port, results):
 @pytest.mark.integration
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_ring_reduce_scatter_and_all_gather_on_gloo(world):
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()
@@ -187,7 +187,7 @@ def test_external_env_torchrun_and_slurm():
 
 
 def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():
-    from acco.runtime.launch import slurm_master_port
+    from acco.harness.launch import slurm_master_port
 
     ports = [slurm_master_port({"SLURM_JOB_ID": str(job)}) for job in range(173, 173 + 64)]
     assert len(set(ports)) == len(ports)  # jobs side by side (an array's tasks) rendezvous apart

@@ -18,8 +18,9 @@ from acco.engine import sync as sync_module
 from acco.engine.sharded_adamw import ShardedAdamW
 from acco.engine.sync import Syncer, squared_norm
 from acco.engine.trace import TraceRecorder
-from acco.runtime import launch
-from acco.runtime.launch import DistEnv, cuda_allocator_settings, nccl_error_handling, training_group_options
+from acco.harness import launch
+from acco.harness.launch import DistEnv, cuda_allocator_settings, nccl_error_handling
+from acco.runtime.process_group import nccl_group_timeout, training_group_options
 
 from .conftest import ROOT, SMALL_LM, load_run, run_train
 from .test_gpu import GPUS, gpu, needs_cuda, needs_two
@@ -58,7 +59,7 @@ def test_nccl_error_handling_is_set_before_the_process_group(monkeypatch):
         "TORCH_NCCL_BLOCKING_WAIT": None,
     }
     # NCCL's watchdog waits longer than the host's own bounded wait: the run's failure path reports first
-    assert launch.nccl_group_timeout(30) == 90 and launch.nccl_group_timeout(600) == 900
+    assert nccl_group_timeout(30) == 90 and nccl_group_timeout(600) == 900
 
 
 def test_a_users_own_nccl_and_allocator_settings_are_kept():
@@ -129,7 +130,7 @@ def test_final_parameters_are_gathered_to_the_host_in_chunks(monkeypatch):
 @needs_cuda
 def test_allocator_settings_reach_a_worker_before_cuda_starts():
     code = (
-        "from acco.runtime.launch import cuda_allocator_settings\n"
+        "from acco.harness.launch import cuda_allocator_settings\n"
         "cuda_allocator_settings()\n"
         "import torch\n"
         "x = torch.zeros(1 << 20, device='cuda')\n"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from acco.runtime.launch import free_port, worker_start_method
+from acco.harness.launch import free_port, worker_start_method
 
 from .conftest import ROOT, SMALL_LM, TRAIN, load_run
 

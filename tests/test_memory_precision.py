@@ -220,7 +220,7 @@ def _in_group(rank, world, port, fn, args, results):
 
 def run_in_group(fn, world: int, *args) -> list:
     """fn(rank, world, *args) in `world` spawned processes joined in a gloo group; their results."""
-    from acco.runtime.launch import free_port
+    from acco.harness.launch import free_port
 
     manager = mp.get_context("spawn").Manager()
     results = manager.dict()

@@ -194,8 +194,8 @@ def test_what_cannot_be_meant_is_refused_or_said(tmp_path):
 
 def test_the_worker_limit_follows_the_cores():
     from acco.config.validate import ConfigError
+    from acco.harness.launch import usable_cores
     from acco.harness.run.validate import check_local_workers
-    from acco.runtime.launch import usable_cores
 
     cfg = {"launcher": {"name": "local"}, "device": "cpu", "dist": {"max_local_workers": "auto"}}
     limit = 4 * usable_cores()

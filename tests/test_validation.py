@@ -201,7 +201,7 @@ def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
     """The worker's last guard (validation comes first): no rank folded onto another's GPU."""
     import torch
 
-    from acco.runtime.launch import pick_device
+    from acco.harness.launch import pick_device
 
     for name in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_PER_TASK"):
         monkeypatch.delenv(name, raising=False)
@@ -217,10 +217,10 @@ def test_pick_device_gives_each_rank_its_own_gpu(monkeypatch):
 
 def test_launch_reads_the_environment_as_it_is_when_called(monkeypatch):
     """datasets' map(num_proc=...) rebinds os.environ to a copy (seen: a CI run's pick_device then
-    missed SLURM_GPUS_PER_TASK set after it): acco.runtime.launch reads os.environ at the call."""
+    missed SLURM_GPUS_PER_TASK set after it): acco.harness.launch reads os.environ at the call."""
     import copy
 
-    from acco.runtime import launch
+    from acco.harness import launch
 
     monkeypatch.setattr(os, "environ", copy.deepcopy(os.environ))  # what datasets does
     monkeypatch.setenv("SLURM_GPUS_PER_TASK", "1")

@@ -106,9 +106,9 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     from ..config.experiments import compose
     from ..config.schema import typed
     from ..engine.trace import TraceRecorder
-    from ..runtime.launch import DistEnv, cuda_allocator_settings, free_port, init_process_group, pick_device
     from ..tasks import load_task_factory
     from ..train.trainer import Trainer
+    from .launch import DistEnv, cuda_allocator_settings, free_port, init_process_group, pick_device
     from .run.preflight import with_step_timeout
 
     cuda_allocator_settings()  # the production allocator setting (expandable segments), as a rank's
@@ -543,7 +543,7 @@ def measure_overlap_ranks(overrides: list[str], world: int, out_dir: str) -> lis
 
     import torch.multiprocessing as mp
 
-    from ..runtime.launch import free_port
+    from .launch import free_port
 
     if world == 1:
         return [measure_overlap(overrides)]

@@ -1,4 +1,4 @@
-"""Distributed start, three ways with the same worker code:
+"""Launching a run's ranks (the harness): the distributed start, three ways with the same worker code:
 
 - local: the entry point spawns `world_size` worker processes on this machine;
 - torchrun: RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT are already set;
@@ -7,7 +7,9 @@
 
 The functions here that read the environment take `environ=None` and look up os.environ when
 called, never as a default bound at import: `datasets`' map(num_proc=...) rebinds os.environ to a
-copy, after which a bound default reads (and writes) a stale environment."""
+copy, after which a bound default reads (and writes) a stale environment. The settings of the training
+process group that a rank's own code needs (acco.Overlapped's too) are the library's:
+acco/runtime/process_group.py."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from ..runtime.process_group import deterministic_cuda
 
 
 @dataclass
@@ -190,7 +194,7 @@ def gpu_shortage(local_world_size: int, visible_gpus: int, environ=None) -> str 
 # What NCCL does with a collective that outlives its timeout. The host waits for a sync's device
 # work at most dist.step_timeout_s (acco.engine.device_clock.wait_for: once per sync, where it
 # ends) and raises on the waiting thread, so the run's own failure path runs and names it. NCCL's
-# watchdog stays on behind it, with a longer timeout (nccl_group_timeout): error handling 2
+# watchdog stays on behind it, with a longer timeout (acco.runtime.process_group.nccl_group_timeout): error handling 2
 # (CleanUpOnly) lets it abort the timed-out communicators (freeing a peer stuck in a kernel)
 # without killing the process, and its flight recorder keeps the last collectives and dumps them
 # on a timeout (<out_dir>/nccl_trace_rank_<r>). Not TORCH_NCCL_BLOCKING_WAIT: with it ProcessGroupNCCL
@@ -203,12 +207,6 @@ NCCL_ERROR_HANDLING = {
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
 }
 NCCL_DUMP_FILE = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
-
-
-def nccl_group_timeout(step_timeout_s: float) -> float:
-    """NCCL's watchdog timeout for the training groups: past the host's own wait
-    (dist.step_timeout_s), so the run's failure path reports first and the watchdog is the backstop."""
-    return float(step_timeout_s) + max(60.0, 0.5 * float(step_timeout_s))
 
 
 # the communication thread's stream allocates beside the compute stream: expandable segments keep
@@ -233,13 +231,6 @@ def cuda_allocator_settings(environ=None) -> None:
     environ = os.environ if environ is None else environ
     if "PYTORCH_ALLOC_CONF" not in environ and "PYTORCH_CUDA_ALLOC_CONF" not in environ:
         environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOCATOR_SETTING
-
-
-def deterministic_cuda() -> None:
-    """torch's deterministic kernels on CUDA (cuBLAS needs a fixed workspace, read at its first
-    call): before any NCCL group and any CUDA work, so everything built after sees the setting."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without one warns, not fails
 
 
 def init_process_group(
@@ -268,17 +259,6 @@ def init_process_group(
         timeout=timedelta(seconds=timeout_s),
     )
     return backend
-
-
-def training_group_options(backend: str):
-    """The training collectives' group options: on NCCL, high-priority streams for its kernels,
-    so a collective overlapped with compute is scheduled ahead of the compute kernels (ACCO's
-    point: the communication hides behind the computation). None (the default) elsewhere."""
-    if backend != "nccl":
-        return None
-    options = dist.ProcessGroupNCCL.Options()
-    options.is_high_priority_stream = True
-    return options
 
 
 def usable_cores() -> int:

@@ -20,9 +20,9 @@ from ..config.experiments import dependency_out_dir, with_out_dir
 from ..config.schema import DEFAULT_TASK, check_config, typed
 from ..config.validate import ConfigError, out_dir_problem
 from ..runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
-from ..runtime.launch import external_env, local_envs, worker_start_method
 from ..runtime.progress import say_how_it_ended
 from . import TRAIN
+from .launch import external_env, local_envs, worker_start_method
 from .run.preflight import data_problem, memory_problem, with_step_timeout
 from .run.validate import validate
 

@@ -8,7 +8,7 @@ by its own layout, and a sweep may vary it (layout=1x2,2x1). So this launcher, t
 SlurmLauncher with `launch` replaced, first composes every job's config and checks it as train.py
 would (bad input: one line, exit 2, nothing submitted), then submits one job array per shape.
 In the job, every task runs the task function (acco.harness.commands.train's main): one rank, from the
-Slurm step's variables (acco/runtime/launch.py external_env); rank 0's return is the job's.
+Slurm step's variables (acco/harness/launch.py external_env); rank 0's return is the job's.
 conf/hydra/launcher/submitit_slurm.yaml selects it under the plugin's name. (Hydra accepts a
 launcher only from the hydra_plugins namespace, hence this package beside acco/.)"""
 

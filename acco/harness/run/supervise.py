@@ -28,7 +28,7 @@ PEER_ERRORS = (
     "watchdog",  # NCCL's: "Watchdog caught collective operation timeout"
 )
 # NCCL's watchdog SIGABRTs a rank whose collective outlived its timeout (unless blocking wait is on,
-# acco.runtime.launch.NCCL_ERROR_HANDLING; a user's own setting may still turn it off): that rank
+# acco.harness.launch.NCCL_ERROR_HANDLING; a user's own setting may still turn it off): that rank
 # waited for a peer, it is not the one that failed
 WATCHDOG_ABORT = -signal.SIGABRT
 

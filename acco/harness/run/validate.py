@@ -26,8 +26,8 @@ from ...config.validate import (
 )
 from ...engine.virtual_clock import check_clock
 from ...runtime.files import read_summary
-from ...runtime.launch import START_METHODS, external_env, gpu_shortage, usable_cores
 from ...train.settings import check_method, check_optimizer, check_precision_and_budget
+from ..launch import START_METHODS, external_env, gpu_shortage, usable_cores
 
 
 def check_gpus_per_node(

@@ -49,12 +49,12 @@ from ...runtime.files import (
     write_json_atomic,
     write_report,
 )
-from ...runtime.launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from ...tasks import load_task_factory
 from ...train.post_training import FinalEvaluationError, final_evaluation, post_training_group
 from ...train.precision import precision_report
 from ...train.signals import Preempted, SignalLatch
 from ...train.trainer import Trainer
+from ..launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from ..testbed.link import summary as link_summary
 from .disk import shortfall_advice
 from .supervise import is_peer_error

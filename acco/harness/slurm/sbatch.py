@@ -6,7 +6,7 @@
     ...
     srun python experiments/train.py experiment=fig8/paper method=acco layout=2x4 out_dir='...'
 
-Each task srun starts is one rank (acco.runtime.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
+Each task srun starts is one rank (acco.harness.launch reads SLURM_PROCID / SLURM_STEP_NUM_TASKS /
 SLURM_LOCALID). The scripts are plain text that `sbatch` accepts unchanged; experiments/make_sbatch.py
 writes them (`make sbatch-<experiment>`)."""
 

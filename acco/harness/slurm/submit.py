@@ -141,7 +141,7 @@ class SlurmRun:
     def __call__(self) -> str:
         import submitit
 
-        from ...runtime.launch import external_env, slurm_master_port
+        from ..launch import external_env, slurm_master_port
         from ..run.worker import run_rank
         from ..testbed.emulate import for_external_launcher, join
 

@@ -20,7 +20,7 @@ def _worker(local_rank: int, cfg: dict, envs, kind: str, numel: int, reps: int, 
     import torch.distributed as dist
 
     from ...engine.collectives import all_gather_into, all_reduce_sum, reduce_scatter_sum
-    from ...runtime.launch import init_process_group
+    from ..launch import init_process_group
     from .emulate import join
 
     env = envs[local_rank]
@@ -62,7 +62,7 @@ def probe(
     """Median seconds of `kind` over a float32 buffer of `nbytes` among `world` local processes."""
     import torch.multiprocessing as mp
 
-    from ...runtime.launch import local_envs
+    from ..launch import local_envs
     from .emulate import prepare
 
     cfg: dict = {"link": {"rate_mbit": rate_mbit, "delay_ms": delay_ms, "mode": mode}}
