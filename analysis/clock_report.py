@@ -254,9 +254,10 @@ def validation_lines(rows: list[dict]) -> list[str]:
         if not _inside(g, VALIDATED_PCT)
     ]
     out += [
-        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (other "
-        "engineers' work): a real step also holds time in no span (a rank waiting for a core), which the clock "
-        "does not model, so a negative error is the testbed's overload as much as the model's. Validated (the "
+        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (the runs' "
+        "own two ranks make about 2, anything above is other work on the machine): a real step also holds time "
+        "in no span (a rank waiting for a core), which the clock does not model, so a negative error is the "
+        "testbed's overload as much as the model's. Validated (the "
         f"own-costs error's interval inside ±{VALIDATED_PCT:g} %): " + (", ".join(within) or "none") + "; not "
         "validated here: " + (", ".join(beyond) or "none") + f". Range tested: world 2, one rank per core, "
         f"communication that takes no compute, per-micro-batch comm/compute {min(ratios):.2f} to "
