@@ -168,11 +168,11 @@ class Run:
 
     def metrics(self) -> pd.DataFrame:
         if self._metrics is None:
-            self._metrics = read_metrics(os.path.join(self.path, "metrics.csv"))
+            self._metrics = metrics_frame(os.path.join(self.path, "metrics.csv"))
         return self._metrics
 
 
-def read_metrics(path: str) -> pd.DataFrame:
+def metrics_frame(path: str) -> pd.DataFrame:
     """metrics.csv with numeric columns (empty eval_loss / grad_norm cells become NaN)."""
     try:
         df = pd.read_csv(path)

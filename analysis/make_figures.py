@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt
 from analysis.figures import FIGURES, run_timeline
 from analysis.load import discover_runs
 from analysis.render import MissingRuns
-from analysis.report import write_report
+from analysis.report import write_reproduction_report
 from analysis.tables import TABLES
 
 ALL = list(FIGURES) + list(TABLES)
@@ -76,7 +76,7 @@ def make_all(
     for u in unknown:
         out(f"skipped {u}: unknown id (choose from {', '.join(ALL)})")
     if report:  # the report reads every experiment of this scale, whatever was redrawn now
-        path = write_report(root, scale)
+        path = write_reproduction_report(root, scale)
         out(f"wrote {path}")
         written.append(path)
     return {"written": written, "skipped": skipped, "errors": errors}

@@ -296,7 +296,7 @@ def test_two_workers_equal_the_virtual_clock(method, c, m, adaptive, slow):
 
 
 def test_simulation_section_reads_results_sim_alone(tmp_path):
-    from analysis.simulation import simulation_section
+    from analysis.sim_figures import simulation_section
 
     empty = simulation_section(str(tmp_path))
     assert "not loss" in empty and "No validation table yet" in empty
