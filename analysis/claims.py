@@ -129,7 +129,6 @@ METRICS: dict[str, Metric] = {
     "heldout_ppl": Metric(
         "held-out perplexity (final evaluation)",
         heldout_ppl,
-        loss_curve,
         _seed_spread(heldout_ppl),
         _SPREAD_WORDS,
     ),
