@@ -239,3 +239,30 @@ def test_calibration_command_bad_input_exits_2(argv, words, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]
     assert not (tmp_path / "c.json").exists() and not (tmp_path / "validation.csv").exists()  # nothing ran
+
+
+def test_validation_says_which_rows_validate_and_why_the_others_do_not():
+    def rows(method: str, virtual: list[float]) -> list[dict]:
+        return [
+            {
+                "method": method,
+                "rate_mbit": 100.0,
+                "rep": rep,
+                "real_s": 1.0,
+                "virtual_own_s": v,
+                "virtual_cal_s": v,
+                "ratio_own": 1.0,
+                "load_1min": 2.0,
+            }
+            for rep, v in enumerate(virtual)
+        ]
+
+    text = "\n".join(
+        cr.validation_lines(
+            rows("ddp", [0.99, 1.0, 1.01]) + rows("acco", [0.85, 0.86, 0.87]) + rows("wp", [0.7, 1.0, 1.3])
+        )
+    )
+    validated, _, not_validated = text.partition("not validated here: ")
+    assert "interval inside ±10 %): ddp at 100 Mbit/s;" in validated
+    assert "acco at 100 Mbit/s (-14 %, biased: the interval excludes 0)" in not_validated
+    assert "wp at 100 Mbit/s (+0 %, the mean inside, the repetitions too spread)" in not_validated
