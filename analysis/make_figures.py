@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from analysis.figures import FIGURES, run_timeline
-from analysis.load import discover_runs
+from analysis.load import discover_runs, loaded_once
 from analysis.render import MissingRuns
 from analysis.report import write_reproduction_report
 from analysis.tables import TABLES
@@ -42,7 +42,13 @@ def make_all(
     out=print,
     report: bool = True,
 ) -> dict:
-    """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}."""
+    """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}; every figure,
+    table and the report read the one loaded set of runs (analysis/load.py loaded_once)."""
+    with loaded_once():
+        return _make_all(root, scale, only, timelines, timeline_seconds, out, report)
+
+
+def _make_all(root, scale, only, timelines, timeline_seconds, out, report) -> dict:
     wanted = only or ALL
     unknown = [w for w in wanted if w not in ALL]
     written: list[str] = []

@@ -28,7 +28,7 @@ from analysis.comparisons import Group, describe_runs, network_of, peak_lr, pick
 from analysis.figures import FIGURES, fig4_data
 from analysis.forest import image_line, row_of, write_forest
 from analysis.ladder import budget_of, rungs
-from analysis.load import Run, discover_runs
+from analysis.load import Run, discover_runs, loaded_once
 from analysis.measures import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
 from analysis.render import MissingRuns, figures_dir
 from analysis.sim_figures import simulation_section
@@ -875,6 +875,12 @@ def forest_lines(root: str, scale: str, outcomes: list) -> list[str]:
 
 
 def build_report(root: str, scale: str = "cpu") -> str:
+    """REPORT.md's text: every section reads the one loaded set of runs (analysis/load.py loaded_once)."""
+    with loaded_once():
+        return _build_report(root, scale)
+
+
+def _build_report(root: str, scale: str) -> str:
     outcomes = claim_outcomes(root, scale)
     out = [
         f"# Reproduction report — {scale} scale",
