@@ -24,8 +24,8 @@ from scipy import stats as scipy_stats  # noqa: E402
 from analysis import figures, render, tables  # noqa: E402
 from analysis.load import discover_runs, load_experiment, load_summaries  # noqa: E402
 from analysis.make_figures import make_all  # noqa: E402
+from tests.helpers.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "results")
 
 

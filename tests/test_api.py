@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 import acco
-
-from .conftest import ROOT, SMALL_LM, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM, run_train
 
 EXAMPLES = os.path.join(ROOT, "examples")
 

@@ -194,7 +194,7 @@ def test_in_bf16_the_overlapped_ddp_equals_the_blocking_one_and_gathers_bf16(tmp
     """bf16 parameters beside fp32 gradients (train.grad_dtype=auto): the bucketed reduce-scatter sums
     each entry in the blocking flat DDP's ring order, and both all-gather the parameters in bf16
     through a view of their buffers (issue 42 point 5): the same final parameters, bit for bit."""
-    from .conftest import SMALL_LM, load_run, run_train
+    from tests.helpers.runs import SMALL_LM, load_run, run_train
 
     common = [*SMALL_LM, "world_size=2", "train.steps=4", "train.accum=2", "train.deterministic=true"]
     common += ["train.precision=bf16", "train.save_final_params=true", "train.trace=false"]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from acco.bench.plan import MAX_RATE_MBIT
-
-from .conftest import ROOT
+from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

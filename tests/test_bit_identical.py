@@ -28,11 +28,12 @@ import os
 import pytest
 import torch
 
-from .conftest import SMALL_LM, run_train
+from tests.helpers.paths import FIXTURES
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytestmark = pytest.mark.integration  # starts worker processes
 
-GOLDEN_PATH = os.path.join(os.path.dirname(__file__), "fixtures", "golden_metrics.json")
+GOLDEN_PATH = os.path.join(FIXTURES, "golden_metrics.json")
 with open(GOLDEN_PATH) as _f:
     GOLDEN = json.load(_f)
 RTOL_OTHER_MACHINE = 1e-5

@@ -14,8 +14,7 @@ import torch
 
 from acco.engine.schedule import make_lr_schedule
 from acco.train.reference import replay
-
-from .conftest import SMALL_LM, load_run, run_train
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 LR, WARMUP = 2e-3, 1
 BASE = [

@@ -17,7 +17,8 @@ import time
 import pytest
 import torch
 
-from .conftest import ROOT, SMALL_LM, TRAIN, run_train
+from tests.helpers.paths import ROOT, TRAIN
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

@@ -29,8 +29,8 @@ from analysis.claims import (
 from analysis.load import Run, run_info
 from analysis.measures import final_loss
 from analysis.stats import MIN_SEEDS, SEED_CAP, Sign, Size, Verdict
+from tests.helpers.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAPER_FIGURES = ["fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 
 

@@ -16,6 +16,7 @@ from analysis import clock_report as cr
 from analysis.claims import Claim
 from analysis.load import Run
 from analysis.stats import Verdict
+from tests.helpers.paths import ROOT
 
 
 # -- calibration arithmetic -----------------------------------------------------------------------------
@@ -227,9 +228,7 @@ def test_clock_section_from_synthetic_results(tmp_path):
 def test_calibration_command_bad_input_exits_2(argv, words, capsys, tmp_path):
     from importlib import util
 
-    spec = util.spec_from_file_location(
-        "calibrate_clock", os.path.join(os.path.dirname(__file__), "..", "experiments", "calibrate_clock.py")
-    )
+    spec = util.spec_from_file_location("calibrate_clock", os.path.join(ROOT, "experiments", "calibrate_clock.py"))
     assert spec is not None and spec.loader is not None
     mod = util.module_from_spec(spec)
     spec.loader.exec_module(mod)

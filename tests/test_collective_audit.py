@@ -12,8 +12,7 @@ import pytest
 import torch.distributed as dist
 
 from acco.engine.audit import AUDITED, CollectiveAudit, audit_path, audit_problems, load_audit
-
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 
 def record(seq, op="all_reduce", group="Trainer.__init__:group", **kw) -> dict:

@@ -11,8 +11,7 @@ import torch
 
 from acco.engine import comm_worker
 from acco.engine.comm_worker import CommWorker
-
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 
 def test_inline_submit_runs_the_job_on_the_callers_thread_before_returning():

@@ -14,6 +14,7 @@ import torch
 
 from acco.engine import comm_worker
 from acco.engine.comm_worker import CommJob, CommWorker
+from tests.helpers.run_if import gpu, needs_cuda
 
 GREATEST = -5  # the stand-in device's highest priority (CUDA: lower is higher)
 
@@ -163,8 +164,8 @@ def test_the_in_flight_count_covers_a_job_until_it_is_done(fake):
         worker.close()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
+@gpu
+@needs_cuda
 def test_the_comm_stream_has_the_devices_highest_priority():
     worker = CommWorker(torch.device("cuda", 0))
     try:

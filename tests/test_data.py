@@ -32,8 +32,9 @@ from acco.data import (
 )
 from acco.data import prepare as prepare_mod
 from acco.data import stories as stories_mod
+from tests.helpers import paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(paths.ROOT)
 SENT_RE = re.compile(r'(?<=[.!?"])\s+')
 
 

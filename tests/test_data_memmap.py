@@ -34,8 +34,9 @@ from acco.data.build_blocks import _max_id
 from acco.data.cache import quiet_datasets
 from acco.data.split import DROPPED, TRAIN, VAL, split_indices, split_roles
 from acco.data.token_file import TokenBlocks, TokenFileWriter, token_dtype
+from tests.helpers import paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(paths.ROOT)
 MB = 2**20
 
 

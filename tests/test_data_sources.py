@@ -31,8 +31,9 @@ from acco.data import (
 )
 from acco.data import pretrain as pretrain_mod
 from acco.data import sources as sources_mod
+from tests.helpers import paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(paths.ROOT)
 
 
 @pytest.fixture(autouse=True)

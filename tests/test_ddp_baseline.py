@@ -15,8 +15,8 @@ from acco.engine.schedule import make_lr_schedule
 from acco.engine.torch_ddp import adamw_param_groups
 from acco.engine.trace import load_spans
 from acco.tasks import load_task_factory
-
-from .conftest import SMALL_LM, load_run, rounding_mismatch, run_train
+from tests.helpers.rounding import rounding_mismatch
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

@@ -17,8 +17,7 @@ import yaml
 from acco.runtime.disk import sweep
 from acco.train.checkpoint import list_checkpoints, verify
 from acco.train.memory import checkpoint_bytes
-
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

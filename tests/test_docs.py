@@ -8,7 +8,7 @@ import glob
 import os
 import re
 
-from .conftest import ROOT
+from tests.helpers.paths import ROOT
 
 README = os.path.join(ROOT, "README.md")
 DOCS = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))

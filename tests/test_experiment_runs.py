@@ -10,8 +10,7 @@ import os
 import pytest
 
 from acco.config.experiments import compose, expand_runs
-
-from .conftest import load_run, run_folders, run_train
+from tests.helpers.runs import load_run, run_folders, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

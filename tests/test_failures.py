@@ -14,8 +14,8 @@ import time
 import pytest
 
 from acco.train.checkpoint import verify
-
-from .conftest import ROOT, SMALL_LM, TRAIN, run_train
+from tests.helpers.paths import ROOT, TRAIN
+from tests.helpers.runs import SMALL_LM, run_train
 
 BASE = [*SMALL_LM, "world_size=2", "train.deterministic=true", "train.steps=12", "train.trace=false"]
 

@@ -31,52 +31,16 @@ import pytest
 import torch
 
 from acco.bench.gpu import covered, peak_tflops
-
-from .conftest import ROOT, SMALL_LM, load_run, run_train
-
-CUDA = torch.cuda.is_available()
-GPUS = torch.cuda.device_count() if CUDA else 0
-gpu = pytest.mark.gpu
-needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA GPU visible")
-needs_two = pytest.mark.skipif(GPUS < 2, reason="2 ranks over NCCL need 2 GPUs (one device per rank)")
+from tests.helpers.gpu import METHODS, record
+from tests.helpers.paths import ROOT
+from tests.helpers.run_if import CUDA, gpu, needs_cuda, needs_two
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 CHECK = os.path.join(ROOT, "experiments", "gpu_check.py")
-METHODS = {
-    "ddp": ["method=ddp"],
-    "ddp_flat": ["method=ddp", "method.impl=flat"],
-    # the DDP at its best: on a GPU its hooks hand buckets to the communication stream from
-    # autograd's device thread, which nothing else exercises
-    "ddp_overlap": ["method=ddp", "method.impl=flat", "method.overlap_backward=true", "method.bucket_mb=0.01"],
-    "dpu": ["method=dpu", "method.warmup_steps=1"],
-    "wp": ["method=wp"],
-    "acco": ["method=acco"],
-    "diloco": ["method=diloco", "method.sync_every=4"],
-    "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
-}
 # one update rule, several implementations
 SAME_RULE = {frozenset({"ddp", "ddp_flat"}), frozenset({"ddp", "ddp_overlap"}), frozenset({"ddp_flat", "ddp_overlap"})}
 STEPS = 10
 TINY_CPU = ["device=cpu", "model=gptneo_tiny", *SMALL_LM]
-
-
-def record(name: str, key: str, value: dict) -> None:
-    """Add a measurement to $ACCO_GPU_RESULTS/<name>.json (when gpu-check runs the tests), under
-    a lock: gpu-check runs the tests in several processes at once (pytest-xdist)."""
-    import fcntl
-
-    out = os.environ.get("ACCO_GPU_RESULTS")
-    if not out:
-        return
-    path = os.path.join(out, f"{name}.json")
-    with open(os.path.join(out, f".{name}.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = {}
-        if os.path.exists(path):
-            with open(path) as f:
-                data = json.load(f)
-        data[key] = value
-        with open(path, "w") as f:
-            json.dump(data, f, indent=1)
 
 
 # -- every method against the reference, on 1 GPU and on 2 -------------------------------------------
@@ -295,13 +259,15 @@ def test_sync_debug_measurement_runs_on_cpu(tmp_path):
 def test_sync_debug_names_the_source_line_of_each_sync_inside_micro_batches(tmp_path):
     """A forward that syncs (the oracle warns as set_sync_debug_mode would, from its own line) is
     reported by its file and line, not blamed on the engine."""
-    line = next(i for i, text in enumerate(open(os.path.join(ROOT, "tests", "oracle.py")), 1) if "SYNC_LINE" in text)
-    oracle = ["task=tests.oracle:build_oracle_task", "+oracle.warn_sync=true", "device=cpu", "method=acco"]
+    line = next(
+        i for i, text in enumerate(open(os.path.join(ROOT, "tests", "helpers", "oracle.py")), 1) if "SYNC_LINE" in text
+    )
+    oracle = ["task=tests.helpers.oracle:build_oracle_task", "+oracle.warn_sync=true", "device=cpu", "method=acco"]
     result = run_part(tmp_path, "sync_debug", [], oracle, expect=1)  # the part fails, naming the line
     inside = result["sources"]["micro-batch"]
-    assert inside == {f"tests/oracle.py:{line}": result["syncs"]["micro-batch"]}
+    assert inside == {f"tests/helpers/oracle.py:{line}": result["syncs"]["micro-batch"]}
     assert result["syncs"]["micro-batch"] == result["micro_batches"] - 4  # all but the warm-up's
-    assert result["error"].endswith(f"from tests/oracle.py:{line} ({result['syncs']['micro-batch']})")
+    assert result["error"].endswith(f"from tests/helpers/oracle.py:{line} ({result['syncs']['micro-batch']})")
 
 
 def test_a_sync_is_filed_under_its_source_and_whether_a_library_made_it():

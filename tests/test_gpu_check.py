@@ -3,12 +3,14 @@ as a whole process group at its time box, the summary written whatever a part do
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
+import re
 import sys
 import time
 
-from .conftest import ROOT
+from tests.helpers.paths import ROOT
 
 
 def load_check():
@@ -30,15 +32,18 @@ def test_the_plan_fits_the_budget_and_every_part_names_what_it_runs(tmp_path):
     assert all(p.budget_s > 0 and p.what and p.commands for p in parts)
     assert sum(p.budget_s for p in parts) + check.RESERVE_S <= check.BUDGET_S
     # every test file with tests marked gpu is run by some part
-    marked = {n for n in os.listdir(os.path.join(ROOT, "tests")) if n.startswith("test_") and n.endswith(".py")}
+    files = glob.glob(os.path.join(ROOT, "tests", "**", "test_*.py"), recursive=True)
     mark = "pytest.mark." + "gpu"  # not this file's own text
+    # run_if's mark (tests/helpers/run_if.py: gpu = pytest.mark.gpu), as test_gpu_races takes it
+    run_if_gpu = re.compile(r"^from tests\.helpers\.run_if import .*\bgpu\b", re.M)
 
-    def is_marked(name: str) -> bool:
-        text = open(os.path.join(ROOT, "tests", name)).read()
-        return mark in text or "from .test_gpu import" in text  # test_gpu_races takes its mark from there
+    def is_marked(path: str) -> bool:
+        text = open(path).read()
+        return mark in text or run_if_gpu.search(text) is not None
 
-    marked = {n for n in marked if is_marked(n)} - {"test_gpu_check.py"}  # this file names the marks
-    run = {os.path.basename(a) for p in parts for argv in p.commands for a in argv if a.startswith("tests/")}
+    marked = {os.path.relpath(p, ROOT) for p in files if is_marked(p)}
+    marked = {p for p in marked if os.path.basename(p) != "test_gpu_check.py"}  # this file names the marks
+    run = {a for p in parts for argv in p.commands for a in argv if a.startswith("tests/")}
     assert marked <= run, marked - run
     for part in parts:
         for argv in part.commands:

@@ -18,8 +18,9 @@ import shutil
 import pytest
 import torch
 
-from .conftest import SMALL_LM, load_run, run_train
-from .test_gpu import GPUS, METHODS, gpu, needs_cuda, record
+from tests.helpers.gpu import METHODS, record
+from tests.helpers.run_if import GPUS, gpu, needs_cuda
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 pytestmark = [pytest.mark.integration, gpu, needs_cuda]
 

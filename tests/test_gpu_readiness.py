@@ -20,9 +20,9 @@ from acco.engine.sync import Syncer, squared_norm
 from acco.engine.trace import TraceRecorder
 from acco.runtime import launch
 from acco.runtime.launch import DistEnv, cuda_allocator_settings, nccl_error_handling, training_group_options
-
-from .conftest import ROOT, SMALL_LM, load_run, run_train
-from .test_gpu import GPUS, gpu, needs_cuda, needs_two
+from tests.helpers.paths import ROOT
+from tests.helpers.run_if import GPUS, gpu, needs_cuda, needs_two
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 
 # -- point 4: NCCL timeouts raise on the waiting thread -----------------------------------------------

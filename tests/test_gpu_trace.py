@@ -11,7 +11,6 @@ import threading
 import warnings
 from contextlib import contextmanager
 
-import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -24,9 +23,9 @@ from acco.engine.rounds import RoundEngine, StopRule, run_acco
 from acco.engine.sharded_adamw import ShardedAdamW
 from acco.engine.sync import Syncer
 from acco.engine.trace import COMM, COMPUTE, TraceRecorder
+from tests.helpers.run_if import gpu, needs_cuda
 
-CUDA = torch.cuda.is_available()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="no CUDA GPU visible")]
+pytestmark = [gpu, needs_cuda]
 
 SLEEP_CYCLES = 2_000_000  # device work per micro-batch far longer than its enqueueing (~1 ms)
 SYNC_WARNING = "synchronizing CUDA operation"

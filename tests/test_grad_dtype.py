@@ -14,8 +14,7 @@ from acco.engine.flat import FlatModel
 from acco.run.validate import validate
 from acco.train import memory as me
 from acco.train.precision import grad_dtype
-
-from .conftest import SMALL_LM, load_run, run_train
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 
 def _model() -> torch.nn.Module:

@@ -8,40 +8,11 @@ import os
 import pytest
 import torch
 
-from .conftest import load_run, run_train
-from .oracle import Replay
+from tests.helpers.oracle import Replay
+from tests.helpers.oracle_runs import ORACLE, oracle_run
+from tests.helpers.runs import load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
-
-ORACLE = [
-    "task=tests.oracle:build_oracle_task",
-    "train.log_every=0",
-    "train.save_final_params=true",
-    "optim.lr=0.05",
-    "optim.weight_decay=0.1",
-    "optim.schedule=linear",
-    "optim.warmup_steps=2",
-]
-
-
-def oracle_run(tmp_path, method_args, world=2, steps=12, accum=2, extra=()):
-    out = str(tmp_path / "run")
-    run_train(
-        [
-            *method_args,
-            *ORACLE,
-            f"world_size={world}",
-            f"train.steps={steps}",
-            f"train.accum={accum}",
-            "train.deterministic=true",
-            f"out_dir={out}",
-            *extra,
-        ]
-    )
-    run = load_run(out)
-    counts = [r["round_micro_batches"] for r in run["summary"]["per_rank"]]
-    final = torch.load(os.path.join(out, "final_params.pt"))
-    return out, run, counts, final
 
 
 def check_lr_column(out, rp_lr_at, steps):

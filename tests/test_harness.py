@@ -16,8 +16,8 @@ import torch
 from acco.data.stories import generate_stories
 from acco.evaluation.lambada import lambada_examples, lambada_scores, lambada_sums
 from acco.evaluation.lambada_synth import generate_lambada_like
-
-from .conftest import ROOT, SMALL_LM, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytest.importorskip("lm_eval")
 pytest.importorskip("accelerate")

@@ -18,8 +18,9 @@ from acco.data import sources as sources_mod
 from acco.data.sources import DataNotFoundError, load_raw_dataset
 from acco.data.stories import generate_stories
 from acco.rehearsal.hub_cache import write_hub_repo
+from tests.helpers import paths
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(paths.ROOT)
 BPE = {"kind": "bpe", "vocab_size": 300}
 
 

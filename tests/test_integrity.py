@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from acco.runtime.lock import RunInUse, claim
-
-from .conftest import ROOT, SMALL_LM, TRAIN, run_folders, run_train
+from tests.helpers.paths import ROOT, TRAIN
+from tests.helpers.runs import SMALL_LM, run_folders, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

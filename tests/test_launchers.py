@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from acco.runtime.launch import free_port, worker_start_method
-
-from .conftest import ROOT, SMALL_LM, TRAIN, load_run
+from tests.helpers.paths import ROOT, TRAIN
+from tests.helpers.runs import SMALL_LM, load_run
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

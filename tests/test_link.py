@@ -13,14 +13,9 @@ import pytest
 from acco.engine.trace import load_spans
 from acco.testbed import emulate, netns
 from acco.testbed.delay import ring_bytes
-from acco.testbed.link import netns_possible
 from acco.testbed.probe import probe
-
-from .conftest import SMALL_LM, run_train
-
-needs_netns = pytest.mark.skipif(
-    netns_possible() is not None, reason=f"network namespaces not possible here: {netns_possible()}"
-)
+from tests.helpers.run_if import needs_netns
+from tests.helpers.runs import SMALL_LM, run_train
 
 
 def acco_namespaces() -> set[str]:

@@ -13,9 +13,8 @@ import torch
 from torch import nn
 
 from acco.engine.local_rounds import LocalSchedule, check_schedule, fragment_bounds
-
-from .oracle import oracle_a, oracle_theta0, oracle_x
-from .test_gradient_oracle import oracle_run
+from tests.helpers.oracle import oracle_a, oracle_theta0, oracle_x
+from tests.helpers.oracle_runs import oracle_run
 
 
 # -- the timetable (in-process) -----------------------------------------------------------------

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from .slurm_cluster import cluster, output, run, sacct_fields, script  # noqa: F401 - cluster is a fixture
+from tests.helpers.slurm_cluster import output, run, sacct_fields, script
 
 # every test here starts processes; the Slurm tests share one pytest-xdist worker (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]

@@ -18,8 +18,8 @@ from acco.config.experiments import compose, expand_runs
 from acco.run import plan as run_plan
 from acco.train import memory as me
 from analysis.tables import TABLE1_FORMULAS, paper_block, round_half_up
-
-from .conftest import ROOT, SMALL_LM, load_run, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 PAPER_EXPERIMENTS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 

@@ -26,8 +26,8 @@ import torch.multiprocessing as mp
 
 from acco.engine.flat import FlatModel
 from acco.engine.sharded_adamw import ShardedAdamW
-
-from .conftest import ROOT, SMALL_LM, load_run, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 MB = 2**20
 
@@ -143,7 +143,7 @@ def test_construction_peak_stays_near_the_low_precision_buffers():
 def startup_spike_task(cfg, rank, world_size, device):
     """The oracle task, built after a 512 MB host temporary (a start-up such as a model built in
     fp32 on the host): records the high-water mark the temporary left, for the test to compare."""
-    from .oracle import build_oracle_task
+    from tests.helpers.oracle import build_oracle_task
 
     spike = torch.ones(int(cfg["spike"]["mb"]) * MB // 4)  # written: resident
     hwm = _vm_hwm()

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from acco.train.reference import replay
-
-from .conftest import SMALL_LM, load_run, rounding_mismatch, run_train
+from tests.helpers.rounding import rounding_mismatch
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-from tests.conftest import SMALL_LM
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM
 
 pytestmark = pytest.mark.integration
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DRIVER = """
 import importlib.util, os, sys

@@ -18,7 +18,7 @@ import sysconfig
 
 import pytest
 
-from .conftest import ROOT
+from tests.helpers.paths import ROOT
 
 # the Python packages of the GPU machine's image (`nvidia-h200`, read on a machine running it on
 # 2026-11-17) that this environment has; what they require is added (closure)

@@ -7,8 +7,7 @@ import os
 import shutil
 
 from analysis.plot_runs import labels, main, run_folders
-
-from .conftest import ROOT
+from tests.helpers.paths import ROOT
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "results", "cpu", "fig5")
 

@@ -14,8 +14,8 @@ import tracemalloc
 import pytest
 
 from acco.engine.trace import COMM, COMPUTE, TraceRecorder, load_spans, merge_trace_parts, write_part
-
-from .conftest import ROOT, SMALL_LM, load_run, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 BASE = [*SMALL_LM, "train.deterministic=true", "train.accum=2"]
 LAMBADA_LIKE = ["+final_eval.lambada_source.generator=lambada_like", "+final_eval.lambada_source.num_examples=40"]
@@ -110,7 +110,7 @@ def test_a_failed_final_evaluation_leaves_the_run_completed_and_saved(tmp_path):
             "final_eval.heldout=true",
             "final_eval.lambada=true",
             *LAMBADA_LIKE,
-            "task=tests.final_eval_faults:lm_task_failing_final_eval",
+            "task=tests.helpers.final_eval_faults:lm_task_failing_final_eval",
             "+fail_final_eval_rank=1",
             f"out_dir={out}",
         ]

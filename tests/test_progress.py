@@ -11,7 +11,7 @@ import os
 import pytest
 
 from acco.runtime.progress import Progress, check_logger
-from tests.conftest import run_train
+from tests.helpers.runs import run_train
 
 
 def feed(progress: Progress, steps: int) -> None:

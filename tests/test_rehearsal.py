@@ -26,9 +26,8 @@ from acco.config.experiments import compose, expand_runs
 from acco.config.overlay import ALLOWED, allowed, check_maps, map_run_specs, overlay_problems
 from acco.rehearsal.make import FOLDERS, make_rehearsal_data
 from acco.run.validate import validate
-
-from .conftest import ROOT, load_run, run_train
-from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import load_run, run_train
 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -343,7 +342,7 @@ def test_fig7_by_hub_ids_runs_offline_from_the_prepared_hub_cache(rehearsal_data
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_fig7_by_hub_ids_completes_through_slurm_with_the_hub_off(cluster, rehearsal_data, tmp_path):  # noqa: F811
+def test_fig7_by_hub_ids_completes_through_slurm_with_the_hub_off(cluster, rehearsal_data, tmp_path):
     out, _ = rehearsal_data
     env = offline_env(out / FOLDERS["hub_cache"], tmp_path / "cache")
     prepared = _experiment("prepare_data.py", ["experiment=fig7/rehearsal", *HUB_IDS], env)
@@ -369,7 +368,7 @@ def _script(name: str, args: list[str]) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def rehearsed(cluster, rehearsal_data, tmp_path_factory):  # noqa: F811
+def rehearsed(cluster, rehearsal_data, tmp_path_factory):
     """fig7 (both runs, one job array, as `make rehearse` submits it) and fig8's first layout (DDP and
     ACCO: what Table 3's fine-tuning row compares) through Slurm, at the same time."""
     root = tmp_path_factory.mktemp("rehearsal-results")

@@ -16,8 +16,8 @@ import yaml
 from analysis.load import discover_runs
 from analysis.measures import final_loss
 from analysis.report import build_report
+from tests.helpers.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "results")
 COMMITTED = os.path.join(ROOT, "results", "cpu")
 

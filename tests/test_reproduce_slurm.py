@@ -7,7 +7,8 @@ import os
 import subprocess
 from types import SimpleNamespace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers.paths import ROOT
+
 _spec = importlib.util.spec_from_file_location("reproduce", os.path.join(ROOT, "experiments", "reproduce.py"))
 assert _spec is not None and _spec.loader is not None
 reproduce = importlib.util.module_from_spec(_spec)

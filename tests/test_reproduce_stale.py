@@ -9,8 +9,8 @@ import os
 import yaml
 
 from acco.config.experiments import changed_keys
+from tests.helpers.paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _spec = importlib.util.spec_from_file_location("reproduce", os.path.join(ROOT, "experiments", "reproduce.py"))
 assert _spec is not None and _spec.loader is not None
 reproduce = importlib.util.module_from_spec(_spec)

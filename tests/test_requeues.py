@@ -7,17 +7,16 @@ SLURM_RESTART_COUNT, is tested without a cluster in tests/test_slurm_profile.py.
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from .requeue_probe import RequeueProbe
-from .slurm_cluster import cluster, output, run  # noqa: F401 - cluster is a fixture
+from tests.helpers.paths import ROOT
+from tests.helpers.requeue_probe import RequeueProbe
+from tests.helpers.slurm_cluster import output, run
 
 pytestmark = pytest.mark.xdist_group("slurm")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_REQUEUES = 4  # above submitit's default max_num_timeout (3), which the executor used to keep
 
 
@@ -37,7 +36,7 @@ def starts(notes) -> list[dict]:
 
 
 @pytest.mark.integration
-def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):  # noqa: F811
+def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):
     from acco.config.experiments import compose
     from acco.slurm.submit import make_executor
 
@@ -93,10 +92,10 @@ def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):  # noqa: F
 
 
 @pytest.mark.integration
-def test_a_job_sbatch_refuses_is_one_line_and_leaves_no_folder(cluster, tmp_path):  # noqa: F811
+def test_a_job_sbatch_refuses_is_one_line_and_leaves_no_folder(cluster, tmp_path):
     """The cluster saying no to the profile (here a GPU resource the local nodes lack) is one
     `error:` line with sbatch's reason, exit 2, and no run folder, not a submitit traceback."""
-    from .conftest import SMALL_LM, run_train
+    from tests.helpers.runs import SMALL_LM, run_train
 
     out = tmp_path / "refused"
     proc = run_train(

@@ -6,7 +6,6 @@ and one run (fig5, ACCO, 2 nodes x 1 task) trained by `sbatch --wait <script>` u
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
 import re
@@ -18,15 +17,13 @@ import pytest
 
 from acco.config.experiments import compose
 from acco.slurm.sbatch import DEFAULT_PROFILE, hydra_quote, sbatch_script, shell_quote
-
-from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
-from .slurm_cluster import cluster, output, run, sacct_fields  # noqa: F401 - cluster is a fixture
+from tests.helpers.paths import ROOT
+from tests.helpers.sbatch import MAKE_SBATCH, directives, make_sbatch_here
+from tests.helpers.slurm_cluster import output, run, sacct_fields
 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("slurm")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAKE_SBATCH = os.path.join(ROOT, "experiments", "make_sbatch.py")
 PYTHON = "/opt/venv/bin/python"
 NO_PROFILE = {**DEFAULT_PROFILE, "time_min": None, "signal_delay_s": 90}
 
@@ -40,19 +37,6 @@ def render(overrides, profile=None, environ=None) -> str:
         PYTHON,
         environ={} if environ is None else environ,
     )
-
-
-def directives(text: str) -> dict[str, str | None]:
-    """--key=value options of the #SBATCH lines (before the first command, as sbatch reads them)."""
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("#SBATCH"):
-            for token in shlex.split(line[len("#SBATCH") :]):
-                key, _, value = token.partition("=")
-                out[key] = value if _ else None
-        elif line and not line.startswith("#"):
-            break
-    return out
 
 
 def srun_argv(text: str) -> list[str]:
@@ -74,20 +58,6 @@ def make_sbatch(*args, env=None) -> subprocess.CompletedProcess:
         timeout=300,
         env=env or os.environ.copy(),
     )
-
-
-def make_sbatch_here(capsys, *args) -> tuple[int, str, str]:
-    """experiments/make_sbatch.py's main() in this process: (exit code, stdout, stderr)."""
-    spec = importlib.util.spec_from_file_location("make_sbatch", MAKE_SBATCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    capsys.readouterr()
-    try:
-        code = module.main([str(a) for a in args])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- rendering --------------------------------------------------------------------------------------
@@ -230,7 +200,7 @@ def test_make_sbatch_writes_one_script_per_run(tmp_path):
     assert (tmp_path / "res" / ".slurm").is_dir()  # Slurm does not create --output's folder
 
 
-def test_make_sbatch_overrides_pick_runs(tmp_path, capsys, monkeypatch, fig8_paper_data):  # noqa: F811
+def test_make_sbatch_overrides_pick_runs(tmp_path, capsys, monkeypatch, fig8_paper_data):
     monkeypatch.setenv("ACCO_DISK_CHECK", "0")  # a paper run's ~240 GB of checkpoints: more than is free here
     for key, value in fig8_paper_data["env"].items():
         monkeypatch.setenv(key, value)
@@ -337,7 +307,7 @@ def test_a_second_gpu_request_is_refused():
 
 
 @pytest.mark.integration
-def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F811
+def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):
     for exp in ("fig5", "fig8"):
         proc = make_sbatch(exp, "--scale", "cpu", f"results_root={tmp_path / 'res'}", "--out", tmp_path / "gen")
         assert proc.returncode == 0, output(proc)
@@ -352,7 +322,7 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):  # noqa: F8
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache):  # noqa: F811
+def test_generated_script_trains_under_sbatch_wait(cluster, tmp_path, acco_cache):
     results = tmp_path / "results"
     # the job exports the session's ACCO_CACHE (conftest): data an earlier test prepared is reused
     proc = make_sbatch(

@@ -17,8 +17,7 @@ from omegaconf.errors import ConfigKeyError, ReadonlyConfigError, ValidationErro
 from acco.config.experiments import CONF_DIR, compose, experiment_ids, scales_of
 from acco.config.schema import GROUP_SCHEMAS, check_config, group_options, option_kind, register, typed
 from acco.config.validate import ConfigError, check_overrides
-
-from .conftest import run_train
+from tests.helpers.runs import run_train
 
 
 def test_every_group_option_declares_its_kind():
@@ -133,7 +132,7 @@ def test_good_command_lines_pass():
         ["+model.config.rope_theta=10000"],
         ["data.source.num_stories=100"],
         ["experiment=fig5/cpu", "data.seq_len=64"],
-        ["task=tests.oracle:build_oracle_task", "+oracle.busy_ms=20"],
+        ["task=tests.helpers.oracle:build_oracle_task", "+oracle.busy_ms=20"],
         ["train.trace_steps=[1,2]"],
     ):
         check_overrides(args, CONF_DIR)

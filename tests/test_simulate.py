@@ -13,6 +13,7 @@ from acco.simulation.models import MODELS
 from acco.simulation.stragglers import Stragglers, parse
 from acco.simulation.sweep import run, scenario
 from acco.simulation.topology import all_reduce_s, reduce_scatter_s, sync_s, topology
+from tests.helpers.paths import ROOT
 
 
 def ones(rounds, workers, batch=1):
@@ -145,9 +146,6 @@ def test_sweep_is_deterministic_and_paired():
     assert by["acco"]["batch_per_step"] == by["ddp"]["batch_per_step"] == by["diloco"]["batch_per_step"]
     assert by["acco_adaptive"]["batch_per_step"] >= by["acco"]["batch_per_step"]
     assert not run([scenario("70b", topology(8, 8, 100), rounds=16)], ["ddp"])[0]["fits"]
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cli(*args):

@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from .conftest import ROOT, load_run, run_folders, run_train
-from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import load_run, run_folders, run_train
+from tests.helpers.runs import run_script as script
 
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
 pytestmark = pytest.mark.xdist_group("slurm")
@@ -20,19 +21,8 @@ pytestmark = pytest.mark.xdist_group("slurm")
 QUICK = ["data.source.num_stories=1500", "train.log_every=0", "launcher=slurm_local", "launcher.wait=true"]
 
 
-def script(name, args, **kw):
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "experiments", name), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        **kw,
-    )
-
-
 @pytest.mark.integration
-def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noqa: F811
+def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):
     for layout, distinct_nodes in (("2x1", 2), ("1x2", 1)):
         run_train(
             [
@@ -61,7 +51,7 @@ def test_acco_through_submitit_two_nodes_and_one_node(cluster, tmp_path):  # noq
 
 
 @pytest.mark.integration
-def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp_path):  # noqa: F811
+def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp_path):
     # 1 of the experiment's 5 seeds: its 3 runs show one array and the skipping
     args = ["experiment=fig6/cpu", "experiment.runs.0.seed=[0]", "train.steps=2", *QUICK[:-1]]
     args.append(f"results_root={tmp_path}")
@@ -81,7 +71,7 @@ def test_experiment_sweep_is_one_job_array_and_skips_completed_runs(cluster, tmp
 
 
 @pytest.mark.integration
-def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_path):  # noqa: F811
+def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_path):
     """Hydra's own launcher plugin, `-m hydra/launcher=submitit_slurm`: each run of the sweep is one
     Slurm job of world_size tasks shaped by its layout, runs of one shape one job array."""
     base = ["-m", "hydra/launcher=submitit_slurm", "experiment=fig5/cpu", "train.steps=2", *QUICK[:2]]
@@ -113,7 +103,7 @@ def test_hydra_submitit_launcher_shapes_each_run_from_its_layout(cluster, tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):  # noqa: F811
+def test_killed_worker_fails_the_job_quickly(cluster, tmp_path):
     args = [
         "experiment=fig5/cpu",
         "method=acco",

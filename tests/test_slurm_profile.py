@@ -19,9 +19,8 @@ from acco.config.experiments import compose
 from acco.config.validate import ConfigError
 from acco.run.validate import validate
 from acco.slurm.sbatch import sbatch_script
-
-from .paper_standins import fig8_paper_data  # noqa: F401 - a fixture
-from .test_sbatch import ROOT, directives, make_sbatch_here
+from tests.helpers.paths import ROOT
+from tests.helpers.sbatch import directives, make_sbatch_here
 
 PYTHON = "/opt/venv/bin/python"
 CLUSTER = [
@@ -249,7 +248,7 @@ def test_make_sbatch_refuses_missing_data(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.integration
-def test_make_sbatch_fig8_paper_with_a_cluster_profile(tmp_path, fig8_paper_data):  # noqa: F811
+def test_make_sbatch_fig8_paper_with_a_cluster_profile(tmp_path, fig8_paper_data):
     """`make sbatch-fig8 SCALE=paper` with a profile's setup lines and extra options (the Makefile
     target passes ARGS on); the data stand-ins satisfy the data check."""
     args = [*CLUSTER, *fig8_paper_data["overrides"], "--out", str(tmp_path / "gen")]

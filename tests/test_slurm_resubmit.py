@@ -16,10 +16,9 @@ import pytest
 
 from acco.slurm import status
 from acco.start import resubmission
-
-from .conftest import ROOT, SMALL_LM
-from .slurm_cluster import cluster  # noqa: F401  (the local cluster, a session fixture)
-from .test_slurm_dispatch import script as dispatch_script
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import SMALL_LM
+from tests.helpers.runs import run_script as dispatch_script
 
 
 def _record(out_dir, job_id="77_1"):
@@ -142,7 +141,7 @@ def complete_checkpoints(out) -> list[int]:
 
 @pytest.mark.integration
 @pytest.mark.xdist_group("slurm")
-def test_resubmit_after_scancel_resumes_and_a_submit_while_running_starts_no_second_job(cluster, tmp_path):  # noqa: F811
+def test_resubmit_after_scancel_resumes_and_a_submit_while_running_starts_no_second_job(cluster, tmp_path):
     out = tmp_path / "run"
     args = [*RUN, f"results_root={tmp_path}", f"out_dir={out}"]
     first = script("submit.py", [*args, *HANG])

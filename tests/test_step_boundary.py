@@ -9,8 +9,7 @@ import os
 import pytest
 
 from acco.engine.trace import COMPUTE, load_spans
-
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 STEPS = 6
 

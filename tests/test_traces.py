@@ -9,8 +9,7 @@ import os
 import pytest
 
 from acco.engine.trace import backward_overlap, load_spans, overlap_us
-
-from .conftest import SMALL_LM, load_run, run_train
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from acco.config.experiments import run_name
-
-from .conftest import ROOT, TRAIN, load_run, run_train
+from tests.helpers.paths import ROOT, TRAIN
+from tests.helpers.runs import load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -186,7 +186,7 @@ def test_what_cannot_be_meant_is_refused_or_said(tmp_path):
     assert "world_size=64 would start 64 worker processes" in line and "dist.max_local_workers=64" in line
     line = one_line_error(["data.source.path=/nonexistent"], tmp_path)
     assert "data.source.path=/nonexistent: this source is generated" in line
-    from .conftest import SMALL_LM
+    from tests.helpers.runs import SMALL_LM
 
     proc = run_train(["method=acco", "layout=2x1", "train.steps=1", *SMALL_LM, f"out_dir={tmp_path / 'run'}"])
     assert "layout=2x1: 2 nodes x 1 = 2 workers, all on this machine" in proc.stderr

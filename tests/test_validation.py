@@ -12,8 +12,8 @@ import pytest
 from acco.config.experiments import CONF_DIR, compose
 from acco.config.validate import ConfigError, check_overrides
 from acco.run.validate import validate
-
-from .conftest import ROOT, run_train
+from tests.helpers.paths import ROOT
+from tests.helpers.runs import run_train
 
 CASES = [
     # types
@@ -120,7 +120,7 @@ def test_good_config_passes(tmp_path):
         ["experiment=fig5/cpu", "train.steps=3", "hydra.job.chdir=false", "+model.config.rope_theta=1"], CONF_DIR
     )
     # a task of one's own may read a config section of its own
-    check_overrides(["task=tests.oracle:build_oracle_task", "+oracle.busy_ms=20"], CONF_DIR)
+    check_overrides(["task=tests.helpers.oracle:build_oracle_task", "+oracle.busy_ms=20"], CONF_DIR)
 
 
 def test_paper_run_submitted_to_slurm_from_a_machine_without_gpus(tmp_path):

@@ -18,8 +18,7 @@ from acco.analytic.costmodel import all_gather_time, all_reduce_time, reduce_sca
 from acco.config.validate import ConfigError
 from acco.engine.sync import SyncKind
 from acco.engine.virtual_clock import ClockSettings, VirtualClock, check_clock, flat_sync_costs
-
-from .conftest import SMALL_LM, load_run, run_train
+from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 
 # -- the model, as the engine drives it ---------------------------------------------------------------

@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from .conftest import SMALL_LM, run_train
+from tests.helpers.runs import SMALL_LM, run_train
 
 pytest.importorskip("wandb")
 from wandb.proto import wandb_internal_pb2  # noqa: E402

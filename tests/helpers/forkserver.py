@@ -9,9 +9,9 @@ exit code: the same entry point and the same code path, without the start-up.
 What a fork cannot give is a fresh interpreter: modules that read environment variables when they
 are imported (Hugging Face's offline switches, torch's and OpenMP's settings, PYTHONPATH) keep the
 values the server started with. So `run` answers None when a run's environment differs from the
-server's in any of those, and the caller starts a real process instead (tests/conftest.py).
+server's in any of those, and the caller starts a real process instead (tests/helpers/runs.py).
 
-Server: `python tests/forkserver.py SOCKET` (one per pytest worker, ended with the session).
+Server: `python tests/helpers/forkserver.py SOCKET` (one per pytest worker, ended with the session).
 Protocol, per connection: the client sends a JSON request with its stdout and stderr file
 descriptors (SCM_RIGHTS); the server forks a handler, which forks the run and answers one line
 `{"pid": N}`, then, when the run has ended, `{"returncode": R}` (negative: killed by that signal).

@@ -1,8 +1,8 @@
 """The local Slurm cluster of slurm/local-cluster/ as a pytest fixture, for test modules that submit
-real jobs. `from .slurm_cluster import cluster` gives a session-scoped fixture that runs `start`
-(installing the Debian packages on first use, so it needs root), skips the module only when the
-packages cannot be installed (`start` exits 3), and stops the cluster at the end unless it was
-already running before (a developer's cluster is left as it was)."""
+real jobs. `cluster` (tests/conftest.py registers it for every module) is a session-scoped fixture
+that runs `start` (installing the Debian packages on first use, so it needs root), skips the module
+only when the packages cannot be installed (`start` exits 3), and stops the cluster at the end
+unless it was already running before (a developer's cluster is left as it was)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .paths import ROOT
+
 SCRIPTS = os.path.join(ROOT, "slurm", "local-cluster")
 CANNOT_INSTALL = 3  # start's exit code when the packages are missing and cannot be installed
 
