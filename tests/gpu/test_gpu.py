@@ -204,7 +204,7 @@ def test_peak_table():
 def test_the_overlap_bound_measures_every_method_on_cpu(tmp_path):
     """gpu-check's overlap_bound part on a tiny model on CPU (host clock, a host sleep as the
     stretched sync): every number it decides on is there. Its verdicts are asserted on a GPU only
-    (tests/test_gpu.py's gpu test): on a loaded CPU a timing bound is no test."""
+    (tests/gpu/test_gpu.py's gpu test): on a loaded CPU a timing bound is no test."""
     result = run_part(tmp_path, "overlap_bound", [], [*TINY_CPU, "train.eval_every=0"])
     assert result["clock"] == "host" and result["stretch_s"] >= 0 and result["round_compute_s"] > 0
     assert set(result["methods"]) == {"ddp_flat", "acco", "dpu", "wp"}

@@ -3,7 +3,7 @@ nothing (issue 12's) changes nothing, and an unintended change to any method's n
 
 tests/fixtures/golden_metrics.json holds every metrics.csv column but the wall time, per committed
 step, of 5 runs (ddp with PyTorch DDP + ZeRO, ddp on the flat engine, dpu, wp, acco; 2 ranks,
-6 steps, train.deterministic=true, evaluation every 3 steps, seed 3, tests/conftest.py SMALL_LM),
+6 steps, train.deterministic=true, evaluation every 3 steps, seed 3, tests/helpers/runs.py SMALL_LM),
 recorded before issue 12's redesign. Floats are stored exactly (JSON numbers written by Python's
 repr, which reads back to the same double).
 

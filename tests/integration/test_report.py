@@ -50,7 +50,7 @@ def test_report_from_fixture_runs_has_every_section(tmp_path):
     ):
         assert f"## {title} " in text
     # the fixtures hold runs for every paper figure; the lr sweep's section is tested on its own
-    # runs (tests/test_stats.py) and says plainly that there are none here
+    # runs (tests/unit/test_stats.py) and says plainly that there are none here
     paper, _, beyond = text.partition("## Beyond the paper")
     assert "Not reproduced here" not in paper
     assert "Not reproduced here: no usable runs" in beyond

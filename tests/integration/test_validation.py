@@ -1,7 +1,7 @@
 """Every config value checked up front: a table of bad configs, each with the one-line message that
 names the problem and the fix. The table runs through the same compose + validate as the entry
 point (in process: fast); a few go through experiments/train.py to check exit code 2, one line,
-nothing written (tests/test_bad_input.py does the same for its cases).
+nothing written (tests/integration/test_bad_input.py does the same for its cases).
 
 Here the tests that start processes (marked integration); the in-process ones are in
 tests/unit/test_validation.py."""

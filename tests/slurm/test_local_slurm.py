@@ -1,11 +1,11 @@
 """The local Slurm cluster of slurm/local-cluster/ (start / stop / status) on this machine.
 
-A session-scoped fixture (tests/slurm_cluster.py) runs `start` (which installs the Debian packages on first use, so this
-needs root). The tests are skipped only when the packages cannot be installed (`start` exits 3:
-not root with the packages missing, no apt-get, apt unreachable); any other failure of `start` is a
-test failure. At the end the cluster is stopped again, unless it was already running before the
-tests (a developer's cluster is left as it was). About 10 s with the packages installed, ~35 s on a
-machine without them.
+A session-scoped fixture (tests/helpers/slurm_cluster.py) runs `start` (which installs the Debian
+packages on first use, so this needs root). The tests are skipped only when the packages cannot be
+installed (`start` exits 3: not root with the packages missing, no apt-get, apt unreachable); any
+other failure of `start` is a test failure. At the end the cluster is stopped again, unless it was
+already running before the tests (a developer's cluster is left as it was). About 10 s with the
+packages installed, ~35 s on a machine without them.
 """
 
 from __future__ import annotations

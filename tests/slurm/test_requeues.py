@@ -2,7 +2,7 @@
 from acco's executor (acco/slurm/submit.py make_executor) is requeued after each checkpoint signal
 exactly max_requeues times, even above submitit's own default of 3; the profile's setup lines,
 environment and extra #SBATCH options reach the job. (The generated sbatch scripts' own limit,
-SLURM_RESTART_COUNT, is tested without a cluster in tests/test_slurm_profile.py.)"""
+SLURM_RESTART_COUNT, is tested without a cluster in tests/integration/test_slurm_profile.py.)"""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Spans and compute_busy_s get the device's durations, not the enqueue time; tracing puts no host
 wait after a micro-batch; the adaptive extension waits only on the micro-batch before the last one
 queued (one stays in flight); a heterogeneous worker's sleep is sized by its own micro-batch's
-device time. tests/test_gpu_trace.py checks on a real GPU that a traced step has no hidden host
+device time. tests/gpu/test_gpu_trace.py checks on a real GPU that a traced step has no hidden host
 sync."""
 
 from __future__ import annotations
