@@ -22,7 +22,7 @@ local_rounds.py; precision, gradient
 dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
 the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml. A
 deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
-model, data order and settings (tests/test_api.py)."""
+model, data order and settings (tests/integration/test_api.py)."""
 
 from __future__ import annotations
 

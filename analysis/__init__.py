@@ -10,6 +10,6 @@ A pipeline, each layer importing only those below it (pyproject.toml, the import
 - statistics: `stats` (paired gaps, intervals, sequential looks, verdicts by the written rule);
 - claims: `claims` (the paper's claims as data, evaluated), `comparisons` (groups of runs compared);
 - per-experiment analyses: `lr_sweep`, `outer_sweep`, `beyond_diloco`, `ladder`, `tables`, `sim_published`;
-- figures and sections: `figures`, `forest`, `clock_report`, `simulation`, `sim_validation`;
+- figures and sections: `figures`, `forest`, `clock_report`, `sim_figures`, `sim_validation`;
 - the report: `report`; the commands: `make_figures`, `plot_runs`, `slim_results`, `trace_summary`.
 """

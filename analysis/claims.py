@@ -279,7 +279,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ClaimOutcome:
     claim: Claim
     verdict: Verdict | None  # None: one side has no completed runs
     look: Look | None
@@ -325,14 +325,14 @@ def runs_for(claims: Iterable[Claim], root: str, exp: str, scale: str) -> dict[s
     return {clock: discover_runs(root, exp, scale, clock=clock) for clock in {claim_clock(c) for c in claims}}
 
 
-def evaluate(claim: Claim, runs: list[Run]) -> Outcome:
+def evaluate(claim: Claim, runs: list[Run]) -> ClaimOutcome:
     """The claim tested on the experiment's completed runs at one scale, by the stopping rule."""
     ids = [identity(r.info, r.config) for r in runs]
     sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
     ga = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
     gb = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     if not ga or not gb:
-        return Outcome(claim, None, None, {}, {})
+        return ClaimOutcome(claim, None, None, {}, {})
     va, vb = paired_values(claim.metric, ga, gb)
     gaps = relative_gaps(va, vb)
     if claim.versus:
@@ -347,10 +347,10 @@ def evaluate(claim: Claim, runs: list[Run]) -> Outcome:
             return fn([gb[s] for s in seeds if s in gb])
 
     look = sequential(gaps, claim.design, margin, claim.tests, METRICS[claim.metric].higher_is_better)
-    return Outcome(claim, look.verdict, look, va, vb)
+    return ClaimOutcome(claim, look.verdict, look, va, vb)
 
 
-def seeds_wanted(outcome: Outcome) -> int:
+def seeds_wanted(outcome: ClaimOutcome) -> int:
     """How many paired seeds the claim's groups should have next: the next planned look's n while
     undecided, 0 once decided (or at its last look, or with a side missing)."""
     if outcome.look is None:

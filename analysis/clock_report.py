@@ -249,14 +249,15 @@ def validation_lines(rows: list[dict]) -> list[str]:
     loads = [r["load_1min"] for r in rows]
     within = [f"{m} at {rate:g} Mbit/s" for (m, rate), g in gaps.items() if _inside(g, VALIDATED_PCT)]
     beyond = [
-        f"{m} at {rate:g} Mbit/s ({g.mean_pct:+.0f} %)"
+        f"{m} at {rate:g} Mbit/s ({g.mean_pct:+.0f} %, {_why_not(g, VALIDATED_PCT)})"
         for (m, rate), g in gaps.items()
         if not _inside(g, VALIDATED_PCT)
     ]
     out += [
-        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (other "
-        "engineers' work): a real step also holds time in no span (a rank waiting for a core), which the clock "
-        "does not model, so a negative error is the testbed's overload as much as the model's. Validated (the "
+        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (the runs' "
+        "own two ranks make about 2, anything above is other work on the machine): a real step also holds time "
+        "in no span (a rank waiting for a core), which the clock does not model, so a negative error is the "
+        "testbed's overload as much as the model's. Validated (the "
         f"own-costs error's interval inside ±{VALIDATED_PCT:g} %): " + (", ".join(within) or "none") + "; not "
         "validated here: " + (", ".join(beyond) or "none") + f". Range tested: world 2, one rank per core, "
         f"communication that takes no compute, per-micro-batch comm/compute {min(ratios):.2f} to "
@@ -273,6 +274,18 @@ VALIDATED_PCT = 10.0  # a step-time error whose interval lies within this is cal
 
 def _inside(gap: PairedGap, pct: float) -> bool:
     return gap.n >= 2 and -pct <= gap.lo_pct and gap.hi_pct <= pct
+
+
+def _why_not(gap: PairedGap, pct: float) -> str:
+    """Why an error is not validated: too few repetitions, a biased mean (the interval excludes 0 and
+    leaves ±pct: the model misses something), or a spread too wide to tell (the mean inside ±pct)."""
+    if gap.n < 2:
+        return "one repetition"
+    if gap.lo_pct > 0 or gap.hi_pct < 0:
+        return "biased: the interval excludes 0"
+    if abs(gap.mean_pct) <= pct:
+        return "the mean inside, the repetitions too spread"
+    return "the mean outside"
 
 
 def claim_row(claim: Claim, runs: list[Run], label: str) -> dict:

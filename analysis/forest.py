@@ -55,7 +55,7 @@ class Row:
 
 
 def row_of(exp: str, claim, outcome) -> Row:
-    """A claim (analysis/claims.py Claim) and its Outcome as one row of the plot."""
+    """A claim (analysis/claims.py Claim) and its ClaimOutcome as one row of the plot."""
     block = "dynamics" if claim.question == "dynamics" else "virtual" if claim_clock(claim) == "virtual" else "measured"
     verdict = "not run" if outcome.verdict is None else outcome.verdict.value
     look = outcome.look

@@ -28,10 +28,10 @@ from analysis.comparisons import Group, describe_runs, network_of, peak_lr, pick
 from analysis.figures import FIGURES, fig4_data
 from analysis.forest import image_line, row_of, write_forest
 from analysis.ladder import budget_of, rungs
-from analysis.load import Run, discover_runs
+from analysis.load import Run, discover_runs, loaded_once
 from analysis.measures import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
 from analysis.render import MissingRuns, figures_dir
-from analysis.simulation import simulation_section
+from analysis.sim_figures import simulation_section
 from analysis.stats import Look, PairedGap, Verdict, rule_text
 from analysis.tables import (
     SMOOTH_STEPS,
@@ -57,7 +57,7 @@ def verdict(ok: bool | None) -> str:
 
 def look_text(o) -> str:
     """'look 1 of 2 (n = 5), 97.5 % interval: +1.3 % [−0.4, +3.0] (n = 5); sign: 0 inside; size: within
-    ±1.8 %' for a claim's outcome (analysis/claims.py Outcome)."""
+    ±1.8 %' for a claim's outcome (analysis/claims.py ClaimOutcome)."""
     look = o.look
     points = " (percentage points)" if o.claim.versus else ""
     return (
@@ -639,7 +639,7 @@ SECTIONS = [
 
 
 def claim_outcomes(root: str, scale: str) -> list[tuple[str, Any, Any]]:
-    """(experiment, Claim, Outcome) of every claim the experiments list (analysis/claims.py), tested
+    """(experiment, Claim, ClaimOutcome) of every claim the experiments list (analysis/claims.py), tested
     on this folder, in the report's order: the claims table and the picture above it read these."""
     out = []
     for exp, *_ in SECTIONS:
@@ -875,6 +875,12 @@ def forest_lines(root: str, scale: str, outcomes: list) -> list[str]:
 
 
 def build_report(root: str, scale: str = "cpu") -> str:
+    """REPORT.md's text: every section reads the one loaded set of runs (analysis/load.py loaded_once)."""
+    with loaded_once():
+        return _build_report(root, scale)
+
+
+def _build_report(root: str, scale: str) -> str:
     outcomes = claim_outcomes(root, scale)
     out = [
         f"# Reproduction report — {scale} scale",
@@ -930,7 +936,7 @@ def build_report(root: str, scale: str = "cpu") -> str:
     return "\n".join(out)
 
 
-def write_report(root: str, scale: str = "cpu") -> str:
+def write_reproduction_report(root: str, scale: str = "cpu") -> str:
     path = os.path.join(root, scale, "REPORT.md")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     text = build_report(root, scale)
@@ -946,7 +952,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.root):
         print(f"error: no results folder {args.root}", file=sys.stderr)
         return 2
-    print(f"wrote {write_report(args.root, args.scale)}")
+    print(f"wrote {write_reproduction_report(args.root, args.scale)}")
     return 0
 
 

@@ -16,7 +16,7 @@ summary is rewritten after every part, so what finished is written even when a l
 or runs out of time:
 
 - prepare: every data cache the later parts read, built side by side before anything is timed;
-- correctness (tests/test_gpu*.py, 12 at a time): every method (diloco and streaming_diloco too)
+- correctness (tests/gpu/, 12 at a time): every method (diloco and streaming_diloco too)
   on the GPU against the single-process fp32 reference on CPU; deterministic runs (torch's
   deterministic kernels, set before the first process group) whose final parameters must be
   bitwise equal between the communication thread as it runs, delays injected on both streams
@@ -60,7 +60,7 @@ THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
 BUDGET_S = 510  # the whole check on one H200 (measured parts: results/gpu/2026-12-04-second)
 RESERVE_S = 10  # for writing the summary
 
-# the files of the other tests marked gpu (each part above runs its own selection)
+# the files of the other tests marked gpu, in tests/gpu/ (each part above runs its own selection)
 OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker_contract.py"]
 
 
@@ -113,8 +113,8 @@ def internal_part(name: str, budget_s: int, what: str, out: str, *args: str) -> 
     return Part(name, budget_s, what, ((sys.executable, me, *args, "--json", os.path.join(out, f"{name}.json")),))
 
 
-CORRECTNESS_FILES = ["tests/test_gpu.py", "tests/test_gpu_races.py", *[f"tests/{n}" for n in OTHER_GPU_TESTS]]
-OVERLAP_TEST = "round_is_max"  # tests/test_gpu.py's overlap bound, its own part (timed alone)
+CORRECTNESS_FILES = [f"tests/gpu/{n}" for n in ("test_gpu.py", "test_gpu_races.py", *OTHER_GPU_TESTS)]
+OVERLAP_TEST = "round_is_max"  # tests/gpu/test_gpu.py's overlap bound, its own part (timed alone)
 
 
 def plan(out: str) -> list[Part]:
@@ -161,7 +161,7 @@ def plan(out: str) -> list[Part]:
             60,
             "the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round c + s, "
             "ACCO's, DPU's and WP's max(c, s) (+20 %), the sync not starved, the compute not slowed",
-            ["tests/test_gpu.py"],
+            ["tests/gpu/test_gpu.py"],
             OVERLAP_TEST,
             out,
         ),

@@ -20,7 +20,7 @@ from acco.harness.simulation.cli import main  # noqa: E402
 
 
 def write_figures(a):
-    from analysis.simulation import write_figures
+    from analysis.sim_figures import write_figures
 
     return write_figures(a.figures)
 

@@ -323,8 +323,9 @@ def calibrate(points: tuple[Point, ...], runs_dir: str, steps: int, log=print, p
         ),
         "machine": {"before": load_before, "after": machine_load()},
         "load_note": (
-            "measured on a 2-core machine shared with other engineers' work (tests, runs): the load averages "
-            "are beside the numbers; a busier machine makes every primitive slower, not only one"
+            "measured on a 2-core machine: the load averages before and after are beside the numbers (the "
+            "calibration's own two ranks make about 2; anything above is other work on the machine, and a "
+            "busier machine makes every primitive slower, not only one)"
         ),
         "points": measured,
         "paper_presets": paper_presets(),

@@ -5,7 +5,7 @@
     python experiments/simulate.py --params 1e9 --layers 24 --step-time 0.1 --accum 1 \
         --gpus-per-node 8 --nodes 4 --replica-gpus 16 --outer-precision fp4 --H 100 --F 8 --layerwise
     python experiments/simulate.py ... --inter-busbw 192@2 --intra-busbw 232   # nccl-tests' busbw, GB/s
-    python experiments/simulate.py --figures results/sim      # the figure set (analysis/simulation.py)
+    python experiments/simulate.py --figures results/sim      # the figure set (analysis/sim_figures.py)
     python experiments/simulate.py --validation results/sim   # against the CPU runs in results/cpu
 
 Bad input: one line naming the problem and the fix, exit code 2.

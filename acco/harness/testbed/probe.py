@@ -1,5 +1,5 @@
 """Time one collective over the emulated link, outside any training run: what the link really
-delivers (tests/test_link.py checks it against bytes/rate).
+delivers (tests/integration/test_link.py checks it against bytes/rate).
 
     python -m acco.harness.testbed.probe --world 2 --rate 100 --mbytes 8 [--mode auto|netns|delay]
 """
