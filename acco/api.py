@@ -22,7 +22,7 @@ local_rounds.py; precision, gradient
 dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
 the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml. A
 deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
-model, data order and settings (tests/test_api.py)."""
+model, data order and settings (tests/integration/test_api.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 from torch import nn
 
+from .config.location import conf_dir
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
 from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
@@ -45,7 +46,7 @@ from .engine.sharded_adamw import AdamWSettings
 from .engine.sync import SyncResult
 from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
-from .runtime.launch import training_group_options
+from .runtime.process_group import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
 from .train.backend_flat import FLAT_METHODS
@@ -55,7 +56,7 @@ from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 
 METHODS = (*FLAT_METHODS, *LOCAL_METHODS)
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+CONF_DIR = conf_dir()  # acco/conf, shipped with the package (acco/config/location.py)
 # conf/config.yaml's optim keys that are not the optimizer's: the schedule's length is `steps`
 OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "decay_bias_and_norm", "clip_norm")
 SCHEDULE_KEYS = ("schedule", "warmup_steps", "min_lr_ratio")

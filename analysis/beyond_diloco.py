@@ -16,12 +16,11 @@ import math
 
 import numpy as np
 
-from analysis.claims import final_loss
-from analysis.figures import MissingRuns, _finish, plt
+from analysis.comparisons import Group, compare, describe_runs, values_by_seed
 from analysis.load import Run, discover_runs
-from analysis.report import Group, by_seed, compare
+from analysis.measures import SMOOTH_STEPS, final_loss, train_loss_frame
+from analysis.render import MissingRuns, finish_figure, plt
 from analysis.stats import PairedGap, Verdict, decide, paired_gap
-from analysis.tables import SMOOTH_STEPS, train_loss_frame
 
 EXP = "beyond_diloco"
 BASELINE = "DDP"
@@ -109,7 +108,7 @@ def targets(groups: dict[str, Group], kind: str = "common") -> dict[int, float]:
     """Per seed, the target loss. "common": the worst of the methods' final losses, which every
     method reaches; "baseline": DDP's own final loss, the harder one (a method that ends above it
     does not reach it)."""
-    finals = {v: by_seed(g, final_loss) for v, g in groups.items()}
+    finals = {v: values_by_seed(g, final_loss) for v, g in groups.items()}
     if kind == "baseline":
         return dict(sorted(finals[BASELINE].items()))
     seeds = set.intersection(*(set(f) for f in finals.values()))
@@ -166,7 +165,7 @@ def seconds_per_step(run: Run) -> float:
     return float(run.summary.get("total_wall_time_s") or np.nan) / steps if steps else float("nan")
 
 
-def link_of(run: Run) -> tuple[float, str]:
+def link_key(run: Run) -> tuple[float, str]:
     """(emulated link rate in Mbit/s, 0 for none; layout): what a timing run's step time depends on."""
     return rate_of(run), str(run.info.get("layout"))
 
@@ -205,8 +204,8 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     base_step = {v: float(np.nanmean([seconds_per_step(r) for r in g.runs])) for v, g in groups.items()}
     if clock != "real":
         base_step = {}
-    base_step.update({variant(r): seconds_per_step(r) for r in short if link_of(r) == reference})
-    links = {link_of(r) for r in short} - {reference}
+    base_step.update({variant(r): seconds_per_step(r) for r in short if link_key(r) == reference})
+    links = {link_key(r) for r in short} - {reference}
     if BASELINE not in base_step:
         raise MissingRuns(f"no {EXP} {BASELINE} timing run on the reference link ({clock} clock)")
     if not links:
@@ -215,7 +214,7 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     order = sorted(links, key=lambda k: (k[0] == 0, -k[0], k[1]))
     out = []
     for link in [reference, *order]:
-        per = {variant(r): seconds_per_step(r) for r in short if link_of(r) == link}
+        per = {variant(r): seconds_per_step(r) for r in short if link_key(r) == link}
         if link == reference:
             per = {**base_step, **per}
         if BASELINE not in per:
@@ -227,7 +226,7 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
         times = {v: {s: n * per[v] for s, n in steps[v].items()} for v in per if v in steps}
         if OVERLAPPED in per:  # DDP's updates, its own seconds per step
             times[OVERLAPPED] = {s: n * per[OVERLAPPED] for s, n in steps[BASELINE].items()}
-        own = {int(r.info["seed"]): r for r in measured if link_of(r) == link and int(r.info["seed"]) in goal}
+        own = {int(r.info["seed"]): r for r in measured if link_key(r) == link and int(r.info["seed"]) in goal}
         if own:
             per[ADAPTIVE] = float(np.mean([seconds_per_step(r) for r in own.values()]))
             times[ADAPTIVE] = {s: seconds_to(r, goal[s]) for s, r in own.items()}
@@ -353,7 +352,7 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
         n = min(len(c[0]) for c in curves)
         steps, ys = curves[0][0][:n], np.array([c[1][:n] for c in curves])
         clock.plot(steps * e["s_per_step"], ys.mean(0), color=_color(v, i), label=v)
-    own = [r for r in runs if adaptive(r) and link_of(r) == (slowest["rate_mbit"], slowest["layout"])]
+    own = [r for r in runs if adaptive(r) and link_key(r) == (slowest["rate_mbit"], slowest["layout"])]
     if own:  # measured end to end: each seed's loss against its own clock
         curves = [(_clock(r), _smoothed(r)[1]) for r in own]
         n = min(len(c[0]) for c in curves)
@@ -395,7 +394,7 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
     right.legend(fontsize=8)
     fig.suptitle("Beyond the paper — ACCO vs DiLoCo and Streaming DiLoCo (deterministic rounds, paired seeds)")
     fig.tight_layout()
-    return _finish(fig, root, EXP, scale, save)
+    return finish_figure(fig, root, EXP, scale, save)
 
 
 def _time_table(rows: list[dict], names: list[str]) -> list[str]:
@@ -436,8 +435,8 @@ def _adaptive_lines(runs: list[Run]) -> list[str]:
     if not own:
         return []
     parts = []
-    for link in sorted({link_of(r) for r in own}, key=lambda k: (-k[0], k[1])):
-        at = [r for r in own if link_of(r) == link]
+    for link in sorted({link_key(r) for r in own}, key=lambda k: (-k[0], k[1])):
+        at = [r for r in own if link_key(r) == link]
         steps = np.mean([int(r.summary.get("steps_completed") or 0) for r in at])
         parts.append(
             f"{link_label(link, {link[1]})}: final loss {np.mean([final_loss(r) for r in at]):.2f} "
@@ -448,8 +447,6 @@ def _adaptive_lines(runs: list[Run]) -> list[str]:
 
 def section(root: str, scale: str) -> list[str]:
     """The report's section: the question, the method, the three tables, the verdicts."""
-    from analysis.report import setting
-
     runs = _runs(root, scale)
     dyn = dynamics(root, scale)
     lines = [
@@ -465,7 +462,7 @@ def section(root: str, scale: str) -> list[str]:
         "of the methods' final losses "
         f"(reached by all), on the {SMOOTH_STEPS}-step mean of the training loss.",
         "",
-        f"Setting: {setting([r for r in runs if rate_of(r) == 0])}.",
+        f"Setting: {describe_runs([r for r in runs if rate_of(r) == 0])}.",
         "",
         "**Dynamics** (loss against samples, link off):",
         "",
@@ -523,7 +520,7 @@ def section(root: str, scale: str) -> list[str]:
     undecided = [r for r in dyn if r.get("verdict") in (Verdict.INCONCLUSIVE, Verdict.MORE_SEEDS)]
     lines += [""]
     for r in undecided:  # what the interval hides: the seeds' own final losses
-        per_seed = by_seed(dynamics_groups(runs)[r["variant"]], final_loss)
+        per_seed = values_by_seed(dynamics_groups(runs)[r["variant"]], final_loss)
         lines.append(
             f"- {r['variant']} is {r['verdict'].value} against DDP at n = {r['gap'].n}; its final loss by seed: "
             + ", ".join(f"{s}: {v:.2f}" for s, v in sorted(per_seed.items()))

@@ -41,6 +41,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.load import Run, discover_runs
+from analysis.measures import (
+    EARLY,
+    SMOOTH_STEPS,
+    TAIL,
+    TARGET_COLUMN,
+    early_loss,
+    end_samples,
+    final_eval_loss,
+    final_loss,
+    heldout_ppl,
+    loss_curve,
+    samples_per_s,
+    seconds_per_sample,
+    time_to,
+    wall_time,
+)
 from analysis.stats import (
     LOOKS,
     TESTS,
@@ -50,91 +66,6 @@ from analysis.stats import (
     relative_gaps,
     sequential,
 )
-from analysis.tables import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
-
-TAIL = 0.1  # "final loss" = mean training loss over the last 10 % of the samples (less noise)
-EARLY = 0.25  # "early loss" = the loss where a quarter of the samples has been seen
-
-
-# -- per-run numbers, at equal samples ---------------------------------------------------------------
-def _train(run: Run):
-    return run.metrics().dropna(subset=["train_loss"]).sort_values("step").reset_index(drop=True)
-
-
-def end_samples(run: Run) -> float:
-    m = _train(run)
-    return float(m["samples"].iloc[-1]) if len(m) and "samples" in m else math.nan
-
-
-def final_loss(run: Run, upto: float | None = None) -> float:
-    """Mean training loss over the last TAIL of the samples up to `upto` (default: the run's end)."""
-    m = _train(run)
-    if m.empty:
-        return float("nan")
-    x = m["samples"].to_numpy(float)
-    end = x[-1] if upto is None else min(upto, x[-1])
-    window = m["train_loss"][(x > (1 - TAIL) * end) & (x <= end)]
-    if window.empty:  # fewer steps than the tail holds: the last one
-        window = m["train_loss"][x <= end].tail(1)
-    return float(window.mean())
-
-
-def loss_at_fraction(run: Run, frac: float, x: str = "samples", upto: float | None = None) -> float:
-    """Training loss (mean of a 5-step window) where `x` first reaches `frac` of its final value (or
-    of `upto`)."""
-    m = _train(run)
-    if m.empty:
-        return float("nan")
-    end = float(m[x].iloc[-1]) if upto is None else upto
-    i = int(np.searchsorted(m[x].to_numpy(float), frac * end))
-    return float(m["train_loss"].iloc[max(0, i - 2) : i + 3].mean())
-
-
-def early_loss(run: Run, upto: float | None = None) -> float:
-    return loss_at_fraction(run, EARLY, upto=upto)
-
-
-def samples_per_s(run: Run, upto: float | None = None) -> float:
-    s = run.summary
-    return float(s.get("samples") or 0) / float(s.get("total_wall_time_s") or np.nan)
-
-
-def wall_time(run: Run, upto: float | None = None) -> float:
-    return float(run.summary.get("total_wall_time_s") or np.nan)
-
-
-def eval_loss_at(run: Run, samples: float) -> float:
-    """The validation loss at `samples` (linear between the logged evaluations; nan outside them)."""
-    m = run.metrics().dropna(subset=["eval_loss"]).sort_values("samples")
-    if m.empty:
-        return float("nan")
-    x, y = m["samples"].to_numpy(float), m["eval_loss"].to_numpy(float)
-    if samples < x[0] - 1e-9 or samples > x[-1] + 1e-9:
-        return float("nan")
-    return float(np.interp(samples, x, y))
-
-
-def final_eval_loss(run: Run, upto: float | None = None) -> float:
-    m = run.metrics().dropna(subset=["eval_loss"]).sort_values("step")
-    if m.empty:
-        return float("nan")
-    if upto is None or "samples" not in m or upto >= float(m["samples"].iloc[-1]):
-        return float(m["eval_loss"].iloc[-1])
-    return eval_loss_at(run, upto)
-
-
-def heldout_ppl(run: Run, upto: float | None = None) -> float:
-    return float(((run.summary.get("final_eval") or {}).get("heldout") or {}).get("perplexity") or np.nan)
-
-
-def time_to(run: Run, target: float, column: str) -> float:
-    """Wall-clock seconds until the run's loss (see loss_curve) is first at or below `target`."""
-    return time_to_loss(*loss_curve(run, column), target)
-
-
-def seconds_per_sample(run: Run) -> float:
-    s = run.summary
-    return float(s.get("total_wall_time_s") or np.nan) / float(s.get("samples") or np.nan)
 
 
 # -- margins ------------------------------------------------------------------------------------------
@@ -274,7 +205,7 @@ def selected(info: Mapping, selector: Mapping) -> bool:
     return all(info.get(k) == v for k, v in selector.items())
 
 
-def by_seed(runs: Iterable[Run], label: str) -> dict[int, Run]:
+def runs_by_seed(runs: Iterable[Run], label: str) -> dict[int, Run]:
     out: dict[int, Run] = {}
     for run in runs:
         seed = run.info.get("seed")
@@ -348,7 +279,7 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ClaimOutcome:
     claim: Claim
     verdict: Verdict | None  # None: one side has no completed runs
     look: Look | None
@@ -394,14 +325,14 @@ def runs_for(claims: Iterable[Claim], root: str, exp: str, scale: str) -> dict[s
     return {clock: discover_runs(root, exp, scale, clock=clock) for clock in {claim_clock(c) for c in claims}}
 
 
-def evaluate(claim: Claim, runs: list[Run]) -> Outcome:
+def evaluate(claim: Claim, runs: list[Run]) -> ClaimOutcome:
     """The claim tested on the experiment's completed runs at one scale, by the stopping rule."""
     ids = [identity(r.info, r.config) for r in runs]
     sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
-    ga = by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
-    gb = by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
+    ga = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
+    gb = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     if not ga or not gb:
-        return Outcome(claim, None, None, {}, {})
+        return ClaimOutcome(claim, None, None, {}, {})
     va, vb = paired_values(claim.metric, ga, gb)
     gaps = relative_gaps(va, vb)
     if claim.versus:
@@ -416,10 +347,10 @@ def evaluate(claim: Claim, runs: list[Run]) -> Outcome:
             return fn([gb[s] for s in seeds if s in gb])
 
     look = sequential(gaps, claim.design, margin, claim.tests, METRICS[claim.metric].higher_is_better)
-    return Outcome(claim, look.verdict, look, va, vb)
+    return ClaimOutcome(claim, look.verdict, look, va, vb)
 
 
-def seeds_wanted(outcome: Outcome) -> int:
+def seeds_wanted(outcome: ClaimOutcome) -> int:
     """How many paired seeds the claim's groups should have next: the next planned look's n while
     undecided, 0 once decided (or at its last look, or with a side missing)."""
     if outcome.look is None:

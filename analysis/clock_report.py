@@ -22,12 +22,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from acco.bench.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from acco.config.experiments import experiment_block
-from analysis.claims import METRICS, Claim, by_seed, claim_clock, claims_of, evaluate, resolve, selected
+from acco.harness.clock_calibration.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
+from analysis import beyond_diloco as bd
+from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, identity, resolve, runs_by_seed, selected
 from analysis.load import Run, discover_runs
+from analysis.measures import TARGET_COLUMN, time_to_loss, train_loss_frame
+from analysis.render import MissingRuns
 from analysis.stats import PairedGap, paired_gap
-from analysis.tables import TARGET_COLUMN, target_column, time_to_loss, train_loss_frame
+from analysis.tables import target_column
 
 EXPERIMENTS = ("fig7", "fig8", "fig9", "fig11", "beyond_diloco")
 CLOCK_DIR = "clock"
@@ -89,18 +92,15 @@ def column_of(claim: Claim) -> str:
 
 def _identity(run: Run) -> dict:
     """The keys a claim's selectors read (analysis/claims.py identity where it exists)."""
-    from analysis import claims
-
-    ident = getattr(claims, "identity", None)
-    return ident(run.info, run.config) if ident is not None else run.info
+    return identity(run.info, run.config)
 
 
 def groups(claim: Claim, runs: list[Run]) -> tuple[dict[int, Run], dict[int, Run]]:
     """The claim's A and B runs by seed, selected as analysis/claims.py evaluate selects them."""
     ids = [_identity(r) for r in runs]
     sa, sb = resolve(claim.a, ids), resolve(claim.b, ids)
-    ga = by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
-    gb = by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
+    ga = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sa)], f"{claim.exp} {claim.name} (A)")
+    gb = runs_by_seed([r for r, i in zip(runs, ids) if selected(i, sb)], f"{claim.exp} {claim.name} (B)")
     return ga, gb
 
 
@@ -249,14 +249,15 @@ def validation_lines(rows: list[dict]) -> list[str]:
     loads = [r["load_1min"] for r in rows]
     within = [f"{m} at {rate:g} Mbit/s" for (m, rate), g in gaps.items() if _inside(g, VALIDATED_PCT)]
     beyond = [
-        f"{m} at {rate:g} Mbit/s ({g.mean_pct:+.0f} %)"
+        f"{m} at {rate:g} Mbit/s ({g.mean_pct:+.0f} %, {_why_not(g, VALIDATED_PCT)})"
         for (m, rate), g in gaps.items()
         if not _inside(g, VALIDATED_PCT)
     ]
     out += [
-        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (other "
-        "engineers' work): a real step also holds time in no span (a rank waiting for a core), which the clock "
-        "does not model, so a negative error is the testbed's overload as much as the model's. Validated (the "
+        f"Measured with the machine's load average at {min(loads):.0f}–{max(loads):.0f} on 2 cores (the runs' "
+        "own two ranks make about 2, anything above is other work on the machine): a real step also holds time "
+        "in no span (a rank waiting for a core), which the clock does not model, so a negative error is the "
+        "testbed's overload as much as the model's. Validated (the "
         f"own-costs error's interval inside ±{VALIDATED_PCT:g} %): " + (", ".join(within) or "none") + "; not "
         "validated here: " + (", ".join(beyond) or "none") + f". Range tested: world 2, one rank per core, "
         f"communication that takes no compute, per-micro-batch comm/compute {min(ratios):.2f} to "
@@ -273,6 +274,18 @@ VALIDATED_PCT = 10.0  # a step-time error whose interval lies within this is cal
 
 def _inside(gap: PairedGap, pct: float) -> bool:
     return gap.n >= 2 and -pct <= gap.lo_pct and gap.hi_pct <= pct
+
+
+def _why_not(gap: PairedGap, pct: float) -> str:
+    """Why an error is not validated: too few repetitions, a biased mean (the interval excludes 0 and
+    leaves ±pct: the model misses something), or a spread too wide to tell (the mean inside ±pct)."""
+    if gap.n < 2:
+        return "one repetition"
+    if gap.lo_pct > 0 or gap.hi_pct < 0:
+        return "biased: the interval excludes 0"
+    if abs(gap.mean_pct) <= pct:
+        return "the mean inside, the repetitions too spread"
+    return "the mean outside"
 
 
 def claim_row(claim: Claim, runs: list[Run], label: str) -> dict:
@@ -330,9 +343,6 @@ def verdict_lines(root: str, scale: str, experiments=EXPERIMENTS) -> list[str]:
 def beyond_diloco_lines(root: str, scale: str) -> list[str]:
     """beyond_diloco's time to the target per link on the virtual clock (analysis/beyond_diloco.py
     timing(clock="virtual")): the dynamics runs' steps x the modelled seconds per step."""
-    from analysis import beyond_diloco as bd
-    from analysis.figures import MissingRuns
-
     if not discover_runs(root, bd.EXP, scale, clock="virtual"):
         return []
     try:
@@ -458,9 +468,9 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
     settings = sorted({(r.info["layout"], r.info["sync_s"]) for r in runs}, key=lambda k: (str(k[0]), k[1] or 0))
     for layout, sync in settings:
         here = [r for r in runs if r.info["layout"] == layout and r.info["sync_s"] == sync]
-        ddp = by_seed([r for r in here if r.method == "ddp"], "ddp")
+        ddp = runs_by_seed([r for r in here if r.method == "ddp"], "ddp")
         for det, label in ((True, "ACCO deterministic"), (False, "ACCO adaptive")):
-            acco = by_seed([r for r in here if r.method == "acco" and bool(r.info["deterministic"]) == det], label)
+            acco = runs_by_seed([r for r in here if r.method == "acco" and bool(r.info["deterministic"]) == det], label)
             if not ddp or not acco:
                 continue
             ta, tb = {}, {}
@@ -501,7 +511,7 @@ def _read(path: str):
     if path.endswith(".json"):
         with open(path) as f:
             return json.load(f)
-    from acco.bench.validate_clock import read_csv
+    from acco.harness.clock_calibration.validate_clock import read_csv
 
     return read_csv(path)
 

@@ -15,62 +15,24 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
 from acco.config.experiments import experiment_block, experiment_dir, run_specs
-
-from .load import Run, discover_runs, load_experiment, method_label
+from acco.engine.trace import load_spans, summarize_overlap
+from analysis import beyond_diloco as bd
+from analysis import lr_sweep as sweep_of_lr
+from analysis import outer_sweep as sweep_of_outer
+from analysis.ladder import budget_of, rungs
+from analysis.load import Run, discover_runs, load_experiment, method_label
+from analysis.render import MissingRuns, figures_dir, finish_figure, plt, save_figure, saved_paths, set_saved_paths
 
 COLORS = {"ddp": "C0", "ddp_overlap": "C9", "acco": "C3", "dpu": "C2", "wp": "C1"}
 METHOD_ORDER = ["ddp", "ddp_overlap", "dpu", "wp", "acco"]
 FIGURE_IDS = ["fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig10", "fig11"]
 TIME_LABEL = "wall-clock time"
-
-
-class MissingRuns(RuntimeError):
-    """The results folder has no (or not enough) completed runs for this figure."""
-
-
-# -- helpers -----------------------------------------------------------------------------------
-def figures_dir(root: str, exp: str, scale: str) -> str:
-    return os.path.join(experiment_dir(root, scale, exp), "figures")
-
-
-def save_figure(fig, directory: str, name: str) -> list[str]:
-    os.makedirs(directory, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = os.path.join(directory, f"{name}.{ext}")
-        # no creation date in the PDF: the same results give byte-identical files (a clean git status)
-        metadata = {"CreationDate": None} if ext == "pdf" else {}
-        fig.savefig(path, dpi=120 if ext == "png" else None, bbox_inches="tight", metadata=metadata)
-        paths.append(path)
-    fig.saved_paths = paths
-    return paths
-
-
-def _saved_paths(fig: Any) -> list[str]:
-    """The paths `save_figure` wrote for `fig` (an attribute matplotlib's Figure does not declare)."""
-    return fig.saved_paths
-
-
-def _set_saved_paths(fig: Any, paths: list[str]) -> None:
-    fig.saved_paths = paths
-
-
-def _finish(fig, root, exp, scale, save, name=None):
-    fig.saved_paths = []
-    if save:
-        save_figure(fig, figures_dir(root, exp, scale), name or exp)
-    return fig
 
 
 def _load(root: str, exp: str, scale: str) -> pd.DataFrame:
@@ -260,7 +222,7 @@ def fig5(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
         axes[2][col].set_title(f"{tag} each seed: DDP (solid) and ACCO (dashed), paired by colour")
     _title(fig, df, "Fig. 5 — TinyStories: DDP vs DPU vs ACCO")
     fig.tight_layout()
-    return _finish(fig, root, "fig5", scale, save)
+    return finish_figure(fig, root, "fig5", scale, save)
 
 
 def _two_panel(root, exp, scale, save, xs, title, by=None, smooth=None, ylabel="training loss", y="train_loss"):
@@ -272,7 +234,7 @@ def _two_panel(root, exp, scale, save, xs, title, by=None, smooth=None, ylabel="
         )
     _title(fig, df, title)
     fig.tight_layout()
-    return _finish(fig, root, exp, scale, save)
+    return finish_figure(fig, root, exp, scale, save)
 
 
 def fig6(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
@@ -317,7 +279,7 @@ def fig9(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = 
         "Fig. 9 — heterogeneous workers (" + (", ".join(het) or "none slower") + "): DDP vs ACCO",
         smooth=smooth,
     )
-    return _finish(fig, root, "fig9", scale, save)
+    return finish_figure(fig, root, "fig9", scale, save)
 
 
 def fig10(root: str, scale: str = "cpu", save: bool = True, smooth: int | None = None):
@@ -325,8 +287,6 @@ def fig10(root: str, scale: str = "cpu", save: bool = True, smooth: int | None =
     `train.samples`, analysis/ladder.py): (a) loss vs samples at the largest budget, (b) accum 1's
     paired gap to accum 2 at 25 % of the samples and at the end, against the budget, with the
     intervals the claims use. Without one: loss vs wall-clock time and vs samples."""
-    from analysis.ladder import budget_of, rungs
-
     runs = discover_runs(root, "fig10", scale)
     budgets = sorted({b for b in (budget_of(r) for r in runs) if b is not None})
     if len(budgets) < 2:
@@ -366,7 +326,7 @@ def fig10(root: str, scale: str = "cpu", save: bool = True, smooth: int | None =
     right.legend(fontsize=8)
     _title(fig, df, "Fig. 10 — DPU with 1 vs 2 accumulation steps, budget ladder")
     fig.tight_layout()
-    return _finish(fig, root, "fig10", scale, save)
+    return finish_figure(fig, root, "fig10", scale, save)
 
 
 def _layout_order(runs: list[Run], scale: str) -> list[str]:
@@ -402,7 +362,7 @@ def fig8(root: str, scale: str = "cpu", save: bool = True):
         ax.set_title(f"{layout}: {nodes} node(s) × {per} worker(s)")
     _title(fig, df, "Fig. 8 — instruction fine-tuning: DDP vs DPU vs ACCO")
     fig.tight_layout()
-    return _finish(fig, root, "fig8", scale, save)
+    return finish_figure(fig, root, "fig8", scale, save)
 
 
 # -- Fig. 4: communication vs computation per step, from traces ---------------------------------
@@ -498,11 +458,11 @@ def fig4(root: str, scale: str = "cpu", save: bool = True):
     ax.legend()
     ax.set_title("Fig. 4 — communication vs computation per step (DDP + ZeRO-1)")
     fig.tight_layout()
-    _finish(fig, root, "fig4", scale, save)
+    finish_figure(fig, root, "fig4", scale, save)
     if save:
         path = os.path.join(figures_dir(root, "fig4", scale), "fig4.csv")
         data.to_csv(path, index=False)
-        _saved_paths(fig).append(path)
+        saved_paths(fig).append(path)
     return fig
 
 
@@ -521,10 +481,6 @@ def timeline(
     """Per rank a compute lane (micro-batches; waiting in grey) and a communication lane (each sync,
     its collectives darker, its AdamW step green) over `seconds` from `start_s` after the trace's
     first event. With `out_path` (without extension) the PNG and PDF are written there."""
-    from acco.engine.trace import load_spans
-
-    from .trace_summary import summarize
-
     spans = load_spans(trace_path)
     if not spans:
         raise MissingRuns(f"{trace_path} has no spans")
@@ -585,13 +541,13 @@ def timeline(
         fontsize=8,
     )
     try:
-        eff = np.mean([r["overlap_efficiency"] for r in summarize(trace_path)])
+        eff = np.mean([r["overlap_efficiency"] for r in summarize_overlap(trace_path)])
         eff_text = f" — overlap efficiency {eff:.2f}"
     except (ValueError, ZeroDivisionError):
         eff_text = ""
     ax.set_title((title or os.path.basename(os.path.dirname(os.path.abspath(trace_path)))) + eff_text, fontsize=10)
     fig.tight_layout()
-    _set_saved_paths(fig, [])
+    set_saved_paths(fig, [])
     if out_path:
         save_figure(fig, os.path.dirname(out_path) or ".", os.path.basename(out_path))
     return fig
@@ -614,24 +570,18 @@ def run_timeline(run: Run, root: str, seconds: float = 3.0, save: bool = True, n
 
 def lr_sweep(root: str, scale: str = "cpu", save: bool = True):
     """ACCO's paired gap to DDP against the learning rate (analysis/lr_sweep.py)."""
-    from analysis import lr_sweep as sweep  # it builds on the report's comparisons, which import this module
-
-    return sweep.figure(root, scale, save)
+    return sweep_of_lr.figure(root, scale, save)
 
 
 def beyond_diloco(root: str, scale: str = "cpu", save: bool = True):
     """ACCO vs DiLoCo and Streaming DiLoCo: loss against samples, time to a target per link, memory
     per rank (analysis/beyond_diloco.py)."""
-    from analysis import beyond_diloco as bd  # it builds on the report's comparisons, which import this module
-
     return bd.figure(root, scale, save)
 
 
 def outer_sweep(root: str, scale: str = "cpu", save: bool = True):
     """The local methods' final loss over the outer optimizer's grid (analysis/outer_sweep.py)."""
-    from analysis import outer_sweep as sweep
-
-    return sweep.figure(root, scale, save)
+    return sweep_of_outer.figure(root, scale, save)
 
 
 FIGURES = {

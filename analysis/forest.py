@@ -22,7 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from analysis.figures import save_figure
+from analysis.claims import claim_clock
+from analysis.render import save_figure
 
 VERDICT_COLORS = {
     "matches": "#2e7d32",
@@ -54,9 +55,7 @@ class Row:
 
 
 def row_of(exp: str, claim, outcome) -> Row:
-    """A claim (analysis/claims.py Claim) and its Outcome as one row of the plot."""
-    from analysis.claims import claim_clock
-
+    """A claim (analysis/claims.py Claim) and its ClaimOutcome as one row of the plot."""
     block = "dynamics" if claim.question == "dynamics" else "virtual" if claim_clock(claim) == "virtual" else "measured"
     verdict = "not run" if outcome.verdict is None else outcome.verdict.value
     look = outcome.look

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 
-from analysis.claims import Claim, Outcome, evaluate, final_loss, identity
+from analysis.claims import Claim, ClaimOutcome, evaluate, identity
 from analysis.load import Run, discover_runs
+from analysis.measures import final_loss
 from analysis.stats import Verdict
 
 EXP = "fig10"
@@ -58,8 +59,8 @@ def rungs(root: str, scale: str = "cpu") -> list[dict]:
     out = []
     for samples in budgets:
         at = [r for r in runs if budget_of(r) == samples]
-        final: Outcome = evaluate(_claim("final_loss", samples, Verdict.WORSE), at)
-        early: Outcome = evaluate(_claim("early_loss", samples, Verdict.BETTER), at)
+        final: ClaimOutcome = evaluate(_claim("final_loss", samples, Verdict.WORSE), at)
+        early: ClaimOutcome = evaluate(_claim("early_loss", samples, Verdict.BETTER), at)
         arms = {a: [final_loss(r) for r in at if r.info.get("accum") == a] for a in (1, 2)}
         out.append(
             {

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -146,7 +148,7 @@ class Run:
         return path if os.path.exists(path) else None
 
     def span_times(self) -> dict:
-        """Median span times of the run's trace (acco/bench/measure.py trace_times: micro-batch,
+        """Median span times of the run's trace (acco/harness/bench/measure.py trace_times: micro-batch,
         sync, reduce-scatter, all-gather, per-round compute): from timing.json, which
         analysis/slim_results.py writes from the whole trace before it cuts or removes it, else from
         the whole trace; {} with neither (a trace cut to its first seconds has the start's medians,
@@ -157,7 +159,7 @@ class Run:
                 return json.load(f)
         if self.trace_path is None or trace_is_cut(self.trace_path):
             return {}
-        from acco.bench.measure import trace_times
+        from acco.harness.bench.measure import trace_times
 
         return trace_times(self.trace_path, int(self.info.get("accum") or 1))
 
@@ -168,11 +170,11 @@ class Run:
 
     def metrics(self) -> pd.DataFrame:
         if self._metrics is None:
-            self._metrics = read_metrics(os.path.join(self.path, "metrics.csv"))
+            self._metrics = metrics_frame(os.path.join(self.path, "metrics.csv"))
         return self._metrics
 
 
-def read_metrics(path: str) -> pd.DataFrame:
+def metrics_frame(path: str) -> pd.DataFrame:
     """metrics.csv with numeric columns (empty eval_loss / grad_norm cells become NaN)."""
     try:
         df = pd.read_csv(path)
@@ -195,7 +197,11 @@ def discover_runs(
     """Every run folder `<root>/<scale>/<exp>/<name>/` with a summary.json (status completed unless
     `completed_only=False`), sorted by experiment, scale and name. `clock`: only the runs on that
     clock (real: measured wall-clock, the default, so modelled times never mix into measured
-    ones; virtual: analysis/clock_report.py's) or, None, every run."""
+    ones; virtual: analysis/clock_report.py's) or, None, every run. Inside `loaded_once()` a folder
+    is read once and the same question answered from memory."""
+    key = (os.path.abspath(root), exp, scale, completed_only, clock)
+    if _LOADED is not None and key in _LOADED.answers:
+        return list(_LOADED.answers[key])
     runs: list[Run] = []
     for s in [scale] if scale else SCALES:
         sdir = os.path.join(root, s)
@@ -213,9 +219,49 @@ def discover_runs(
                     continue
                 if completed_only and summary.get("status") != "completed":
                     continue
-                here.append(Run(rdir, e, s, name, _read_yaml(os.path.join(rdir, "config.yaml")), summary))
+                here.append(_run(rdir, e, s, name, summary))
             runs += [r for r in of_the_run_list(here, edir) if clock is None or clock_of(r.config) == clock]
-    return sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
+    runs = sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
+    if _LOADED is not None:
+        _LOADED.answers[key] = list(runs)
+    return runs
+
+
+@dataclass
+class _Loaded:
+    """The runs read while `loaded_once()` is open: one Run per folder (its metrics read once), and
+    each discover_runs answer."""
+
+    runs: dict[str, Run] = field(default_factory=dict)
+    answers: dict[tuple, list[Run]] = field(default_factory=dict)
+
+
+_LOADED: _Loaded | None = None
+
+
+@contextmanager
+def loaded_once() -> Iterator[None]:
+    """Every section of the report and every figure reads the results folder's runs once: inside this
+    block a run folder is parsed once (config, summary, metrics.csv) and shared by every reader.
+    Outside it nothing is kept, so a folder that gains runs is read afresh."""
+    global _LOADED
+    if _LOADED is not None:  # nested: the outer block's runs
+        yield
+        return
+    _LOADED = _Loaded()
+    try:
+        yield
+    finally:
+        _LOADED = None
+
+
+def _run(path: str, exp: str, scale: str, name: str, summary: dict) -> Run:
+    if _LOADED is not None and path in _LOADED.runs:
+        return _LOADED.runs[path]
+    run = Run(path, exp, scale, name, _read_yaml(os.path.join(path, "config.yaml")), summary)
+    if _LOADED is not None:
+        _LOADED.runs[path] = run
+    return run
 
 
 _NOTED: set[str] = set()  # folders whose left-out runs were named once already

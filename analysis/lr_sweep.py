@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.figures import MissingRuns, _finish, plt
+from analysis.comparisons import Group, compare_look
 from analysis.load import Run, discover_runs
-from analysis.report import Group, compare_look, final_loss
+from analysis.measures import final_loss
+from analysis.render import MissingRuns, finish_figure, plt
 from analysis.stats import Design
 
 EXP = "lr_sweep"
@@ -119,4 +120,4 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
         ax.minorticks_off()
     fig.suptitle("Learning-rate sweep — ACCO vs DDP at equal samples (question: dynamics)")
     fig.tight_layout()
-    return _finish(fig, root, EXP, scale, save)
+    return finish_figure(fig, root, EXP, scale, save)

@@ -24,9 +24,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from analysis.figures import FIGURES, MissingRuns, run_timeline
-from analysis.load import discover_runs
-from analysis.report import write_report
+from analysis.figures import FIGURES, run_timeline
+from analysis.load import discover_runs, loaded_once
+from analysis.render import MissingRuns
+from analysis.report import write_reproduction_report
 from analysis.tables import TABLES
 
 ALL = list(FIGURES) + list(TABLES)
@@ -41,7 +42,13 @@ def make_all(
     out=print,
     report: bool = True,
 ) -> dict:
-    """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}."""
+    """Returns {"written": [paths], "skipped": [(id, reason)], "errors": [(id, message)]}; every figure,
+    table and the report read the one loaded set of runs (analysis/load.py loaded_once)."""
+    with loaded_once():
+        return _make_all(root, scale, only, timelines, timeline_seconds, out, report)
+
+
+def _make_all(root, scale, only, timelines, timeline_seconds, out, report) -> dict:
     wanted = only or ALL
     unknown = [w for w in wanted if w not in ALL]
     written: list[str] = []
@@ -75,7 +82,7 @@ def make_all(
     for u in unknown:
         out(f"skipped {u}: unknown id (choose from {', '.join(ALL)})")
     if report:  # the report reads every experiment of this scale, whatever was redrawn now
-        path = write_report(root, scale)
+        path = write_reproduction_report(root, scale)
         out(f"wrote {path}")
         written.append(path)
     return {"written": written, "skipped": skipped, "errors": errors}

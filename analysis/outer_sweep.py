@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.claims import final_loss
-from analysis.figures import MissingRuns, _finish, plt
 from analysis.load import Run, discover_runs
+from analysis.measures import final_loss
+from analysis.render import MissingRuns, finish_figure, plt
 
 EXP = "outer_sweep"
 PAPER = (0.7, 0.9)
@@ -28,7 +28,7 @@ def schedule(run: Run) -> str:
     return f"Streaming DiLoCo H={m['sync_every']} F={m['fragments']} τ={m['overlap_steps']}"
 
 
-def setting(run: Run) -> tuple[float, float]:
+def outer_setting(run: Run) -> tuple[float, float]:
     m = run.config.get("method") or {}
     return float(m["outer_lr"]), float(m["outer_momentum"])
 
@@ -40,8 +40,8 @@ def grid(root: str, scale: str = "cpu") -> list[dict]:
     out = []
     for sched in sorted({schedule(r) for r in runs}):
         mine = [r for r in runs if schedule(r) == sched]
-        for lr, mu in sorted({setting(r) for r in mine}):
-            at = [r for r in mine if setting(r) == (lr, mu)]
+        for lr, mu in sorted({outer_setting(r) for r in mine}):
+            at = [r for r in mine if outer_setting(r) == (lr, mu)]
             finals = [final_loss(r) for r in at]
             out.append(
                 {
@@ -149,4 +149,4 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
         fig.colorbar(im, ax=ax, shrink=0.8, label="final training loss (mean of tuning seeds)")
     fig.suptitle("Outer optimizer sweep — the lowest mean final loss (*) is the setting beyond_diloco runs")
     fig.tight_layout()
-    return _finish(fig, root, EXP, scale, save)
+    return finish_figure(fig, root, EXP, scale, save)

@@ -29,8 +29,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from acco.config.experiments import dotted_leaves
-from analysis.figures import save_figure
-from analysis.load import _read_json, _read_yaml, clock_of, read_metrics
+from analysis.load import _read_json, _read_yaml, clock_of, metrics_frame
+from analysis.render import save_figure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMITTED = ("cpu", "bench", "gpu", "sim")  # results/<these> are tracked (.gitignore)
@@ -90,7 +90,7 @@ def labels(configs: list[dict], folders: list[str]) -> list[str]:
 
 def final_numbers(folder: str, cfg: dict) -> dict:
     summary = _read_json(os.path.join(folder, "summary.json")) or {}
-    metrics = read_metrics(os.path.join(folder, "metrics.csv"))
+    metrics = metrics_frame(os.path.join(folder, "metrics.csv"))
     last = metrics.iloc[-1] if len(metrics) else None
     evals = metrics["eval_loss"].dropna()
     return {
@@ -126,7 +126,7 @@ def plot(folders: list[str], out_dir: str, by: str | None = None) -> tuple[list[
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
     rows = []
     for folder, cfg, name in zip(folders, configs, names):
-        metrics = read_metrics(os.path.join(folder, "metrics.csv"))
+        metrics = metrics_frame(os.path.join(folder, "metrics.csv"))
         key = str(dotted_leaves(cfg).get(by)) if by else name
         colour = colour_of.setdefault(key, f"C{len(colour_of) % 10}")
         virtual = clock_of(cfg) == "virtual"

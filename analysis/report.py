@@ -17,13 +17,22 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from acco.analytic.costmodel import table3_rows
 from acco.atomic import atomic_write
 from acco.config.experiments import experiment_block, experiment_dir, run_specs
-from analysis.claims import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
-from analysis.claims import by_seed as runs_by_seed
-from analysis.figures import FIGURES, MissingRuns, fig4_data, figures_dir
-from analysis.load import Run, discover_runs, run_length_of
-from analysis.stats import DEFAULT_DESIGN, Design, Look, PairedGap, Verdict, relative_gaps, rule_text, sequential
+from acco.harness.bench.measure import rank_rates
+from analysis import beyond_diloco, lr_sweep, outer_sweep
+from analysis.claims import METRICS, claim_clock, claims_of, evaluate, resolve, runs_for, selected
+from analysis.clock_report import clock_section
+from analysis.comparisons import Group, describe_runs, network_of, peak_lr, pick
+from analysis.figures import FIGURES, fig4_data
+from analysis.forest import image_line, row_of, write_forest
+from analysis.ladder import budget_of, rungs
+from analysis.load import Run, discover_runs, loaded_once
+from analysis.measures import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
+from analysis.render import MissingRuns, figures_dir
+from analysis.sim_figures import simulation_section
+from analysis.stats import Look, PairedGap, Verdict, rule_text
 from analysis.tables import (
     SMOOTH_STEPS,
     paired_times,
@@ -34,62 +43,6 @@ from analysis.tables import (
     tables_dir,
     target_column,
 )
-
-
-class Group:
-    """The runs of one method/setting (over seeds): mean, min and max of a per-run number."""
-
-    def __init__(self, label: str, runs: list[Run]):
-        self.label, self.runs = label, runs
-
-    def values(self, fn) -> np.ndarray:
-        return np.array([fn(r) for r in self.runs], dtype=float)
-
-    def mean(self, fn) -> float:
-        v = self.values(fn)
-        return float(np.nanmean(v)) if len(v) else float("nan")
-
-    def cell(self, fn, fmt: str = ".3f") -> str:
-        v = self.values(fn)
-        if not len(v):
-            return "–"
-        if len(v) == 1:
-            return format(v[0], fmt)
-        return f"{np.nanmean(v):{fmt}} [{np.nanmin(v):{fmt}}–{np.nanmax(v):{fmt}}]"
-
-
-def pick(runs: list[Run], **match) -> list[Run]:
-    return [r for r in runs if all(r.info.get(k) == v for k, v in match.items())]
-
-
-def by_seed(group: Group, fn) -> dict[int, float]:
-    """seed -> fn(run) for a group's runs (one run per seed: analysis/claims.py by_seed refuses two)."""
-    return {seed: float(fn(run)) for seed, run in runs_by_seed(group.runs, group.label).items()}
-
-
-def compare_look(
-    a: Group, b: Group, metric: str = "final_loss", design: Design = DEFAULT_DESIGN, tests: str = "size"
-) -> Look:
-    """A against B on one of analysis/claims.py's METRICS by the report's rule (analysis/stats.py):
-    paired by seed at equal samples, the planned looks of `design`, the metric's margin from B's runs."""
-    from analysis.claims import METRICS, paired_values
-
-    if not a.runs or not b.runs:
-        raise MissingRuns(f"no completed {a.label if not a.runs else b.label} runs")
-    ra, rb = runs_by_seed(a.runs, a.label), runs_by_seed(b.runs, b.label)
-    va, vb = paired_values(metric, ra, rb)
-    m = METRICS[metric]
-    return sequential(
-        relative_gaps(va, vb), design, lambda seeds: m.margin([rb[s] for s in seeds]), tests, m.higher_is_better
-    )
-
-
-def compare(a: Group, b: Group, fn=final_loss, design: Design = DEFAULT_DESIGN) -> tuple[Verdict, PairedGap]:
-    """compare_look on the final loss (`fn` is kept for the callers' readability: final_loss only)."""
-    if fn is not final_loss:
-        raise ValueError("compare reads the final loss; use compare_look for another metric")
-    look = compare_look(a, b, "final_loss", design)
-    return look.verdict, look.gap
 
 
 def stated(v: Verdict, gap: PairedGap, what: str) -> str:
@@ -104,7 +57,7 @@ def verdict(ok: bool | None) -> str:
 
 def look_text(o) -> str:
     """'look 1 of 2 (n = 5), 97.5 % interval: +1.3 % [−0.4, +3.0] (n = 5); sign: 0 inside; size: within
-    ±1.8 %' for a claim's outcome (analysis/claims.py Outcome)."""
+    ±1.8 %' for a claim's outcome (analysis/claims.py ClaimOutcome)."""
     look = o.look
     points = " (percentage points)" if o.claim.versus else ""
     return (
@@ -123,8 +76,6 @@ def claim_lines(root: str, scale: str, exp: str) -> list[str]:
     """One line per claim of the experiment (analysis/claims.py), by the rule at the top: the two
     means, the look the verdict was taken at with its interval, the sign and the size against the
     metric's margin (and how it was computed), the verdict against the paper's."""
-    from analysis.claims import METRICS, claim_clock, claims_of, evaluate, runs_for
-
     claims = claims_of(experiment_block(exp, scale), scale)
     runs = runs_for(claims, root, exp, scale)
     out = []
@@ -155,54 +106,12 @@ def table(rows: list[dict]) -> list[str]:
     return out + [""]
 
 
-def link_of(runs: list[Run]) -> str:
-    modes = set()
-    for r in runs:
-        link = r.summary.get("link") or {}
-        if link.get("mode") in (None, "none"):
-            modes.add("loopback (no shaping)")
-        else:
-            modes.add(f"{link['mode']} {link.get('rate_mbit')} Mbit/s")
-    return ", ".join(sorted(modes)) or "–"
-
-
-def baseline_of(runs: list[Run]) -> str:
-    """Which DDP the wall-clock comparisons use (issue 13: gloo's all-reduce is slower than the
-    minimal bytes a reduce-scatter + all-gather move, so the hook matters on a shaped link)."""
-    kinds = set()
-    for r in runs:
-        method = r.config.get("method") or {}
-        if method.get("name") != "ddp":
-            continue
-        if method.get("impl", "torch") == "flat":
-            kinds.add("our flat ZeRO-1 (reduce-scatter + all-gather)")
-        elif method.get("comm_hook", "allreduce") == "reduce_scatter":
-            kinds.add("PyTorch DDP + ZeroRedundancyOptimizer, reduce-scatter + all-gather hook (minimal bytes)")
-        else:
-            kinds.add("PyTorch DDP + ZeroRedundancyOptimizer, its default all-reduce (gloo on CPU)")
-    return "; DDP baseline: " + ", ".join(sorted(kinds)) if kinds else ""
-
-
-def peak_lr(run: Run) -> float:
-    """The run's peak learning rate (optim.lr); nan where its config has none."""
-    return float((run.config.get("optim") or {}).get("lr") or "nan")
-
-
-def setting(runs: list[Run]) -> str:
-    r = runs[0]
-    cfg = r.config
-    model = (cfg.get("model") or {}).get("name")
-    data = (cfg.get("data") or {}).get("name")
-    world_set: set[Any] = {x.info.get("world_size") for x in runs}
-    seed_set: set[Any] = {x.info.get("seed") for x in runs}
-    world, seeds = sorted(world_set), sorted(seed_set)
-    lengths = sorted({run_length_of(x) for x in runs}, key=lambda t: (len(t), t))
-    lrs = sorted({peak_lr(x) for x in runs})
-    return (
-        f"{len(runs)} runs; model {model}, data {data}, workers {world}, length {', '.join(lengths)}, "
-        f"peak lr {', '.join(f'{v:g}' for v in lrs)}, seeds {seeds}; "
-        f"network: {link_of(runs)}{baseline_of(runs)}"
-    )
+def runs_of(root: str, exp: str, scale: str) -> list[Run]:
+    """An experiment's completed runs; MissingRuns (the report's "not reproduced here") if it has none."""
+    runs = discover_runs(root, exp, scale)
+    if not runs:
+        raise MissingRuns(f"no completed runs under {experiment_dir(root, scale, exp)}")
+    return runs
 
 
 def image(root: str, scale: str, exp: str, name: str | None = None) -> str:
@@ -275,7 +184,7 @@ def warmup_note(runs, scale) -> str:
 
 
 def sec_fig5(root, scale):
-    runs = discover_runs(root, "fig5", scale)
+    runs = runs_of(root, "fig5", scale)
     budgets = sorted({r.info["steps"] for r in runs})
     base = budgets[0]
     at = [r for r in runs if r.info["steps"] == base]
@@ -286,7 +195,7 @@ def sec_fig5(root, scale):
         "Paper (§4.3): delayed updates (DPU) substantially hurt convergence, a 40-step warmup does not "
         "recover the baseline, and ACCO matches the DDP curve. Panel (b) doubles the budget.",
         "",
-        f"Setting: {setting(runs)}.{warmup_note(runs, scale)}",
+        f"Setting: {describe_runs(runs)}.{warmup_note(runs, scale)}",
         "",
         f"Budget {base} steps:",
         "",
@@ -300,12 +209,12 @@ def sec_fig5(root, scale):
 
 
 def sec_fig6(root, scale):
-    runs = discover_runs(root, "fig6", scale)
+    runs = runs_of(root, "fig6", scale)
     g = {m: Group(m.upper(), pick(runs, method=m)) for m in ("ddp", "wp", "acco")}
     lines = [
         "Paper (§4.3): ACCO matches DDP throughout; WP performs worse, especially early in training.",
         "",
-        f"Setting: {setting(runs)}.",
+        f"Setting: {describe_runs(runs)}.",
         "",
     ]
     rows = loss_rows(list(g.values()))
@@ -321,12 +230,10 @@ def lr_choice_lines(root: str, scale: str, exp: str, runs: list[Run]) -> list[st
     choice = experiment_block(exp, scale).get("lr_choice") or {}
     if not choice or not runs:
         return []
-    from analysis.lr_sweep import ddp_best_lr, ddp_means
-
-    means = ddp_means(root, scale)
+    means = lr_sweep.ddp_means(root, scale)
     if not means:
         return [f"- Learning rate: {choice['rule']} — no {choice['from']} runs here to apply it to."]
-    best, used = ddp_best_lr(root, scale), sorted({peak_lr(r) for r in runs})
+    best, used = lr_sweep.ddp_best_lr(root, scale), sorted({peak_lr(r) for r in runs})
     listed = ", ".join(f"{lr:g}: {m:.4f} (n = {n})" for lr, (m, n) in means.items())
     pick = "the rule's pick" if used == [best] else "**not the rule's pick**"
     # the same DDP run composed by both experiments: deterministic rounds give the same losses
@@ -364,7 +271,7 @@ def time_lines(root, scale, exp, runs) -> list[str]:
             f"- Wall-clock (means over {r.seeds} paired seeds): DDP {r.ddp_s:.1f} s, ACCO {r.acco_s:.1f} s → "
             f"ACCO's reduction {r.reduction_ci} (paper: {r.paper_reduction_pct:.0f}%); to each pair's common "
             f"loss (mean {r.target_loss:.3f}): DDP {r.ddp_to_target_s:.1f} s, ACCO {r.acco_to_target_s:.1f} s → "
-            f"{r.reduction_to_target_ci}. Samples/s ACCO/DDP = {sps:.2f}. Network: {link_of(runs)}."
+            f"{r.reduction_to_target_ci}. Samples/s ACCO/DDP = {sps:.2f}. Network: {network_of(runs)}."
         )
     return out
 
@@ -415,7 +322,7 @@ def overlap_lines(runs: list[Run], where: str = "") -> list[str]:
 
 
 def sec_pretrain(root, scale, exp):
-    runs = discover_runs(root, exp, scale)
+    runs = runs_of(root, exp, scale)
     ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
     overlapped = Group("DDP (overlapped)", pick(runs, method="ddp_overlap"))
     claim = (
@@ -425,18 +332,18 @@ def sec_pretrain(root, scale, exp):
         else "Paper (App. A.3, 125M on 8 H100, 6B tokens): ACCO's curve matches DDP's with a shorter wall-clock "
         "(4h41 → 4h25)."
     )
-    lines = [claim, "", f"Setting: {setting(runs)}.", ""] + table(loss_rows([ddp, overlapped, acco]))
+    lines = [claim, "", f"Setting: {describe_runs(runs)}.", ""] + table(loss_rows([ddp, overlapped, acco]))
     lines += claim_lines(root, scale, exp)
     return lines + time_lines(root, scale, exp, runs) + span_lines(runs) + overlap_lines(runs)
 
 
 def sec_fig8(root, scale):
-    runs = discover_runs(root, "fig8", scale)
+    runs = runs_of(root, "fig8", scale)
     lines = [
         "Paper (§4.5, 2.7B on Alpaca): ACCO reaches a low validation loss faster than DDP on one node and "
         "on two; the advantage grows across nodes (−87% wall-clock on 2x4).",
         "",
-        f"Setting: {setting(runs)}.",
+        f"Setting: {describe_runs(runs)}.",
         "",
     ]
     rows = []
@@ -452,7 +359,7 @@ def sec_fig8(root, scale):
         rows.append(
             {
                 "layout": layout,
-                "network": link_of(at),
+                "network": network_of(at),
                 "seeds DDP/ACCO/DPU": f"{len(by['ddp'])} / {len(by['acco'])} / {len(by['dpu'])}",
                 "final val loss DDP": fin["ddp"],
                 "ACCO": fin["acco"],
@@ -471,23 +378,21 @@ def sec_fig8(root, scale):
 
 def measured_hetero_ideal(run) -> float:
     """The samples/s a run of heterogeneous workers would reach if no rank ever waited: each rank's own
-    micro-batch rate in the run (acco/bench/measure.py rank_rates: while sharing the cores as it did),
+    micro-batch rate in the run (acco/harness/bench/measure.py rank_rates: while sharing the cores as it did),
     summed, times the micro-batch size; nan without a trace."""
-    from acco.bench.measure import rank_rates
-
     path = os.path.join(run.path, "trace.json")
     rates = rank_rates(path) if os.path.exists(path) else []
     return sum(rates) * float(run.config["data"]["micro_batch_size"]) if rates else float("nan")
 
 
 def sec_fig9(root, scale):
-    runs = discover_runs(root, "fig9", scale)
+    runs = runs_of(root, "fig9", scale)
     ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
     lines = [
         "Paper (§4.6): 4 workers, one 4x slower; ACCO lets the fast workers keep accumulating and takes "
         "substantially less wall-clock than DDP, whose fast workers idle 3/4 of the time.",
         "",
-        f"Setting: {setting(runs)}; heterogeneity {sorted({r.info['hetero'] for r in runs})}.",
+        f"Setting: {describe_runs(runs)}; heterogeneity {sorted({r.info['hetero'] for r in runs})}.",
         "",
     ]
     overlapped = Group("DDP (overlapped)", pick(runs, method="ddp_overlap"))
@@ -524,9 +429,7 @@ def sec_fig9(root, scale):
 
 
 def sec_fig10(root, scale):
-    from analysis.ladder import budget_of, rungs
-
-    runs = discover_runs(root, "fig10", scale)
+    runs = runs_of(root, "fig10", scale)
     lines = [
         "Paper (App. A.1, Fig. 10): DPU with 1 against 2 accumulation steps per GPU (1: an optimizer step at "
         "each communication, half the batch, twice the steps per sample): faster early convergence is "
@@ -535,7 +438,7 @@ def sec_fig10(root, scale):
         "test the structure — the arm faster early ends worse — with accum 1 as the arm expected faster early, "
         "and the third claim tests the crossing itself.)",
         "",
-        f"Setting: {setting(runs)}.",
+        f"Setting: {describe_runs(runs)}.",
         "",
     ]
     if len({budget_of(r) for r in runs} - {None}) < 2:  # no ladder: one budget, as the paper scale runs
@@ -665,19 +568,17 @@ def sec_table3(root, scale):
 
 
 def sec_lr_sweep(root, scale):
-    from analysis.lr_sweep import DESIGN, ddp_best_lr, rows
-
-    data = rows(root, scale)
+    data = lr_sweep.rows(root, scale)
     runs = discover_runs(root, "lr_sweep", scale)
     lines = [
         "Question: dynamics (loss against samples at equal work). The paper reports ACCO equal to DDP at its "
         "own rates (5e-4 TinyStories, 6e-4 OpenWebText); ACCO's committed step mixes gradients taken at θ_t "
         "and at the estimate θ̃_{t+1}, one step ahead, so its gap to DDP may grow with the step size. "
         "Deterministic ACCO with 1 micro-batch per round against DDP with 2, paired seeds, "
-        f"{DESIGN.describe()} per rate; the margin is the final loss's (one sd of DDP's seed-to-seed spread "
+        f"{lr_sweep.DESIGN.describe()} per rate; the margin is the final loss's (one sd of DDP's seed-to-seed spread "
         "at that rate). Its DDP runs also choose fig6's rate (the rate DDP does best at).",
         "",
-        f"Setting: {setting(runs)}.",
+        f"Setting: {describe_runs(runs)}.",
         "",
         "| peak lr | DDP final loss (mean) | DDP seed spread | ACCO final loss (mean) | ACCO vs DDP, paired "
         "| sign | margin m | verdict |",
@@ -696,7 +597,7 @@ def sec_lr_sweep(root, scale):
         f"- ACCO matches DDP at: {', '.join(f'{lr:g}' for lr in matches) or 'no rate'}; worse at: "
         f"{', '.join(f'{lr:g}' for lr in worse) or 'no rate'}; the other rates are undecided at the fixed n "
         "(inconclusive: no seeds are added).",
-        f"- DDP does best at {ddp_best_lr(root, scale):g} (lowest mean final loss among its swept rates).",
+        f"- DDP does best at {lr_sweep.ddp_best_lr(root, scale):g} (lowest mean final loss among its swept rates).",
     ]
     verdict = {r["lr"]: r["verdict"].value for r in data}
     for exp in ("fig5", "fig6", "fig10"):  # the rate the CPU dynamics figures chose, against the sweep
@@ -712,15 +613,11 @@ def sec_lr_sweep(root, scale):
 
 
 def sec_outer_sweep(root, scale):
-    from analysis.outer_sweep import section
-
-    return section(root, scale)
+    return outer_sweep.section(root, scale)
 
 
 def sec_beyond_diloco(root, scale):
-    from analysis.beyond_diloco import section
-
-    return section(root, scale)
+    return beyond_diloco.section(root, scale)
 
 
 SECTIONS = [
@@ -742,10 +639,8 @@ SECTIONS = [
 
 
 def claim_outcomes(root: str, scale: str) -> list[tuple[str, Any, Any]]:
-    """(experiment, Claim, Outcome) of every claim the experiments list (analysis/claims.py), tested
+    """(experiment, Claim, ClaimOutcome) of every claim the experiments list (analysis/claims.py), tested
     on this folder, in the report's order: the claims table and the picture above it read these."""
-    from analysis.claims import claim_clock, claims_of, evaluate, runs_for
-
     out = []
     for exp, *_ in SECTIONS:
         claims = claims_of(experiment_block(exp, scale), scale)
@@ -756,8 +651,6 @@ def claim_outcomes(root: str, scale: str) -> list[tuple[str, Any, Any]]:
 
 def claims_section(root: str, scale: str, outcomes: list | None = None) -> list[str]:
     """The first table: every claim the experiments list (analysis/claims.py), tested on this folder."""
-    from analysis.claims import METRICS
-
     rows = []
     for exp, claim, o in claim_outcomes(root, scale) if outcomes is None else outcomes:
         seen = "not run" if o.verdict is None else o.verdict.value
@@ -817,8 +710,6 @@ def advantage(vs_paper, vs_best) -> str:
     less), *vanishes* (better against the paper's DDP, not against the overlapped one), *reverses*
     (worse against the overlapped one), *no win to lose* (not better against the paper's DDP either);
     *not run* where a side has no runs, *not decided* where a verdict still waits for seeds."""
-    from analysis.stats import Verdict
-
     if vs_paper.verdict is None or vs_best.verdict is None:
         return "not run"
     if Verdict.MORE_SEEDS in (vs_paper.verdict, vs_best.verdict):
@@ -838,8 +729,6 @@ def baseline_section(root: str, scale: str) -> list[str]:
     """ACCO against the DDP at its best beside the paper's: each wall-clock claim that has a twin
     against the overlapped DDP (conf/experiment_info/<id>.yaml), the two verdicts side by side, and
     where ACCO's advantage holds, shrinks or vanishes (`advantage`)."""
-    from analysis.claims import claim_clock, claims_of, evaluate, runs_for
-
     rows: list[dict] = []
     kinds: dict[str, list[str]] = {}
     for exp, *_ in SECTIONS:
@@ -927,9 +816,6 @@ def measured_comm_ratio(ddp_run: Run, acco_accum: int) -> float:
 def comm_section(root: str, scale: str) -> list[str]:
     """Is there communication to hide? The paper's ratio (acco/analytic/costmodel.py, its model and
     hardware) beside the one measured in this folder's DDP runs, per wall-clock setting."""
-    from acco.analytic.costmodel import table3_rows
-    from analysis.claims import resolve, selected
-
     paper = {r["row"]: r for r in table3_rows()}
     rows = []
     for exp, layout, name in COMM_SETTINGS:
@@ -950,7 +836,7 @@ def comm_section(root: str, scale: str) -> list[str]:
                 "CPU runs": f"{exp} {runs[0].info['layout']}, ACCO {accum} micro-batch(es) per round"
                 if runs
                 else f"{exp}: no runs",
-                "CPU link": link_of(runs) if runs else "–",
+                "CPU link": network_of(runs) if runs else "–",
                 "CPU comm/compute (measured)": f"{np.median(ratios):.2f} (median of {len(ratios)} DDP runs)"
                 if ratios
                 else "no trace of a flat DDP run",
@@ -974,8 +860,6 @@ def comm_section(root: str, scale: str) -> list[str]:
 
 def forest_lines(root: str, scale: str, outcomes: list) -> list[str]:
     """The picture the report opens with (analysis/forest.py), written beside it in figures/."""
-    from analysis.forest import image_line, row_of, write_forest
-
     paths = write_forest([row_of(exp, c, o) for exp, c, o in outcomes], os.path.join(root, scale, "figures"))
     if not paths:
         return []
@@ -991,6 +875,12 @@ def forest_lines(root: str, scale: str, outcomes: list) -> list[str]:
 
 
 def build_report(root: str, scale: str = "cpu") -> str:
+    """REPORT.md's text: every section reads the one loaded set of runs (analysis/load.py loaded_once)."""
+    with loaded_once():
+        return _build_report(root, scale)
+
+
+def _build_report(root: str, scale: str) -> str:
     outcomes = claim_outcomes(root, scale)
     out = [
         f"# Reproduction report — {scale} scale",
@@ -1032,15 +922,12 @@ def build_report(root: str, scale: str = "cpu") -> str:
             out += [f"Table: [{rel}]({rel})", ""]
         try:
             out += fn(root, scale)
-        except Exception as exc:  # one missing or odd experiment must not hide the others
+        except MissingRuns as exc:  # one experiment not run yet must not hide the others; a bug is raised
             where = experiment_dir(root, scale, exp)
             out += [f"Not reproduced here: no usable runs under `{where}` ({type(exc).__name__}: {exc})."]
         out.append("")
     # modelled time, kept apart from the measured sections above: the virtual clock's readings of the
     # wall-clock claims (issue 31), and the schedules simulated past this machine (issue 34)
-    from analysis.clock_report import clock_section
-    from analysis.simulation import simulation_section
-
     clock = clock_section(root, scale)
     if clock:
         out += [clock, ""]
@@ -1049,7 +936,7 @@ def build_report(root: str, scale: str = "cpu") -> str:
     return "\n".join(out)
 
 
-def write_report(root: str, scale: str = "cpu") -> str:
+def write_reproduction_report(root: str, scale: str = "cpu") -> str:
     path = os.path.join(root, scale, "REPORT.md")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     text = build_report(root, scale)
@@ -1065,7 +952,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(args.root):
         print(f"error: no results folder {args.root}", file=sys.stderr)
         return 2
-    print(f"wrote {write_report(args.root, args.scale)}")
+    print(f"wrote {write_reproduction_report(args.root, args.scale)}")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Every row is a command of `experiments/simulate.py` (its arguments are the row's setting: the
 published inputs, stated beside the source) and one published number; the simulator's number comes
-from the scenario those arguments build (acco.simulation.cli.build), so the command shown reproduces
+from the scenario those arguments build (acco.harness.simulation.cli.build), so the command shown reproduces
 it. Rows:
 
 - **Streaming DiLoCo's simulated compute utilization** (Douillard et al., "Streaming DiLoCo with
@@ -42,10 +42,9 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from acco.simulation.cli import build, busbw, check, parse_args
-from acco.simulation.sweep import bandwidth_for_utilization, run
-
-from .tables import to_markdown
+from acco.harness.simulation.cli import build, busbw, check, parse_args
+from acco.harness.simulation.sweep import bandwidth_for_utilization, run
+from analysis.render import to_markdown
 
 SCRIPT = "python experiments/simulate.py"
 SDL = "Streaming DiLoCo (arXiv 2501.18512) Table 4"

@@ -1,7 +1,7 @@
-"""The scale simulator (acco/simulation) against what the CPU testbed measured: results/sim/validation.
+"""The scale simulator (acco/harness/simulation) against what the CPU testbed measured: results/sim/validation.
 
 For every completed run of fig7, fig8, fig9, fig11 and beyond_diloco in <root>/cpu, the simulator
-predicts its time per committed step over the window `acco.bench.measure.steady_rate` measures (the
+predicts its time per committed step over the window `acco.harness.bench.measure.steady_rate` measures (the
 first and last committed steps left out; the same prologue, DPU warmup and DiLoCo periods), in two ways:
 
 - **from sequential primitives** — one micro-batch and one sync as the setting's DDP run of the same
@@ -38,13 +38,12 @@ import pandas as pd
 
 from acco.analytic.costmodel import calibrate
 from acco.analytic.overlap import Buckets
-from acco.bench.measure import steady_rate
-from acco.simulation import schedules
-
-from .load import Run, discover_runs, method_label, run_length_of
-from .sim_published import published_markdown, published_table
-from .stats import paired_gap
-from .tables import to_markdown
+from acco.harness.bench.measure import steady_rate
+from acco.harness.simulation import schedules
+from analysis.load import Run, discover_runs, method_label, run_length_of
+from analysis.render import to_markdown
+from analysis.sim_published import published_markdown, published_table
+from analysis.stats import paired_gap
 
 EXPERIMENTS = ("fig7", "fig8", "fig9", "fig11", "beyond_diloco")
 
@@ -58,7 +57,7 @@ def _cfg(run: Run, dotted: str, default=None):
     return d
 
 
-def setting(run: Run) -> tuple:
+def measurement_point(run: Run) -> tuple:
     link = run.summary.get("link") or {}
     return (run.exp, run.info["layout"], float(link.get("rate_mbit") or 0.0), run.info["hetero"])
 
@@ -218,7 +217,7 @@ def validation_rows(root: str) -> pd.DataFrame:
     fit, samples = link_fit(runs)
     by_setting: dict = {}
     for r in runs:
-        by_setting.setdefault(setting(r), []).append(r)
+        by_setting.setdefault(measurement_point(r), []).append(r)
     rows = []
     pending = []  # (row, run, mu, m) for the contention prediction, once the testbed's terms are known
     for key, group in sorted(by_setting.items()):

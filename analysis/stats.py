@@ -15,7 +15,7 @@ two directions together, however the looks depend on each other. The seeds are r
 smallest paired seeds at look n); the first look that decides ends the sequence; a claim still
 undecided at its last planned look is *inconclusive*, and seeds beyond the last look are not read.
 (Simpler than Pocock or O'Brien-Fleming boundaries and slightly conservative, but exact for any
-correlation between looks and for a t interval; tests/test_stats.py simulates it.)
+correlation between looks and for a t interval; tests/unit/test_stats.py simulates it.)
 
 **Sign and size, apart.** Each look reports
 - the *sign*: whether the interval excludes 0 (A above B, A below B) or not;

@@ -32,12 +32,14 @@ import yaml
 
 from acco.analytic.table1 import TABLE1_FORMULAS, TABLE1_NAMES  # the formulas live beside the cost model
 from acco.config.experiments import experiment_block, run_specs, scale_config
+from acco.config.location import conf_dir
 from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
+from analysis.load import discover_runs, load_summaries, method_label
+from analysis.measures import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
+from analysis.render import to_markdown
+from analysis.stats import paired_gap
 
-from .load import discover_runs, load_summaries, method_label
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-CONF_EXPERIMENTS = os.path.join(os.path.dirname(HERE), "conf", "experiment_info")  # id, title, paper
+CONF_EXPERIMENTS = os.path.join(conf_dir(), "experiment_info")  # id, title, paper
 GB = 1e9
 
 # what a measured run of each of our methods corresponds to in Table 1
@@ -69,24 +71,6 @@ def experiment_conf(exp_id: str) -> dict:
 
 def round_half_up(x: float) -> int:
     return int(math.floor(x + 0.5))
-
-
-def _cell(v, floatfmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (float, np.floating)):
-        return format(float(v), floatfmt)
-    return str(v).replace("|", "\\|")
-
-
-def to_markdown(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_cell(row[c], floatfmt) for c in cols) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def tables_dir(root: str, scale: str) -> str:
@@ -303,27 +287,6 @@ def table2(root: str, scale: str = "cpu", save: bool = True) -> dict:
 
 
 # -- Table 3 -----------------------------------------------------------------------------------
-SMOOTH_STEPS = 5  # the training loss is noisy step to step: time to a target uses its rolling mean
-TARGET_COLUMN = {"time_to_target": "train_loss", "time_to_eval_target": "eval_loss"}  # claim metric -> loss
-
-
-def train_loss_frame(run) -> pd.DataFrame:
-    """A run's steps that logged a training loss, in order, with `smooth_loss`: the training loss's
-    trailing SMOOTH_STEPS-step mean (what times and steps to a target read)."""
-    m = run.metrics().dropna(subset=["train_loss"]).sort_values("step")
-    return m.assign(smooth_loss=m["train_loss"].rolling(SMOOTH_STEPS, min_periods=1).mean())
-
-
-def loss_curve(run, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """(wall-clock s, loss) of a run: the validation loss as logged, or the training loss's rolling
-    mean over SMOOTH_STEPS steps."""
-    if column == "train_loss":
-        m = train_loss_frame(run)
-        return m["wall_time_s"].to_numpy(float), m["smooth_loss"].to_numpy(float)
-    m = run.metrics().dropna(subset=[column]).sort_values("step")
-    return m["wall_time_s"].to_numpy(float), m[column].to_numpy(float)
-
-
 def target_column(exp_id: str) -> str:
     """The loss an experiment's wall-clock claims time (conf/experiment_info/<id>.yaml), so that
     Table 3 and the claims table read one definition; the training loss if it states none."""
@@ -331,12 +294,6 @@ def target_column(exp_id: str) -> str:
         if claim.get("metric") in TARGET_COLUMN:
             return TARGET_COLUMN[claim["metric"]]
     return "train_loss"
-
-
-def time_to_loss(times: np.ndarray, losses: np.ndarray, target: float) -> float:
-    """First wall-clock time at which the loss is at or below `target` (NaN if never)."""
-    hit = np.nonzero(losses <= target + 1e-12)[0]
-    return float(times[hit[0]]) if len(hit) else float("nan")
 
 
 def reduction_pct(t_ddp: float, t_acco: float) -> float:
@@ -391,8 +348,6 @@ def paired_times(ddp: list, acco: list, target_loss: float | None, column: str) 
 
 def reduction_ci_text(times: dict) -> str:
     """ACCO's paired reduction against DDP, (t_ddp − t_acco)/t_ddp per seed: mean [95 % CI] (n)."""
-    from analysis.stats import paired_gap
-
     gap = paired_gap(times["acco"], times["ddp"])
     if gap.n == 0:
         return "–"

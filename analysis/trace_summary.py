@@ -9,7 +9,7 @@ import sys
 
 from acco.engine.trace import summarize_overlap
 
-# the summary itself lives in acco/engine/trace.py (acco/bench reads it too, and acco never imports analysis)
+# the summary itself lives in acco/engine/trace.py (acco/harness/bench reads it too, and acco never imports analysis)
 summarize = summarize_overlap
 
 

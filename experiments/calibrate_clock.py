@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Measure the virtual clock's costs on this machine, and the paper-scale presets from the cost model
-(acco/bench/calibrate.py), into results/cpu/clock/calibration.json.
+(acco/harness/clock_calibration/calibrate.py), into results/cpu/clock/calibration.json.
 
 python experiments/calibrate_clock.py [--points fig7:500,fig8:45,...] [--steps 8]
        [--out results/cpu/clock/calibration.json] [--runs-dir /tmp/acco_calibration] [--presets-only] [--merge]
@@ -15,8 +15,8 @@ import os
 import sys
 import tempfile
 
-from acco.bench.calibrate import POINTS, Point, calibrate, machine_load, paper_presets
 from acco.config.experiments import experiment_ids, scales_of
+from acco.harness.clock_calibration.calibrate import POINTS, Point, calibrate, machine_load, paper_presets
 
 MIN_STEPS = 3  # the first step is left out, and a sync needs a step after it to be measured again
 
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
 
 
 def run_validation(calibration_path: str, rates: list[float], reps: int, steps: int, runs_dir: str | None) -> int:
-    from acco.bench.validate_clock import validate, write_csv
+    from acco.harness.clock_calibration.validate_clock import validate, write_csv
     from analysis.clock_report import validation_lines
 
     with open(calibration_path) as f:

@@ -16,7 +16,7 @@ summary is rewritten after every part, so what finished is written even when a l
 or runs out of time:
 
 - prepare: every data cache the later parts read, built side by side before anything is timed;
-- correctness (tests/test_gpu*.py, 12 at a time): every method (diloco and streaming_diloco too)
+- correctness (tests/gpu/, 12 at a time): every method (diloco and streaming_diloco too)
   on the GPU against the single-process fp32 reference on CPU; deterministic runs (torch's
   deterministic kernels, set before the first process group) whose final parameters must be
   bitwise equal between the communication thread as it runs, delays injected on both streams
@@ -26,7 +26,7 @@ or runs out of time:
 - sync_debug: no host sync from this checkout inside the micro-batches of a traced ACCO run
   (set_sync_debug_mode; each sync filed by its source line, a library's named, not failed);
 - overlap: the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round
-  c + s, the overlapped methods' max(c, s), within a margin (acco/bench/gpu.py overlap_bound);
+  c + s, the overlapped methods' max(c, s), within a margin (acco/harness/gpu_check.py overlap_bound);
 - memory: ACCO's allocator peaks (allocated, reserved, retries) against the memory estimate;
 - throughput: tokens/s and MFU of the paper's 125M and 36M GPT-Neo, the allocator's peaks beside
   the estimate, without the deterministic settings (as production runs).
@@ -52,15 +52,15 @@ from dataclasses import dataclass
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (PYTHONPATH=.gpu-deps)
 
-# the small model of the test parts (its cache is built by `prepare`); acco.bench imports nothing
-from acco.bench import SMALL_LM  # noqa: E402
+# the small model of the test parts (its cache is built by `prepare`); acco.harness.bench imports nothing
+from acco.harness.bench import SMALL_LM  # noqa: E402
 
 # the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
 BUDGET_S = 510  # the whole check on one H200 (measured parts: results/gpu/2026-12-04-second)
 RESERVE_S = 10  # for writing the summary
 
-# the files of the other tests marked gpu (each part above runs its own selection)
+# the files of the other tests marked gpu, in tests/gpu/ (each part above runs its own selection)
 OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker_contract.py"]
 
 
@@ -113,8 +113,8 @@ def internal_part(name: str, budget_s: int, what: str, out: str, *args: str) -> 
     return Part(name, budget_s, what, ((sys.executable, me, *args, "--json", os.path.join(out, f"{name}.json")),))
 
 
-CORRECTNESS_FILES = ["tests/test_gpu.py", "tests/test_gpu_races.py", *[f"tests/{n}" for n in OTHER_GPU_TESTS]]
-OVERLAP_TEST = "round_is_max"  # tests/test_gpu.py's overlap bound, its own part (timed alone)
+CORRECTNESS_FILES = [f"tests/gpu/{n}" for n in ("test_gpu.py", "test_gpu_races.py", *OTHER_GPU_TESTS)]
+OVERLAP_TEST = "round_is_max"  # tests/gpu/test_gpu.py's overlap bound, its own part (timed alone)
 
 
 def plan(out: str) -> list[Part]:
@@ -161,7 +161,7 @@ def plan(out: str) -> list[Part]:
             60,
             "the overlap as a bound: with the sync stretched to a round's compute, flat DDP's round c + s, "
             "ACCO's, DPU's and WP's max(c, s) (+20 %), the sync not starved, the compute not slowed",
-            ["tests/test_gpu.py"],
+            ["tests/gpu/test_gpu.py"],
             OVERLAP_TEST,
             out,
         ),
@@ -466,7 +466,7 @@ def check_imports() -> str | None:
     import importlib
 
     missing = []
-    for name in [*NEEDED, "acco.bench.gpu", "acco.config.experiments", "acco.train.trainer"]:
+    for name in [*NEEDED, "acco.harness.gpu_check", "acco.config.experiments", "acco.train.trainer"]:
         try:
             importlib.import_module(name)
         except ImportError as exc:
@@ -512,7 +512,7 @@ def main_check(args) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     # no CUBLAS_WORKSPACE_CONFIG here: the deterministic runs set it themselves (before their first
-    # process group, acco.runtime.launch.deterministic_cuda); the throughput runs run as production does
+    # process group, acco.runtime.process_group.deterministic_cuda); the throughput runs run as production does
     # the children import acco and the tests from this checkout
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     for name in os.listdir(out):  # this run's numbers only
@@ -551,7 +551,7 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="extra config overrides for --part")
     args = parser.parse_args(argv)
     if args.part == "throughput":
-        from acco.bench.gpu import measure_throughput
+        from acco.harness.gpu_check import measure_throughput
 
         row = measure_throughput(
             [*throughput_overrides(args.model, args.seq, args.mb), *args.overrides], micro_batches=args.micro_batches
@@ -559,26 +559,26 @@ def main(argv=None) -> int:
         emit(json.dumps(row, indent=1), args.json)
         return 0
     if args.part == "sync_debug":
-        from acco.bench.gpu import measure_sync_debug
+        from acco.harness.gpu_check import measure_sync_debug
 
         found = measure_sync_debug([*args.overrides, f"out_dir={scratch('sync')}"])
         emit(json.dumps(found, indent=1), args.json)
         return 0 if found["error"] is None else 1
     if args.part == "overlap_bound":
-        from acco.bench.gpu import overlap_bound
+        from acco.harness.gpu_check import overlap_bound
 
         base = [o for o in overlap_overrides("acco") if not o.startswith("method")]
         found = overlap_bound([*base, f"out_dir={scratch('overlap_bound')}", *args.overrides])
         emit(json.dumps(found, indent=1), args.json)
         return 0
     if args.part == "memory":
-        from acco.bench.gpu import measure_memory
+        from acco.harness.gpu_check import measure_memory
 
         row = measure_memory([*throughput_overrides(args.model, args.seq, args.mb), *args.overrides])
         emit(json.dumps(row, indent=1), args.json)
         return 0
     if args.part == "overlap":
-        from acco.bench.gpu import measure_overlap_ranks
+        from acco.harness.gpu_check import measure_overlap_ranks
 
         overrides = [*overlap_overrides(args.method, args.world), *args.overrides]
         rows = measure_overlap_ranks(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Write the dress rehearsal's local datasets, tokenizers and pretrained model (see acco/rehearsal/make.py).
+"""Write the dress rehearsal's local datasets, tokenizers and pretrained model (see acco/harness/rehearsal/make.py).
 
     python experiments/make_rehearsal_data.py --out data/rehearsal [--force]
 
@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from acco.rehearsal.make import make_rehearsal_data
+from acco.harness.rehearsal.make import make_rehearsal_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

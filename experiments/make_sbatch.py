@@ -16,7 +16,7 @@ The cluster profile (partition, account, time, CPUs, setup lines, extra #SBATCH 
 ...) is conf/launcher/<profile>.yaml: `launcher=NAME` picks it (default: slurm_local at --scale cpu when
 it exists — the local test cluster of slurm/local-cluster/ — else slurm), `launcher.KEY=VALUE` changes
 one setting. Each run passes submit.py's checks first (memory fit against the profile's gpu_mem_gb,
-data present, disk: acco/slurm/checks.py). Bad input (an unknown key, a run that would not fit):
+data present, disk: acco/harness/slurm/checks.py). Bad input (an unknown key, a run that would not fit):
 one line `error: ...` and exit code 2, and no script is written. `--no-data-checks` writes them
 before the data, tokenizer, model and disk space are on this machine (to read them first); the
 memory fit is still checked, and each script's header says what was not.
@@ -42,8 +42,8 @@ from acco.config.experiments import (
     scales_of,
     variant_root,
 )
-from acco.slurm.checks import script_problem
-from acco.slurm.sbatch import log_dir, sbatch_script, shell_quote
+from acco.harness.slurm.checks import script_problem
+from acco.harness.slurm.sbatch import log_dir, sbatch_script, shell_quote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
         default = "slurm_local" if scale in ("cpu", "rehearsal") and os.path.exists(local) else "slurm"
         profile_args.insert(0, f"launcher={default}")
     from acco.config.validate import ConfigError, check_overrides
-    from acco.run.validate import validate
+    from acco.harness.run.validate import validate
 
     try:  # an unknown key (launcher.foo=1, train.stepz=5) or profile: one line, before anything is composed
         check_overrides(profile_args + extra, CONF_DIR)

@@ -27,7 +27,6 @@ what is complete or still queued/running (and waits for it), and resumes what st
 checkpoint; only overwrite=true starts runs over (experiments/submit.py)."""
 
 import argparse
-import importlib.util
 import os
 import re
 import subprocess
@@ -49,8 +48,9 @@ from acco.config.experiments import (
     variant_root,
 )
 from acco.config.validate import ConfigError, check_overrides
+from acco.harness import TRAIN
+from acco.harness.multirun import MultiRun, log_error_line, run_logged
 from acco.runtime.files import read_summary
-from acco.runtime.multirun import MultiRun, log_error_line, run_logged
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -231,7 +231,7 @@ def plan_text(runs: list[dict], scale: str, seeds: list[dict] | None) -> str:
     """What `reproduce` would do, before it does it: each run complete (skipped), to train, or to
     train again (made with other settings), with the ETA of what trains (seconds_per_cost); `seeds`:
     the runs the undecided claims add next (None: not known before the runs above are made)."""
-    from acco.runtime.multirun import duration
+    from acco.harness.multirun import duration
 
     rates = {e: seconds_per_cost(runs, e, scale) for e in dict.fromkeys(r["name"].split("/")[0] for r in runs)}
     lines, todo_s, unknown = [], 0.0, 0
@@ -285,9 +285,7 @@ def run_local(title: str, runs: list[dict]) -> MultiRun:
         job.begin(r["name"])
         log = os.path.join(r["out_dir"], "train.log")
         try:
-            code = run_logged(
-                [sys.executable, os.path.join(ROOT, "experiments", "train.py"), *r["args"], "overwrite=true"], log, job
-            )
+            code = run_logged([*TRAIN, *r["args"], "overwrite=true"], log, job)
         except OSError as exc:  # no log file (e.g. the disk is full): the run cannot start either
             job.end(False, log=None, error=f"cannot write {log}: {exc.strerror}")
             continue
@@ -296,11 +294,9 @@ def run_local(title: str, runs: list[dict]) -> MultiRun:
 
 
 def load_submit():
-    """experiments/submit.py as a module (a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("acco_submit", os.path.join(ROOT, "experiments", "submit.py"))
-    assert spec is not None and spec.loader is not None
-    submit = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(submit)
+    """experiments/submit.py's module, acco.harness.commands.submit (imported when Slurm is used)."""
+    from acco.harness.commands import submit
+
     return submit
 
 
@@ -414,7 +410,7 @@ def main(argv=None) -> int:
         print(plan_text(planned, args.scale, seeds if adding else []), flush=True)
         if args.scale != "paper":
             return 0
-        from acco.run.plan import dry_run
+        from acco.harness.run.plan import dry_run
 
         return dry_run(todo, [*base, *profile], args.scale)
     title = f"reproduce {args.experiment} ({args.scale})"

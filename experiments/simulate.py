@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The methods' schedules simulated at 8-1024 GPUs (acco/simulation; results/sim/README.md).
+"""The methods' schedules simulated at 8-1024 GPUs (acco/harness/simulation; results/sim/README.md).
 
 python experiments/simulate.py --gpus-per-node 8 --nodes 16 --inter-gbps 100 --model 7b
     [--stragglers none|lognormal:SIGMA|tail:P:FACTOR|slow_node:FACTOR] [--csv OUT.csv]
@@ -8,7 +8,7 @@ python experiments/simulate.py --params 1e9 --layers 24 --step-time 0.1 --accum 
 python experiments/simulate.py --figures results/sim
 python experiments/simulate.py --validation results/sim
 It predicts time, not loss. The figures and the validation table are analysis/'s (acco never
-imports analysis/): this script hands them to acco.simulation.cli.main.
+imports analysis/): this script hands them to acco.harness.simulation.cli.main.
 """
 
 import os
@@ -16,11 +16,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # acco, analysis of this checkout
 
-from acco.simulation.cli import main  # noqa: E402
+from acco.harness.simulation.cli import main  # noqa: E402
 
 
 def write_figures(a):
-    from analysis.simulation import write_figures
+    from analysis.sim_figures import write_figures
 
     return write_figures(a.figures)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The training entry point (Hydra). Examples:
+"""The training entry point (Hydra): acco.harness.commands.train, from the clone. Examples:
 
 python experiments/train.py method=acco world_size=2 train.steps=30
 python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
@@ -9,58 +9,10 @@ python experiments/train.py -m hydra/launcher=submitit_slurm experiment=fig5/cpu
 python experiments/train.py experiment=fig5/cpu method=acco --cfg job    # the config the run will use
 torchrun --nproc-per-node=2 experiments/train.py method=acco
 srun -n 4 python experiments/train.py method=acco
+(the same as python -m acco.harness.commands.train ...)
 """
 
-import os
-import sys
-import warnings
-from typing import cast
-
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
-
-from acco.config.schema import register
-from acco.config.validate import ConfigError, check_overrides
-from acco.start import fail_config, run
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-CONF_DIR = os.path.join(ROOT, "conf")
-
-
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> int:
-    hydra_cfg = HydraConfig.get()
-    multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    # a job of acco's local sweep (hydra_plugins/acco_launcher/local_launcher.py) returns its exit
-    # code to the launcher, which goes on with the next job and closes with a table
-    in_local_sweep = multirun and str(hydra_cfg.launcher.get("_target_", "")).endswith("local_launcher.LocalLauncher")
-    try:
-        code = run(
-            cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # the composed config: a plain dict
-            list(hydra_cfg.overrides.task),
-            multirun=multirun,
-        )
-    except SystemExit as exc:
-        if not in_local_sweep:
-            raise
-        return int(exc.code or 0) if isinstance(exc.code, int) else 1
-    if code and in_local_sweep:
-        return code
-    if code:
-        sys.exit(code)
-    return 0
-
+from acco.harness.commands.train import cli
 
 if __name__ == "__main__":
-    try:
-        check_overrides(sys.argv[1:], CONF_DIR)
-    except ConfigError as exc:
-        fail_config(str(exc))
-    # conf/hydra/launcher/submitit_slurm.yaml takes the plugin's name on purpose (hydra_plugins/acco_launcher/)
-    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_slurm' is validated against ConfigStore")
-    register()  # the schema in Hydra's ConfigStore: conf/config.yaml's defaults start with it
-    main()
+    cli()

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CONF_DIR = os.path.join(ROOT, "conf")
+from .location import conf_dir
+
+CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
 EXPERIMENT_DIR = os.path.join(CONF_DIR, "experiment")
 SCALES = ("cpu", "paper", "rehearsal")
 # keys that say where or how a run is executed, not what it computes: left out of folder names

@@ -15,7 +15,7 @@ config.yaml read back) is checked with `check_config`.
 
 At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
 schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
-(acco.run.worker.run_rank; acco.start once the config is final; acco.bench.gpu.start_rank,
+(acco.harness.run.worker.run_rank; acco.harness.start once the config is final; acco.harness.gpu_check.start_rank,
 experiments/prepare_data.py, acco.train.reference's entry points); given a view, `typed` returns
 it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
 view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
@@ -37,11 +37,12 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from .location import conf_dir
 from .validate import ConfigError
 
 SEE = "conf/config.yaml"
 DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
-CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
 
 
 def _help(must: str, example: str):
@@ -148,7 +149,7 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     nodes: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
-    # null: sized from the run's estimated checkpoint save at the paper scale (acco/run/plan.py
+    # null: sized from the run's estimated checkpoint save at the paper scale (acco/harness/run/plan.py
     # signal_delay), else 90
     signal_delay_s: int | None = MISSING
     max_requeues: int = MISSING
@@ -263,10 +264,10 @@ class FaultConfig:
 @dataclass
 class DistConfig:
     timeout_s: float = MISSING
-    step_timeout_s: float | None = MISSING  # null: sized before the workers start (acco/run/plan.py)
+    step_timeout_s: float | None = MISSING  # null: sized before the workers start (acco/harness/run/plan.py)
     final_timeout_s: float | None = MISSING
     checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
-    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/start.py worker_start_method)
+    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/harness/start.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
     max_local_workers: Any = "auto"  # CPU workers the local launcher may start: auto (4 per core) | a number

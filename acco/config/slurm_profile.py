@@ -1,5 +1,5 @@
 """What a launcher profile (conf/launcher/<name>.yaml) says beyond a job's shape, read the same way for
-the generated sbatch scripts (acco/slurm/sbatch.py) and for submitit (acco/slurm/submit.py):
+the generated sbatch scripts (acco/harness/slurm/sbatch.py) and for submitit (acco/harness/slurm/submit.py):
 
     setup:          shell lines run before the ranks start   (`module load cuda`, `source venv/bin/activate`)
     sbatch_options: extra #SBATCH options, long form        (`--exclusive`, `--gres=gpu:4`, `--mem=0`)

@@ -3,8 +3,8 @@
 This module checks what the schema and the composition can tell (unknown groups and keys, numbers,
 layouts, model shapes). The checks that need a run-time layer live with what they are about (a
 method's settings in acco/train/settings.py, the clock's in acco/engine/virtual_clock.py, a local
-method's schedule in acco/engine/local_rounds.py, a link's in acco/testbed/link.py, a cluster
-profile's in acco/config/slurm_profile.py); acco/run/validate.py runs them all before any worker
+method's schedule in acco/engine/local_rounds.py, a link's in acco/harness/testbed/link.py, a cluster
+profile's in acco/config/slurm_profile.py); acco/harness/run/validate.py runs them all before any worker
 starts or any file is written, and the entry point prints the first problem and exits with code 2."""
 
 from __future__ import annotations

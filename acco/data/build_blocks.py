@@ -18,7 +18,7 @@ build, each with the role of each document (``split.TRAIN`` / ``VAL`` / ``DROPPE
 Memory: nothing proportional to the number of tokens is held, only batches (``BATCH_DOCS``
 documents of text, ``TOKENIZE_BATCH_DOCS`` in a tokenizer process, ``PACK_BATCH_DOCS`` of ids) and
 per-document arrays (the roles: 1 byte a document). The peak is therefore the interpreter and its
-libraries plus a few batches per process, whatever the corpus size (``tests/test_data_memmap.py``
+libraries plus a few batches per process, whatever the corpus size (``tests/integration/test_data_memmap.py``
 measures it: the same within a few MB for 3 M and 12.7 M tokens). The Arrow files are read through
 ``datasets``' memory maps: the pages read stay mapped as page cache (they count in RSS) but are
 clean and reclaimable, which is how ``datasets`` handles corpora larger than the memory. (Before

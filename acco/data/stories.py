@@ -19,298 +19,43 @@ import json
 import os
 import random
 from collections.abc import Callable
+from importlib import resources
 
 __all__ = ["generate_stories", "write_story_jsonl"]
 
-# --------------------------------------------------------------------------------------------
-# Lexicon (tuples: fixed order, so ``rng.choice`` is reproducible).
-# --------------------------------------------------------------------------------------------
-GIRL_NAMES = (
-    "Lily",
-    "Mia",
-    "Sue",
-    "Amy",
-    "Emma",
-    "Lucy",
-    "Anna",
-    "Sara",
-    "Ella",
-    "Zoe",
-    "Kim",
-    "Rose",
-    "Ruby",
-    "Daisy",
-    "Molly",
-    "Lila",
-    "Jane",
-    "Ivy",
-    "Nora",
-    "Grace",
-    "Hannah",
-    "Chloe",
-    "Sophie",
-    "Maya",
-    "Bella",
-    "Alice",
-    "Clara",
-    "Julia",
-    "Emily",
-    "Olivia",
-    "Susie",
-    "Kate",
-    "Jenny",
-    "Tina",
-    "Polly",
-    "Betty",
-    "Fiona",
-    "Rosie",
-    "Lola",
-    "Hazel",
-)
-BOY_NAMES = (
-    "Tom",
-    "Ben",
-    "Max",
-    "Sam",
-    "Tim",
-    "Jack",
-    "Leo",
-    "Jake",
-    "Bob",
-    "Joe",
-    "Finn",
-    "Luke",
-    "Noah",
-    "Oscar",
-    "Alex",
-    "Toby",
-    "Henry",
-    "Ollie",
-    "Dan",
-    "Eli",
-    "Ryan",
-    "Theo",
-    "Adam",
-    "Billy",
-    "Charlie",
-    "Harry",
-    "Jimmy",
-    "Peter",
-    "Danny",
-    "Mark",
-    "Paul",
-    "Freddie",
-    "Leon",
-    "Milo",
-    "Oliver",
-    "Teddy",
-    "Ned",
-    "Rex",
-    "Kevin",
-    "Louis",
-)
-ANIMALS = (
-    # (kind, sound, how it moves)
-    ("cat", "meow", "jumped"),
-    ("dog", "woof", "ran"),
-    ("bunny", "squeak", "hopped"),
-    ("bird", "tweet", "flew"),
-    ("frog", "ribbit", "hopped"),
-    ("duck", "quack", "waddled"),
-    ("bear", "growl", "walked"),
-    ("mouse", "squeak", "ran"),
-    ("fox", "yip", "ran"),
-    ("pig", "oink", "trotted"),
-    ("lion", "roar", "walked"),
-    ("owl", "hoot", "flew"),
-    ("puppy", "woof", "ran"),
-    ("kitten", "meow", "jumped"),
-    ("squirrel", "chirp", "climbed"),
-    ("turtle", "hum", "crawled"),
-    ("monkey", "ooh ooh", "swung"),
-    ("elephant", "toot", "stomped"),
-    ("cow", "moo", "walked"),
-    ("sheep", "baa", "trotted"),
-    ("horse", "neigh", "galloped"),
-    ("goat", "maa", "jumped"),
-    ("penguin", "honk", "waddled"),
-    ("chick", "peep", "ran"),
-)
-PETS = (
-    ("dog", "Spot"),
-    ("cat", "Tiger"),
-    ("fish", "Bubbles"),
-    ("bird", "Sunny"),
-    ("bunny", "Fluffy"),
-    ("puppy", "Buddy"),
-    ("kitten", "Mittens"),
-    ("turtle", "Shelly"),
-    ("hamster", "Peanut"),
-    ("dog", "Rex"),
-    ("cat", "Snow"),
-    ("frog", "Hoppy"),
-)
-CHAR_ADJ = (
-    "little",
-    "happy",
-    "kind",
-    "small",
-    "brave",
-    "curious",
-    "shy",
-    "funny",
-    "smart",
-    "friendly",
-    "gentle",
-    "silly",
-    "busy",
-    "young",
-    "quiet",
-    "playful",
-    "clever",
-    "cheerful",
-    "sleepy",
-    "lazy",
-    "helpful",
-    "polite",
-    "proud",
-    "grumpy",
-)
-PLACES = (
-    # (place, preposition, details found there)
-    ("the park", "in", ("swings", "a big slide", "green grass", "a little pond", "tall trees")),
-    ("the forest", "in", ("tall trees", "soft moss", "little birds", "a quiet stream", "big mushrooms")),
-    ("the garden", "in", ("red roses", "tall sunflowers", "buzzing bees", "a small fence", "fresh carrots")),
-    ("the beach", "at", ("soft sand", "big waves", "pretty shells", "warm sun", "little crabs")),
-    ("the farm", "on", ("a red barn", "happy cows", "a muddy pond", "big hay bales", "noisy chickens")),
-    ("the school", "at", ("a big yard", "a tall flag", "many desks", "colorful books", "a bell")),
-    ("the lake", "by", ("blue water", "white ducks", "a wooden dock", "green frogs", "tall reeds")),
-    ("the hill", "on", ("windy grass", "yellow flowers", "a big rock", "a long path", "a lone tree")),
-    ("the town", "in", ("busy shops", "a big fountain", "a bakery", "a toy store", "many people")),
-    ("the zoo", "at", ("big lions", "tall giraffes", "funny monkeys", "a huge elephant", "a gift shop")),
-    ("the meadow", "in", ("wild flowers", "butterflies", "long grass", "a small brook", "busy ants")),
-    ("the yard", "in", ("a sandbox", "a tree house", "a swing", "a garden hose", "a bird feeder")),
-    ("the river", "by", ("fast water", "smooth stones", "a small bridge", "jumping fish", "a boat")),
-    ("the big house", "in", ("many rooms", "a warm fire", "a long hall", "a big kitchen", "old toys")),
-    ("the playground", "at", ("a sandbox", "monkey bars", "a merry-go-round", "swings", "a slide")),
-    ("the woods", "in", ("dark trees", "fallen leaves", "a hollow log", "a deer path", "wild berries")),
-    ("the mountain", "on", ("cold snow", "big rocks", "a steep path", "a small cave", "clouds")),
-    ("the market", "at", ("fresh fruit", "loud sellers", "sweet bread", "colorful hats", "a flower stand")),
-    ("the library", "in", ("many books", "soft chairs", "a quiet room", "a big globe", "picture books")),
-    ("the pond", "by", ("lily pads", "green frogs", "little fish", "a wooden bench", "dragonflies")),
-)
-OBJECTS = (
-    # (object, adjectives that fit it, what you do with it)
-    ("ball", ("red", "big", "bouncy", "blue"), "kick"),
-    ("kite", ("blue", "long", "colorful", "red"), "fly"),
-    ("toy car", ("shiny", "fast", "red", "little"), "race"),
-    ("teddy bear", ("soft", "brown", "fluffy", "old"), "hug"),
-    ("hat", ("yellow", "funny", "big", "green"), "wear"),
-    ("book", ("big", "old", "new", "funny"), "read"),
-    ("doll", ("pretty", "small", "new", "pink"), "dress"),
-    ("drum", ("loud", "red", "small", "new"), "play"),
-    ("boat", ("little", "wooden", "white", "fast"), "sail"),
-    ("crayon", ("green", "purple", "orange", "blue"), "draw with"),
-    ("shell", ("pink", "shiny", "white", "pretty"), "look at"),
-    ("key", ("gold", "tiny", "old", "shiny"), "keep"),
-    ("blanket", ("warm", "soft", "blue", "fuzzy"), "wrap up in"),
-    ("balloon", ("orange", "red", "big", "shiny"), "hold"),
-    ("truck", ("fast", "yellow", "big", "loud"), "push"),
-    ("puzzle", ("hard", "big", "new", "colorful"), "solve"),
-    ("robot", ("silver", "small", "funny", "new"), "build"),
-    ("bike", ("red", "new", "fast", "shiny"), "ride"),
-    ("jump rope", ("long", "pink", "new", "green"), "jump with"),
-    ("train", ("toy", "long", "blue", "fast"), "drive"),
-    ("guitar", ("small", "brown", "old", "new"), "play"),
-    ("shovel", ("small", "red", "plastic", "yellow"), "dig with"),
-    ("necklace", ("pretty", "shiny", "blue", "gold"), "wear"),
-    ("map", ("old", "big", "funny", "secret"), "read"),
-)
-FOODS = (
-    # (food, adjective)
-    ("cake", "sweet"),
-    ("apple", "red"),
-    ("cookie", "big"),
-    ("pie", "warm"),
-    ("soup", "hot"),
-    ("banana", "yellow"),
-    ("sandwich", "big"),
-    ("carrot", "crunchy"),
-    ("candy", "sweet"),
-    ("bread", "fresh"),
-    ("pizza", "hot"),
-    ("muffin", "soft"),
-    ("cheese", "yummy"),
-    ("orange", "juicy"),
-    ("pear", "green"),
-    ("cupcake", "pink"),
-    ("pancake", "warm"),
-    ("ice cream", "cold"),
-    ("peach", "soft"),
-    ("lollipop", "big"),
-)
-ACTIVITIES = (
-    "play outside",
-    "draw pictures",
-    "sing songs",
-    "read books",
-    "build towers",
-    "dance",
-    "run fast",
-    "look at the sky",
-    "pick flowers",
-    "swim",
-    "play games",
-    "climb trees",
-    "jump in puddles",
-    "help others",
-    "make things",
-    "count stars",
-    "play hide and seek",
-    "bake cookies",
-    "watch the birds",
-    "ride bikes",
-    "paint",
-    "play tag",
-    "fly kites",
-    "dig in the sand",
-)
-FAMILY = ("mom", "dad", "grandma", "grandpa", "big sister", "big brother", "aunt", "uncle")
-_FEMALE_FAMILY = ("mom", "grandma", "big sister", "aunt")
-WEATHER_GOOD = ("sunny", "warm", "bright", "nice")
-WEATHER_BAD = ("rainy", "windy", "cold", "dark", "stormy", "gray")
-HAPPY = ("happy", "glad", "excited", "proud", "joyful", "thankful")
-SAD = ("sad", "upset", "worried", "scared", "angry", "lonely", "grumpy")
-TIMES = (
-    "One day",
-    "One morning",
-    "One sunny day",
-    "One afternoon",
-    "One evening",
-    "One night",
-    "One rainy day",
-    "One cold morning",
-    "On Saturday",
-    "After lunch",
-)
-TRANSITIONS = (
-    "The next day",
-    "A few days later",
-    "Later that week",
-    "After that",
-    "The next morning",
-    "That evening",
-    "Some time later",
-)
-OPENINGS = (
-    "Once upon a time, there was a {adj} {kind} named {name}.",
-    "Once upon a time, {prep} {place}, there lived a {adj} {kind} named {name}.",
-    "There was once a {adj} {kind} called {name}.",
-    "{name} was a {adj} {kind}.",
-    "Once there was a {adj} {kind}. {His} name was {name}.",
-    "Once upon a time, in a small town, there was a {adj} {kind}. {His} name was {name}.",
-    "There once lived a {adj} {kind} named {name}.",
-)
+
+# The lexicon (names, animals as (kind, sound, move), places as (place, preposition, details), objects
+# as (object, adjectives, verb), foods, activities, family, weather, feelings, times, transitions and
+# openings) is data: stories_lexicon.json beside this file, read once; its lists become tuples in their
+# file order, so ``rng.choice`` over them is reproducible.
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _read_lexicon() -> dict[str, tuple]:
+    text = resources.files(__package__).joinpath("stories_lexicon.json").read_text(encoding="utf-8")
+    return {name: _as_tuples(words) for name, words in json.loads(text).items()}
+
+
+_LEXICON = _read_lexicon()
+GIRL_NAMES: tuple = _LEXICON["GIRL_NAMES"]
+BOY_NAMES: tuple = _LEXICON["BOY_NAMES"]
+ANIMALS: tuple = _LEXICON["ANIMALS"]
+PETS: tuple = _LEXICON["PETS"]
+CHAR_ADJ: tuple = _LEXICON["CHAR_ADJ"]
+PLACES: tuple = _LEXICON["PLACES"]
+OBJECTS: tuple = _LEXICON["OBJECTS"]
+FOODS: tuple = _LEXICON["FOODS"]
+ACTIVITIES: tuple = _LEXICON["ACTIVITIES"]
+FAMILY: tuple = _LEXICON["FAMILY"]
+_FEMALE_FAMILY: tuple = _LEXICON["_FEMALE_FAMILY"]
+WEATHER_GOOD: tuple = _LEXICON["WEATHER_GOOD"]
+WEATHER_BAD: tuple = _LEXICON["WEATHER_BAD"]
+HAPPY: tuple = _LEXICON["HAPPY"]
+SAD: tuple = _LEXICON["SAD"]
+TIMES: tuple = _LEXICON["TIMES"]
+TRANSITIONS: tuple = _LEXICON["TRANSITIONS"]
+OPENINGS: tuple = _LEXICON["OPENINGS"]
 
 
 class _Char:

@@ -5,7 +5,7 @@ Determinism: ``tokenizers``' BPE trainer counts words in parallel (rayon) but th
 every byte of the byte-level alphabet is given a fixed id up front (``initial_alphabet``), and
 merges are taken from a heap ordered by (count, pair ids), so ties are broken deterministically.
 Training the same texts gives the same ``tokenizer.json`` bytes whatever the thread count or
-process (checked with 1 and several rayon threads and across processes; ``tests/test_data.py``
+process (checked with 1 and several rayon threads and across processes; ``tests/integration/test_data.py``
 checks it too). No ``RAYON_NUM_THREADS`` override is therefore needed.
 
 Pretrained tokenizers (e.g. GPT-Neo's, for OpenWebText and fine-tuning) are loaded from a local

@@ -24,7 +24,7 @@ gradients are the same bits; what may differ is rounding where an entry sits els
 shard (AdamW's vectorised kernels and their scalar tails, the clipping norm's float64 sum): 10
 steps of the test model gave the same bits on 2 ranks and 2.7e-7 apart on 3. Against the
 single-process reference it is within the flat ddp's own reduction-order rounding
-(tests/test_methods_vs_reference.py).
+(tests/integration/test_methods_vs_reference.py).
 """
 
 from __future__ import annotations

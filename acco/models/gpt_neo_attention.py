@@ -6,7 +6,7 @@ blocking copy from pageable host memory, so the host waits for the compute strea
 layer per forward, for every method (the GPU check's host-sync part found 2 per micro-batch on a
 2-layer model, 2026-12-04). `masked_fill` with a Python scalar selects the same values (and its
 backward the same gradients) with no copy from the host. The rest of `_attn` is the library's
-(transformers 5.17 and 5.24 alike); tests/test_models.py checks outputs and gradients bit for bit
+(transformers 5.17 and 5.24 alike); tests/unit/test_models.py checks outputs and gradients bit for bit
 against the library's own class."""
 
 from __future__ import annotations

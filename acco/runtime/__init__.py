@@ -1,3 +1,4 @@
-"""What a running rank and its launcher use, below the trainer: the run folder's files (metrics,
-summary, failures), its lock, the progress bar and log, the step watchdog, the process group's
-set-up, a write that finds the disk full. acco/run/ (above train/) starts, drives and checks runs."""
+"""What a running rank uses and writes, below the trainer (the library's; acco.Overlapped's too): the
+run folder's files (metrics, summary, failures), the progress bar and log, the step watchdog, the
+training process group's settings, a write that finds the disk full. The harness above
+(acco/harness/: launch.py, run/) starts, drives and checks runs."""

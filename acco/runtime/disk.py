@@ -1,6 +1,6 @@
 """A write that finds the disk full turns into one clear error (NoSpaceError, not a traceback); the
 reserve that keeps room for the failure report; the sweep of the leftovers of writers that died.
-The estimate of what a run writes, checked before it starts, is acco/run/disk.py: it also says,
+The estimate of what a run writes, checked before it starts, is acco/harness/run/disk.py: it also says,
 through `advise_with`, by how much a full disk falls short and which setting shrinks the run."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ RESERVE_BYTES = 256 * 1024
 NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 NO_SPACE_TEXT = ("no space left on device", "os error 28", "storagefull", "disk quota exceeded", "os error 122")
 # (cfg, bytes the write needed) -> (bytes short or None, the setting that shrinks the run or ""):
-# set by acco/run/worker.py from acco/run/disk.py, whose estimate needs the layers above this one (the model's size)
+# set by acco/harness/run/worker.py from acco/harness/run/disk.py, whose estimate needs the layers above
+# this one (the model's size)
 _advice: Callable[[dict, int | None], tuple[int | None, str]] | None = None
 
 

@@ -227,11 +227,21 @@ def check_logger(cfg: dict) -> str | None:
     return None
 
 
+def duration(seconds: float | None) -> str:
+    """1h02m, 3m05s, 7s."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
 def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> str:
     """The one line a run ends with: status, steps, final train/eval loss, wall time, results folder
     (summary.json's numbers; `wall_s`: the launcher's own count, where rank 0 could not say)."""
-    from .multirun import duration
-
     status = summary.get("status") or "unknown"
     done, planned = summary.get("steps_completed"), summary.get("steps")
     parts = [f"{done if done is not None else '?'}{f'/{planned}' if planned else ''} steps"]

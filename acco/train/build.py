@@ -12,7 +12,7 @@ from ..engine.schedule import LrAt
 from ..engine.sharded_adamw import AdamWSettings
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
-from ..runtime.launch import deterministic_cuda
+from ..runtime.process_group import deterministic_cuda
 from ..tasks import Task
 from .backend import Backend
 from .backend_flat import FlatBackend
@@ -62,7 +62,7 @@ def build_backend(
     same_start(task.model, start_group if start_group is not None else comm_group, device, broadcast_initial)
     if deterministic and device.type == "cuda":
         # reproducible on CUDA too (make gpu-check compares runs bit for bit). The suite's ranks set
-        # it before their first process group (acco.runtime.launch.init_process_group); here for
+        # it before their first process group (acco.harness.launch.init_process_group); here for
         # acco.Overlapped, whose caller made the group: set it before that to cover NCCL too
         deterministic_cuda()
     if method == "ddp" and options.get("impl", "torch") == "torch":

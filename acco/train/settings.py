@@ -1,4 +1,4 @@
-"""A method's and its optimizer's settings, checked up front (acco/run/validate.py runs them): the
+"""A method's and its optimizer's settings, checked up front (acco/harness/run/validate.py runs them): the
 method registry (acco.train.trainer.METHODS), DDP's implementations and communication hooks, the
 local methods' schedule (acco/engine/local_rounds.py), precision and the run's budget."""
 
@@ -59,7 +59,7 @@ def check_optimizer(cfg: dict) -> None:
 def check_precision_and_budget(cfg: dict) -> None:
     """train.precision; train.samples / train.tokens budgets (at most one; tokens only where every
     sample has the same length) and train.steps, which a budget may replace (null)."""
-    from ..train.precision import PRECISIONS
+    from .precision import PRECISIONS
 
     train = cfg["train"]
     if train.get("precision", "auto") not in PRECISIONS:
@@ -67,7 +67,7 @@ def check_precision_and_budget(cfg: dict) -> None:
             f"train.precision must be one of {', '.join(PRECISIONS)}, got {train.get('precision')!r}; "
             f"set e.g. train.precision=bf16"
         )
-    from ..train.precision import GRAD_DTYPES
+    from .precision import GRAD_DTYPES
 
     if (train.get("grad_dtype") or "auto") not in GRAD_DTYPES:
         raise ConfigError(

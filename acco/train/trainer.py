@@ -24,7 +24,7 @@ from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
 from ..runtime.files import MetricsWriter, note_progress, reset_peak_memory
-from ..runtime.launch import nccl_group_timeout, training_group_options
+from ..runtime.process_group import nccl_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
 from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
@@ -121,7 +121,7 @@ class Trainer:
             task.loss_fn = nan_injecting(task.loss_fn, cfg.fault.nan_at_step, lambda: self.steps_done)
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
         # communication thread's (so they never interleave with the main thread's collectives);
-        # on NCCL its kernels run on high-priority streams (acco.runtime.launch.training_group_options)
+        # on NCCL its kernels run on high-priority streams (acco.runtime.process_group.training_group_options)
         # On NCCL the host waits for a sync at most dist.step_timeout_s (device_clock.wait_for raises
         # on the waiting thread) and NCCL's watchdog, the backstop, waits a little longer
         nccl = dist.get_backend() == "nccl"

@@ -5,7 +5,7 @@ other, in this process) with what a sweep of training runs needs:
 - every job is composed and checked before the first starts (bad input in any job: one line naming
   the job, exit 2, nothing run);
 - jobs outside the experiment's run list go to one folder for the sweep,
-  `<results_root>/sweeps/<label>/<run>` (acco/start.py sweep_out_dirs), never beside the runs the
+  `<results_root>/sweeps/<label>/<run>` (acco/harness/start.py sweep_out_dirs), never beside the runs the
   figures and the report read;
 - "run k of N" as each job starts, and a closing table (each run's folder, status, wall time, a
   failure's log and last error line); exit code 1 if a run failed, and a failed run does not stop
@@ -40,11 +40,11 @@ def discard_sweep_dir(sweep_dir: str) -> None:
 def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[tuple[str, bool]]:
     """(out_dir, complete already) for every job, after the checks train.py makes on each (the first
     bad job: one line naming it, exit 2, before any job starts)."""
+    from acco.harness.start import named_and_checked, precheck
     from acco.runtime.files import read_summary
-    from acco.start import named_and_checked, precheck
 
     def fail_config(message: str):
-        from acco.start import fail_config as fail
+        from acco.harness.start import fail_config as fail
 
         discard_sweep_dir(sweep_dir)
         fail(message)
@@ -68,8 +68,8 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
 
 class LocalLauncher(BasicLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from acco.runtime.multirun import MultiRun
-        from acco.start import sweep_out_dirs, with_sweep_out_dir
+        from acco.harness.multirun import MultiRun
+        from acco.harness.start import sweep_out_dirs, with_sweep_out_dir
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None

@@ -7,8 +7,8 @@ GPUs), read once from hydra.launcher. An acco run is world_size ranks, one Slurm
 by its own layout, and a sweep may vary it (layout=1x2,2x1). So this launcher, the plugin's
 SlurmLauncher with `launch` replaced, first composes every job's config and checks it as train.py
 would (bad input: one line, exit 2, nothing submitted), then submits one job array per shape.
-In the job, every task runs the task function (experiments/train.py's main): one rank, from the
-Slurm step's variables (acco/runtime/launch.py external_env); rank 0's return is the job's.
+In the job, every task runs the task function (acco.harness.commands.train's main): one rank, from the
+Slurm step's variables (acco/harness/launch.py external_env); rank 0's return is the job's.
 conf/hydra/launcher/submitit_slurm.yaml selects it under the plugin's name. (Hydra accepts a
 launcher only from the hydra_plugins namespace, hence this package beside acco/.)"""
 
@@ -42,8 +42,8 @@ def job_shapes(configs: Sequence[tuple[dict, list[str]]], gpus_per_node: int | N
     """Each job's nodes, tasks per node and GPUs per node, from its run's layout / world size,
     after the checks train.py makes (exit 2 on the first bad run)."""
     from acco.config.validate import ConfigError
-    from acco.slurm.submit import job_shape
-    from acco.start import check_run, fail_config, named_and_checked
+    from acco.harness.slurm.submit import job_shape
+    from acco.harness.start import check_run, fail_config, named_and_checked
 
     shapes = []
     for cfg, overrides in configs:
@@ -59,8 +59,12 @@ class SlurmLauncher(PluginSlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import submitit
 
-        from acco.slurm.submit import shape_parameters
-        from acco.start import fail_config, sweep_out_dirs, with_sweep_out_dir  # acco: only when a sweep is launched
+        from acco.harness.slurm.submit import shape_parameters
+        from acco.harness.start import (  # acco: only when a sweep is launched
+            fail_config,
+            sweep_out_dirs,
+            with_sweep_out_dir,
+        )
 
         assert self.config is not None and self.hydra_context is not None
 
@@ -72,7 +76,7 @@ class SlurmLauncher(PluginSlurmLauncher):
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         loader = self.hydra_context.config_loader
         configs = [run_config(loader.load_sweep_config(self.config, list(o))) for o in job_overrides]
-        # the jobs outside the experiment's run list: one folder for the sweep (acco/start.py)
+        # the jobs outside the experiment's run list: one folder for the sweep (acco/harness/start.py)
         placed = sweep_out_dirs(configs)
         job_overrides = [with_sweep_out_dir(list(o), d) for o, d in zip(job_overrides, placed)]
         configs = [
@@ -112,7 +116,7 @@ def wait_with_table(jobs: list[Any], out_dirs: list[str]) -> list[JobReturn]:
     run's folder, status, wall time (of the wait), and for a failure its job's log and last error
     line (submitit keeps the logs under the sweep's .submitit/ folder: the table names them). Exit
     code 1 once the table is printed if a job failed."""
-    from acco.runtime.multirun import MultiRun, last_error_line, log_error_line
+    from acco.harness.multirun import MultiRun, last_error_line, log_error_line
 
     sweeps = sorted({os.path.dirname(d) for d in out_dirs})
     names = [os.path.basename(d) for d in out_dirs] if len(sweeps) == 1 else list(out_dirs)
