@@ -192,7 +192,9 @@ def resubmission(cfg: dict) -> Resubmission:
 
     out_dir = cfg["out_dir"]
     active = active_job(out_dir)
-    if active is not None:
+    # COMPLETING: every task has ended and Slurm is cleaning up, so a completed run's folder gets no
+    # more writes: it is complete, not running (a submit right after `submit --wait` returned saw it so)
+    if active is not None and not (active[1] == "COMPLETING" and completed(out_dir)):
         return Resubmission(cfg, "running", *active)
     if cfg.get("overwrite") is True:
         return Resubmission(cfg)

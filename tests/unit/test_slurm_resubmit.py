@@ -91,3 +91,13 @@ def test_the_job_finds_its_checkpoint_itself_when_it_starts_and_when_it_is_reque
     submit_py.submit_planned(planned, None)
     assert prepared == [{"dir": f"{out}/checkpoints/step_00000004", "step": 4}]  # nothing deleted
     assert sent[0]["resume"] == "auto" and "_resume" not in sent[0]
+
+
+def test_a_completed_run_whose_job_is_still_completing_is_complete_not_running(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    _record(out)
+    _summary(out, "completed")
+    monkeypatch.setattr(status, "squeue_state", lambda job: "COMPLETING")  # the tasks ended, Slurm cleans up
+    assert resubmission(_cfg(out)).skip == "completed"
+    monkeypatch.setattr(status, "squeue_state", lambda job: "RUNNING")  # a requeued job: still its folder's
+    assert resubmission(_cfg(out)).skip == "running"
