@@ -161,7 +161,7 @@ gpu-check: $(STAMP) ## Everything CUDA-specific on one GPU -> results/gpu/
 WHEELS        ?= wheels
 WHEELS_PYTHON ?= 3.12
 WHEELS_NODEPS ?= --no-deps
-WHEELS_LACKING := hydra-core==1.3.8 omegaconf==2.3.1 submitit==1.5.4 hydra-submitit-launcher==1.2.0 \
+WHEELS_LACKING := hydra-core==1.3.8 omegaconf==2.3.1 submitit==1.5.4 \
 	datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 WHEELS_EXTRA  ?=
 wheels: ## Wheels of what an offline GPU machine with its own PyTorch lacks -> wheels/

@@ -3,7 +3,7 @@
 the job; else accounting, sacct) and whether their results exist; failed jobs come with the tail
 of their log; a last line counts them (how far a submission without waiting has got). Below them,
 the experiment's other runs under <results_root>/sweeps/ (single runs and sweeps of other settings,
-made by hand: `train.py experiment=fig5/cpu ... launcher=slurm`, `-m hydra/launcher=submitit_slurm`),
+made by hand: `train.py experiment=fig5/cpu ... launcher=slurm`, `-m ... launcher=slurm`),
 newest last.
 
     python experiments/status.py experiment=fig5/cpu

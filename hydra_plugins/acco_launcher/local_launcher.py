@@ -1,4 +1,4 @@
-"""acco's local launcher for Hydra sweeps (`python experiments/train.py -m ...`, the default
+"""acco's launcher for Hydra sweeps (`python experiments/train.py -m ...`, the default
 hydra/launcher, conf/hydra/launcher/acco_local.yaml): Hydra's basic launcher (one job after the
 other, in this process) with what a sweep of training runs needs:
 
@@ -9,7 +9,12 @@ other, in this process) with what a sweep of training runs needs:
   figures and the report read;
 - "run k of N" as each job starts, and a closing table (each run's folder, status, wall time, a
   failure's log and last error line); exit code 1 if a run failed, and a failed run does not stop
-  the others."""
+  the others;
+- with launcher=slurm (or a profile of one's own), the sweep goes to Slurm the way every submission
+  does (acco/harness/commands/submit.py): each run planned and checked first, completed runs and runs
+  whose job is still queued or running skipped, the others submitted as one job array per shape
+  (nodes and tasks per node from each run's layout), requeued with resume=auto after a time limit;
+  launcher.wait=true follows them to the closing table."""
 
 from __future__ import annotations
 
@@ -20,9 +25,14 @@ from collections.abc import Sequence
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
-from omegaconf import open_dict
+from omegaconf import OmegaConf, open_dict
 
-from .slurm_launcher import run_config
+
+def run_config(sweep_config) -> tuple[dict, list[str]]:
+    """One job's run config (without the `hydra` node) and its task overrides (what varies)."""
+    keys = [k for k in sweep_config if k != "hydra"]
+    cfg = OmegaConf.to_container(OmegaConf.masked_copy(sweep_config, keys), resolve=True)
+    return cfg, list(sweep_config.hydra.overrides.task)  # type: ignore[return-value]
 
 
 def discard_sweep_dir(sweep_dir: str) -> None:
@@ -41,7 +51,7 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
     """(out_dir, complete already) for every job, after the checks train.py makes on each (the first
     bad job: one line naming it, exit 2, before any job starts)."""
     from acco.harness.start import named_and_checked, precheck
-    from acco.runtime.files import read_summary
+    from acco.runtime.summary import run_completed
 
     def fail_config(message: str):
         from acco.harness.start import fail_config as fail
@@ -56,7 +66,7 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
         except SystemExit:
             discard_sweep_dir(sweep_dir)
             raise
-        complete = not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed"
+        complete = not cfg.get("overwrite") and run_completed(cfg["out_dir"])
         if not complete:
             _, _, problem = precheck(cfg)
             if problem:
@@ -81,6 +91,8 @@ class LocalLauncher(BasicLauncher):
         for (cfg, _), d in zip(configs, placed):
             if d is not None:
                 cfg["out_dir"] = d
+        if to_slurm(configs, str(self.config.hydra.sweep.dir)):
+            return submit_sweep(configs, job_overrides, placed, str(self.config.hydra.sweep.dir))
         folders = checked_jobs(configs, str(self.config.hydra.sweep.dir))
         sweeps = sorted({os.path.dirname(d) for d in placed if d is not None})
         for folder in sweeps:  # where the runs outside the experiment's run list go
@@ -122,12 +134,68 @@ class LocalLauncher(BasicLauncher):
         return returns
 
 
+def to_slurm(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> bool:
+    """Whether the sweep goes to Slurm: its jobs say launcher=slurm and this is not itself a Slurm
+    job's step (there a run's ranks come from srun). All of its jobs or none."""
+    from acco.harness.launch import external_env
+    from acco.harness.start import fail_config
+
+    on_slurm = [cfg["launcher"].get("name") == "slurm" for cfg, _ in configs]
+    if not any(on_slurm) or external_env() is not None:
+        return False
+    if not all(on_slurm):
+        discard_sweep_dir(sweep_dir)
+        fail_config("a sweep goes to Slurm whole or not at all: sweep over one launcher (launcher=slurm or a profile)")
+    return True
+
+
+def submit_sweep(
+    configs: list[tuple[dict, list[str]]],
+    job_overrides: Sequence[Sequence[str]],
+    placed: list[str | None],
+    sweep_dir: str,
+) -> Sequence[JobReturn]:
+    """The sweep's runs submitted as every submission of many runs is (acco/harness/commands/submit.py:
+    planned and checked first, then one job array per shape), waited for with launcher.wait=true."""
+    from acco.harness.commands.submit import plan_runs, submit_runs
+    from acco.harness.start import named_and_checked
+
+    try:
+        named = []
+        for cfg, overrides in configs:
+            cfg = named_and_checked(cfg, overrides)
+            named.append((cfg["out_dir"], cfg))
+        planned = plan_runs(named)
+    except SystemExit:  # bad input: one line, exit 2, nothing submitted and no sweep folder left
+        discard_sweep_dir(sweep_dir)
+        raise
+    sweeps = sorted({os.path.dirname(d) for d in placed if d is not None})
+    for folder in sweeps:  # where the runs outside the experiment's run list go
+        print(f"acco: sweep folder {folder}", file=sys.stderr, flush=True)
+    # a run in the sweep folder by its name, any other by its folder
+    planned = [
+        p._replace(name=os.path.basename(p.name) if os.path.dirname(p.name) in sweeps else p.name) for p in planned
+    ]
+    wait = bool(configs[0][0]["launcher"].get("wait"))
+    title = f"sweep of {len(planned)} run{'s' if len(planned) != 1 else ''} on Slurm"
+    code = submit_runs(title, planned, wait, stream=sys.stderr)
+    if code:
+        sys.exit(code)
+    returns = []
+    for job in job_overrides:
+        ret = JobReturn()
+        ret.status, ret.return_value, ret.overrides = JobStatus.COMPLETED, 0, list(job)
+        returns.append(ret)
+    return returns
+
+
 def _error_of(ret: JobReturn, out_dir: str) -> str:
     """What a failed job's run says of its end (summary.json's error), else its exception or exit code."""
-    from acco.runtime.files import read_summary
+    from acco.runtime.summary import read_summary
 
     if ret.status == JobStatus.FAILED:
         exc = ret._return_value
         return f"{type(exc).__name__}: {exc}".splitlines()[0]
-    said = (read_summary(out_dir) or {}).get("error")
+    summary = read_summary(out_dir)
+    said = summary.error if summary is not None else None
     return str(said).splitlines()[0] if said else f"exit {ret._return_value}"

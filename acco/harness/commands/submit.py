@@ -55,10 +55,20 @@ def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     overrides, variant = in_variant_root(overrides, base)  # overrides that change the runs: a root of their own
     if variant:
         print(f"these overrides change the experiment's runs: results go to {variant}", flush=True)
-    planned: list[Planned] = []
+    named = []
     for run in runs:
         cfg = compose([*overrides, *run], in_experiment=True)  # the run's own settings define it (and its folder)
-        name = f"{exp['id']}/{os.path.basename(os.path.normpath(cfg['out_dir']))}"
+        named.append((f"{exp['id']}/{os.path.basename(os.path.normpath(cfg['out_dir']))}", cfg))
+    return str(exp["id"]), plan_runs(named)
+
+
+def plan_runs(named: list[tuple[str, dict]]) -> list[Planned]:
+    """What submitting each (name, composed config) does: skip it (complete, or its job still queued
+    or running), or submit it checked (bad input: one `error:` line, exit 2, before anything is
+    submitted). The one planning step of every submission of many runs: an experiment's run list
+    here, a Hydra sweep with launcher=slurm (hydra_plugins/acco_launcher/local_launcher.py)."""
+    planned: list[Planned] = []
+    for name, cfg in named:
         todo = resubmission(cfg)
         if todo.skip is not None:
             planned.append(Planned(name, todo, None))
@@ -66,13 +76,13 @@ def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
         # overwrite=true for the check alone: a completed run gets here only when it is asked for
         cfg, world = check_run(dict(todo.cfg, overwrite=True), external=False)
         planned.append(Planned(name, todo._replace(cfg=dict(cfg, overwrite=todo.cfg.get("overwrite"))), world))
-    return str(exp["id"]), planned
+    return planned
 
 
 def submit_planned(planned: list[Planned], job: MultiRun | None) -> list[tuple[str, Any]]:
     """Submit the runs still to do, say what is skipped (through `job` if any); (name, submitit job)
     for each run submitted, and for each run whose job was already queued or running (to wait for)."""
-    from acco.harness.slurm.submit import submit
+    from acco.harness.slurm.dispatch import submit
 
     def say(line: str) -> None:
         job.note(line) if job is not None else print(line, flush=True)
@@ -152,7 +162,13 @@ def main(argv: list[str]) -> int:
         scale = planned[0].plan.cfg.get("scale") if planned else "?"
         print(f"all {len(planned)} runs of {exp_id} ({scale}) are complete")
         return 0
-    job = MultiRun(f"submit {exp_id}", [p.name for p in planned], stream=sys.stdout) if wait else None
+    return submit_runs(f"submit {exp_id}", planned, wait, stream=sys.stdout)
+
+
+def submit_runs(title: str, planned: list[Planned], wait: bool, stream=None) -> int:
+    """Submit the planned runs (one job array per shape); with `wait`, follow them to the end and
+    close with the table (exit code 1 if a run failed)."""
+    job = MultiRun(title, [p.name for p in planned], stream=stream) if wait else None
     submitted = submit_planned(planned, job)
     if job is None:
         return 0

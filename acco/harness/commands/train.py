@@ -5,14 +5,13 @@ python experiments/train.py method=acco world_size=2 train.steps=30
 python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
 python experiments/train.py experiment=fig5/cpu method=acco
 python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
-python experiments/train.py -m hydra/launcher=submitit_slurm experiment=fig5/cpu method=ddp,acco seed=0,1
+python experiments/train.py -m experiment=fig5/cpu method=ddp,acco seed=0,1 launcher=slurm   # to Slurm
 python experiments/train.py experiment=fig5/cpu method=acco --cfg job    # the config the run will use
 torchrun --nproc-per-node=2 experiments/train.py method=acco
 srun -n 4 python experiments/train.py method=acco
 """
 
 import sys
-import warnings
 from typing import cast
 
 import hydra
@@ -57,8 +56,6 @@ def cli() -> None:
         check_overrides(sys.argv[1:], conf_dir())
     except ConfigError as exc:
         fail_config(str(exc))
-    # conf/hydra/launcher/submitit_slurm.yaml takes the plugin's name on purpose (hydra_plugins/acco_launcher/)
-    warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/submitit_slurm' is validated against ConfigStore")
     register()  # the schema in Hydra's ConfigStore: conf/config.yaml's defaults start with it
     main()
 
