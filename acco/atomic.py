@@ -9,6 +9,8 @@ left as it was. Every writer of run files, caches, checkpoints and traces goes t
   the file itself given the temporary path (``torch.save``, ``tokenizer.save``, ``pq.write_table``).
 - ``atomic_open(path, mode)``: a context manager yielding the open temporary file, for content
   written as it is produced (a CSV, a streamed trace).
+- ``atomic_write_json(path, obj)``: `obj` as indented JSON (non-finite floats as null, tensors and
+  arrays as lists), the form of every small file a run leaves (summary.json, eval.json, notes).
 
 ``fsync=True`` makes the content durable before the rename (checkpoints: after a crash of the
 machine, not only of the process, the file is either the old one or the complete new one).
@@ -16,6 +18,8 @@ machine, not only of the process, the file is either the old one or the complete
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -95,3 +99,17 @@ def _remove_quietly(path: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=2, default=_json_default)
+        f.write("\n")
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)

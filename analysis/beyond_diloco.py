@@ -81,12 +81,8 @@ def _runs(root: str, scale: str) -> list[Run]:
 
 def dynamics_groups(runs: list[Run]) -> dict[str, Group]:
     """variant -> its dynamics runs (link off, the longest runs), DDP first."""
-    longest = max(int(r.summary.get("steps_completed") or 0) for r in runs)
-    dyn = [
-        r
-        for r in runs
-        if r.method in MAIN and rate_of(r) == 0 and int(r.summary.get("steps_completed") or 0) == longest
-    ]
+    longest = max(int(r.summary.steps_completed or 0) for r in runs)
+    dyn = [r for r in runs if r.method in MAIN and rate_of(r) == 0 and int(r.summary.steps_completed or 0) == longest]
     names = sorted({variant(r) for r in dyn}, key=lambda v: (v != BASELINE, v))
     return {v: Group(v, [r for r in dyn if variant(r) == v]) for v in names}
 
@@ -161,8 +157,8 @@ def seconds_to(run: Run, target: float) -> float:
 
 
 def seconds_per_step(run: Run) -> float:
-    steps = int(run.summary.get("steps_completed") or 0)
-    return float(run.summary.get("total_wall_time_s") or np.nan) / steps if steps else float("nan")
+    steps = int(run.summary.steps_completed or 0)
+    return float(run.summary.total_wall_time_s or np.nan) / steps if steps else float("nan")
 
 
 def link_key(run: Run) -> tuple[float, str]:
@@ -190,13 +186,9 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     groups = dynamics_groups(runs)
     goal = targets(groups, target)
     steps = {v: {s: steps_to(r, goal[s]) for s, r in _seeded(g) if s in goal} for v, g in groups.items()}
-    longest = max(int(r.summary.get("steps_completed") or 0) for r in runs)
+    longest = max(int(r.summary.steps_completed or 0) for r in runs)
     timed = runs if clock == "real" else discover_runs(root, EXP, scale, clock=clock)
-    short = [
-        r
-        for r in timed
-        if r.method in MAIN and not adaptive(r) and int(r.summary.get("steps_completed") or 0) < longest
-    ]
+    short = [r for r in timed if r.method in MAIN and not adaptive(r) and int(r.summary.steps_completed or 0) < longest]
     measured = [r for r in timed if adaptive(r)]  # end to end: each seed's own time to the target
     reference = (0.0, str(next(iter(groups.values())).runs[0].info.get("layout")))
     # the reference: the timing runs' own (measured beside the others), else the dynamics runs'
@@ -279,12 +271,12 @@ def memory(root: str, scale: str = "cpu") -> list[dict]:
     reports it, and the rank's peak RSS during training."""
     runs = [r for r in _runs(root, scale) if rate_of(r) == 0]
     out, seen = [], set()
-    for r in sorted(runs, key=lambda r: (r.method, -int(r.summary.get("steps_completed") or 0))):
+    for r in sorted(runs, key=lambda r: (r.method, -int(r.summary.steps_completed or 0))):
         v = variant(r)
-        if v in seen or not r.summary.get("per_rank"):
+        if v in seen or not r.summary.ranks():
             continue
         seen.add(v)
-        rank = max(r.summary["per_rank"], key=lambda p: sum(p.get(k) or 0 for k in STATE_KEYS))
+        rank = max(r.summary.ranks(), key=lambda p: sum(p.get(k) or 0 for k in STATE_KEYS))
         out.append(
             {
                 "variant": v,
@@ -437,7 +429,7 @@ def _adaptive_lines(runs: list[Run]) -> list[str]:
     parts = []
     for link in sorted({link_key(r) for r in own}, key=lambda k: (-k[0], k[1])):
         at = [r for r in own if link_key(r) == link]
-        steps = np.mean([int(r.summary.get("steps_completed") or 0) for r in at])
+        steps = np.mean([int(r.summary.steps_completed or 0) for r in at])
         parts.append(
             f"{link_label(link, {link[1]})}: final loss {np.mean([final_loss(r) for r in at]):.2f} "
             f"after {steps:.0f} steps (n = {len(at)})"
@@ -503,7 +495,7 @@ def section(root: str, scale: str) -> list[str]:
     lines += [
         "",
         "**Memory per rank** (model state as summary.json reports it, on "
-        + "/".join(sorted({str(r.summary.get("device")) for r in runs}))
+        + "/".join(sorted({str(r.summary.device) for r in runs}))
         + "; formulas in docs/local-methods.md):",
         "",
         "| method | parameters | gradients | comm. buffer | optimizer state | model state | × DDP's | peak RSS |",

@@ -497,12 +497,12 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
 
 
 def _total_s(run: Run) -> float:
-    return float(run.summary.get("total_wall_time_s") or math.nan)
+    return float(run.summary.total_wall_time_s or math.nan)
 
 
 def _per_step(runs: dict[int, Run]) -> float:
     """Mean samples per committed step over a group's runs."""
-    return float(np.mean([float(r.summary.get("samples") or 0) / max(1, len(r.metrics())) for r in runs.values()]))
+    return float(np.mean([float(r.summary.samples or 0) / max(1, len(r.metrics())) for r in runs.values()]))
 
 
 def _read(path: str):

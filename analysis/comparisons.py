@@ -73,7 +73,7 @@ def network_of(runs: list[Run]) -> str:
     """The runs' links: 'loopback (no shaping)' or '<mode> <rate> Mbit/s', each once."""
     modes = set()
     for r in runs:
-        link = r.summary.get("link") or {}
+        link = r.summary.link or {}
         if link.get("mode") in (None, "none"):
             modes.add("loopback (no shaping)")
         else:

@@ -23,6 +23,7 @@ import yaml
 
 from acco.config.experiments import SCALES, experiment_block, experiment_dir, in_run_list
 from acco.runtime.files import METRIC_FIELDS
+from acco.runtime.summary import RunSummary, read_summary
 
 METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/runtime/files.py)
 RUN_COLUMNS = [
@@ -62,14 +63,6 @@ def _read_yaml(path: str) -> dict:
         return {}
 
 
-def _read_json(path: str) -> dict | None:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def _get(d: dict, dotted: str, default=None):
     for key in dotted.split("."):
         if not isinstance(d, dict) or key not in d:
@@ -78,13 +71,13 @@ def _get(d: dict, dotted: str, default=None):
     return d
 
 
-def run_info(cfg: dict, summary: dict | None = None) -> dict:
+def run_info(cfg: dict, summary: RunSummary | None = None) -> dict:
     """What identifies a run inside its experiment, from its resolved config (and summary)."""
-    summary = summary or {}
-    method = summary.get("method") or _get(cfg, "method.name")
+    summary = summary or RunSummary()
+    method = summary.method or _get(cfg, "method.name")
     if method == "ddp" and _get(cfg, "method.overlap_backward") and _get(cfg, "method.impl") == "flat":
         method = "ddp_overlap"  # a third arm beside the paper's DDP: its own group in claims and figures
-    world = summary.get("world_size") or cfg.get("world_size")
+    world = summary.world_size or cfg.get("world_size")
     layout = cfg.get("layout")
     if not layout and world:
         layout = f"1x{world}"
@@ -97,7 +90,7 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "impl": _get(cfg, "method.impl") if method in ("ddp", "ddp_overlap") else None,
         "seed": cfg.get("seed"),
         "warmup": warmup,
-        "accum": summary.get("accum") or _get(cfg, "train.accum"),
+        "accum": summary.accum or _get(cfg, "train.accum"),
         "layout": str(layout) if layout else None,
         "world_size": int(world) if world else None,
         "hetero": hetero,
@@ -108,7 +101,7 @@ def run_info(cfg: dict, summary: dict | None = None) -> dict:
         "outer_momentum": _get(cfg, "method.outer_momentum") if method in ("diloco", "streaming_diloco") else None,
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
-        "device": summary.get("device") or cfg.get("device"),
+        "device": summary.device or cfg.get("device"),
         # whose time wall_time_s is (acco/engine/virtual_clock.py): the machine's or the schedule's
         # modelled one, with the modelled sync's seconds that set its comm/compute ratio
         "clock": clock_of(cfg),
@@ -131,7 +124,7 @@ class Run:
     scale: str
     name: str
     config: dict
-    summary: dict
+    summary: RunSummary
     _metrics: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -214,10 +207,10 @@ def discover_runs(
             here = []
             for name in sorted(os.listdir(edir)):
                 rdir = os.path.join(edir, name)
-                summary = _read_json(os.path.join(rdir, "summary.json"))
+                summary = read_summary(rdir)
                 if not os.path.isdir(rdir) or summary is None:
                     continue
-                if completed_only and summary.get("status") != "completed":
+                if completed_only and not summary.completed:
                     continue
                 here.append(_run(rdir, e, s, name, summary))
             runs += [r for r in of_the_run_list(here, edir) if clock is None or clock_of(r.config) == clock]
@@ -255,7 +248,7 @@ def loaded_once() -> Iterator[None]:
         _LOADED = None
 
 
-def _run(path: str, exp: str, scale: str, name: str, summary: dict) -> Run:
+def _run(path: str, exp: str, scale: str, name: str, summary: RunSummary) -> Run:
     if _LOADED is not None and path in _LOADED.runs:
         return _LOADED.runs[path]
     run = Run(path, exp, scale, name, _read_yaml(os.path.join(path, "config.yaml")), summary)
@@ -327,18 +320,19 @@ def load_summaries(
         s = run.summary
         row = dict(run.info)
         row.update(
-            {
-                k: s.get(k)
-                for k in ("total_wall_time_s", "final_train_loss", "final_eval_loss", "steps_completed", "samples")
-            }
+            total_wall_time_s=s.total_wall_time_s,
+            final_train_loss=s.final_train_loss,
+            final_eval_loss=s.final_eval_loss,
+            steps_completed=s.steps_completed,
+            samples=s.samples,
         )
-        fe = s.get("final_eval") or {}
+        fe = s.final_eval or {}
         for task, values in fe.items():
             if isinstance(values, dict):
                 for key, value in values.items():
                     if isinstance(value, (int, float)):
                         row[f"{task}_{key}"] = value
-        ranks = s.get("per_rank") or []
+        ranks = s.ranks()
         for key in (
             "peak_rss_bytes",
             "optimizer_state_bytes",

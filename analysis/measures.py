@@ -83,11 +83,11 @@ def early_loss(run: Run, upto: float | None = None) -> float:
 
 def samples_per_s(run: Run, upto: float | None = None) -> float:
     s = run.summary
-    return float(s.get("samples") or 0) / float(s.get("total_wall_time_s") or np.nan)
+    return float(s.samples or 0) / float(s.total_wall_time_s or np.nan)
 
 
 def wall_time(run: Run, upto: float | None = None) -> float:
-    return float(run.summary.get("total_wall_time_s") or np.nan)
+    return float(run.summary.total_wall_time_s or np.nan)
 
 
 def eval_loss_at(run: Run, samples: float) -> float:
@@ -111,7 +111,7 @@ def final_eval_loss(run: Run, upto: float | None = None) -> float:
 
 
 def heldout_ppl(run: Run, upto: float | None = None) -> float:
-    return float(((run.summary.get("final_eval") or {}).get("heldout") or {}).get("perplexity") or np.nan)
+    return float(((run.summary.final_eval or {}).get("heldout") or {}).get("perplexity") or np.nan)
 
 
 def time_to(run: Run, target: float, column: str) -> float:
@@ -121,4 +121,4 @@ def time_to(run: Run, target: float, column: str) -> float:
 
 def seconds_per_sample(run: Run) -> float:
     s = run.summary
-    return float(s.get("total_wall_time_s") or np.nan) / float(s.get("samples") or np.nan)
+    return float(s.total_wall_time_s or np.nan) / float(s.samples or np.nan)

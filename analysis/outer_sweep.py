@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from acco.runtime.summary import RunSummary
 from analysis.load import Run, discover_runs
 from analysis.measures import final_loss
 from analysis.render import MissingRuns, finish_figure, plt
@@ -86,7 +87,7 @@ def configured(scale: str = "cpu") -> dict[str, set[tuple[float, float]]]:
         m = cfg["method"]
         if m["name"] not in ("diloco", "streaming_diloco") or cfg["train"].get("steps") != 300:
             continue
-        run = Run("", "beyond_diloco", scale, "", cfg, {"method": m["name"]})
+        run = Run("", "beyond_diloco", scale, "", cfg, RunSummary(method=m["name"]))
         out.setdefault(schedule(run), set()).add((float(m["outer_lr"]), float(m["outer_momentum"])))
     return out
 

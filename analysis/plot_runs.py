@@ -29,7 +29,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from acco.config.experiments import dotted_leaves
-from analysis.load import _read_json, _read_yaml, clock_of, metrics_frame
+from acco.runtime.summary import read_summary
+from analysis.load import _read_yaml, clock_of, metrics_frame
 from analysis.render import save_figure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,12 +90,12 @@ def labels(configs: list[dict], folders: list[str]) -> list[str]:
 
 
 def final_numbers(folder: str, cfg: dict) -> dict:
-    summary = _read_json(os.path.join(folder, "summary.json")) or {}
+    summary = read_summary(folder)
     metrics = metrics_frame(os.path.join(folder, "metrics.csv"))
     last = metrics.iloc[-1] if len(metrics) else None
     evals = metrics["eval_loss"].dropna()
     return {
-        "status": summary.get("status", "running?" if last is not None else "no steps"),
+        "status": summary.status if summary else "running?" if last is not None else "no steps",
         "steps": int(last["step"]) if last is not None else 0,
         "samples": int(last["samples"]) if last is not None else 0,
         "wall_s": float(last["wall_time_s"]) if last is not None else float("nan"),

@@ -126,8 +126,8 @@ def loss_rows(groups: list[Group]) -> list[dict]:
             "runs": g.label,
             "seeds": len(g.runs),
             "final train loss (last 10%)": g.cell(final_loss),
-            "final eval loss": g.cell(lambda r: r.summary.get("final_eval_loss") or np.nan),
-            "wall-clock s": g.cell(lambda r: r.summary.get("total_wall_time_s") or np.nan, ".1f"),
+            "final eval loss": g.cell(lambda r: r.summary.final_eval_loss or np.nan),
+            "wall-clock s": g.cell(lambda r: r.summary.total_wall_time_s or np.nan, ".1f"),
             "micro-batches/step": g.cell(lambda r: r.metrics()["micro_batches"].mean(), ".2f"),
         }
         for g in groups
@@ -415,8 +415,8 @@ def sec_fig9(root, scale):
         )
 
     def run_end(g: Group) -> str:
-        seconds, samples = g.mean(lambda r: r.summary["total_wall_time_s"]), g.mean(lambda r: r.summary["samples"])
-        steps = g.mean(lambda r: r.summary["steps_completed"])
+        seconds, samples = g.mean(lambda r: r.summary.total_wall_time_s), g.mean(lambda r: r.summary.samples)
+        steps = g.mean(lambda r: r.summary.steps_completed)
         return f"{g.label} {seconds:.1f} s for {samples:.0f} samples in {steps:.0f} steps"
 
     lines.append(

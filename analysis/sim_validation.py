@@ -58,7 +58,7 @@ def _cfg(run: Run, dotted: str, default=None):
 
 
 def measurement_point(run: Run) -> tuple:
-    link = run.summary.get("link") or {}
+    link = run.summary.link or {}
     return (run.exp, run.info["layout"], float(link.get("rate_mbit") or 0.0), run.info["hetero"])
 
 
@@ -99,11 +99,11 @@ def link_fit(runs: list[Run]):
     bytes: reduce-scatter + all-gather of the communication buffer)."""
     samples = []
     for r in runs:
-        link = r.summary.get("link") or {}
+        link = r.summary.link or {}
         if r.method != "ddp" or link.get("mode") != "netns" or not link.get("rate_mbit"):
             continue
         t = r.span_times()
-        nbytes = max((p.get("comm_buffer_bytes") or 0) for p in r.summary.get("per_rank") or [{}])
+        nbytes = max((p.get("comm_buffer_bytes") or 0) for p in r.summary.ranks() or [{}])
         if t.get("t_sync_s") and nbytes:
             samples.append(
                 {
@@ -124,7 +124,7 @@ def predict(
     `slow_mu`: the slowed rank's own fwd+bwd where measured (else mu); `contention`: (κ, κ_s) for the
     overlapped rounds (compute and sync slowdowns beside each other)."""
     info = run.info
-    N, A, T = int(info["world_size"]), int(info["accum"]), int(run.summary.get("steps_completed") or info["steps"])
+    N, A, T = int(info["world_size"]), int(info["accum"]), int(run.summary.steps_completed or info["steps"])
     adaptive = not bool(info["deterministic"])
 
     def factors(rounds):
@@ -139,7 +139,7 @@ def predict(
     m_over = m_a * (1 + kappa_s)  # an overlapped round's sync, beside compute
     method = run.method
     if method in ("ddp", "ddp_overlap"):
-        step = (run.summary.get("clock") or {}).get("ddp_step")  # a backward-overlapped step's model
+        step = (run.summary.clock or {}).get("ddp_step")  # a backward-overlapped step's model
         overlap = None
         if step:
             buckets = Buckets(tuple(step["ready"]), tuple(step["entries"]))
@@ -170,7 +170,7 @@ def predict(
 
 
 def on_virtual_clock(run: Run) -> bool:
-    return (run.summary.get("clock") or {}).get("mode") == "virtual"
+    return run.summary.modelled_time
 
 
 def virtual_clock_rows(root: str) -> pd.DataFrame:
@@ -179,7 +179,7 @@ def virtual_clock_rows(root: str) -> pd.DataFrame:
     checks that they model the same schedule, on real runs' counts and stopping rules."""
     rows = []
     for r in (r for e in EXPERIMENTS for r in discover_runs(root, e, "cpu", clock="virtual") if on_virtual_clock(r)):
-        clock = r.summary["clock"]
+        clock = r.summary.clock or {}
         costs = clock.get("sync_s") or {}
         if not isinstance(costs, dict) or not clock.get("micro_batch_s") or "commit" not in costs:
             continue
@@ -236,7 +236,7 @@ def validation_rows(root: str) -> pd.DataFrame:
             if not base:
                 continue
             t0 = base[0].span_times()
-            nbytes = max((p.get("comm_buffer_bytes") or 0) for p in base[0].summary.get("per_rank") or [{}])
+            nbytes = max((p.get("comm_buffer_bytes") or 0) for p in base[0].summary.ranks() or [{}])
             fallback = {
                 "t_micro_batch_s": t0["t_micro_batch_s"],
                 "t_sync_s": fit.collective_s("all_reduce", nbytes, base[0].info["world_size"], rate),

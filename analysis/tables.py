@@ -341,7 +341,7 @@ def paired_times(ddp: list, acco: list, target_loss: float | None, column: str) 
         target = target_loss if target_loss is not None else (max(finals) if len(finals) == 2 else float("nan"))
         out["targets"].append(target)
         for m, r in runs.items():
-            out["total"][m][s] = float(r.summary.get("total_wall_time_s") or np.nan)
+            out["total"][m][s] = float(r.summary.total_wall_time_s or np.nan)
             out["to_target"][m][s] = time_to_loss(curves[m][0], curves[m][1], target)
     return out
 

@@ -100,14 +100,14 @@ def main(argv=None) -> int:
 
 
 def run_validation(calibration_path: str, rates: list[float], reps: int, steps: int, runs_dir: str | None) -> int:
-    from acco.harness.clock_calibration.validate_clock import validate, write_csv
+    from acco.harness.clock_calibration.validate_clock import validate_against_real_runs, write_csv
     from analysis.clock_report import validation_lines
 
     with open(calibration_path) as f:
         calibration = json.load(f)
     where = os.path.dirname(os.path.abspath(calibration_path))
     with tempfile.TemporaryDirectory(prefix="acco_validation_") as tmp:
-        rows = validate(calibration, rates, reps, steps, runs_dir or tmp)
+        rows = validate_against_real_runs(calibration, rates, reps, steps, runs_dir or tmp)
     write_csv(rows, os.path.join(where, "validation.csv"))
     with open(os.path.join(where, "validation.md"), "w") as f:
         f.write("\n".join(validation_lines(rows)) + "\n")

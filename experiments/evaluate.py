@@ -23,15 +23,17 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def record_in_summary(run: str, results: dict, write_json_atomic) -> None:
+def record_in_summary(run: str, results: dict) -> None:
     """summary.json (when the run has one) with these results as its final evaluation."""
-    path = os.path.join(run, "summary.json")
-    if not os.path.exists(path):
+    from acco.atomic import atomic_write_json
+    from acco.runtime.summary import SUMMARY_FILE, read_summary
+
+    summary = read_summary(run)
+    if summary is None:
         return
-    with open(path) as f:
-        summary = json.load(f)
-    summary.update(final_eval=results, final_eval_error=None, final_eval_by="experiments/evaluate.py")
-    write_json_atomic(path, summary)
+    summary.final_eval, summary.final_eval_error = results, None
+    summary.extra["final_eval_by"] = "experiments/evaluate.py"
+    atomic_write_json(os.path.join(run, SUMMARY_FILE), summary.to_json())
 
 
 def main(argv=None) -> int:
@@ -53,10 +55,10 @@ def main(argv=None) -> int:
     import yaml
     from transformers import AutoModelForCausalLM
 
+    from acco.atomic import atomic_write_json
     from acco.config.schema import typed
     from acco.data.sources import DataNotFoundError
     from acco.data.tokenizer import load_tokenizer
-    from acco.runtime.files import write_json_atomic
     from acco.tasks.lm import lambada_final_eval, lambada_test_examples, prepare_lm_data
 
     device = torch.device(args.device)
@@ -87,8 +89,8 @@ def main(argv=None) -> int:
         except DataNotFoundError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        write_json_atomic(os.path.join(run, "eval.json"), results)
-        record_in_summary(run, results, write_json_atomic)
+        atomic_write_json(os.path.join(run, "eval.json"), results)
+        record_in_summary(run, results)
         print(
             f"{run}: LAMBADA ppl {results['lambada']['perplexity']:.2f} "
             f"acc {results['lambada']['accuracy']:.3f} ({results['lambada']['examples']} examples), "

@@ -52,9 +52,9 @@ def main(argv: list[str]) -> int:
     if help_asked(argv, __doc__):
         return 0
     from acco.data.sources import DataNotFoundError
+    from acco.harness.run.preflight import check_data_present
     from acco.tasks import prepare_task_data
     from acco.tasks.hub_fetch import fetch_needs, hub_needs
-    from acco.tasks.preflight import preflight
 
     try:
         check_overrides(argv, CONF_DIR)
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> int:
     for cfg in distinct.values():  # everything there before anything is built
         ensure_pretrained(cfg, external=True)  # fine-tuning from a run of ours: it must exist
         try:
-            preflight(typed(cfg))
+            check_data_present(typed(cfg))
         except DataNotFoundError as exc:
             fail_config(str(exc))
     print(

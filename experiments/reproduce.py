@@ -50,7 +50,7 @@ from acco.config.experiments import (
 from acco.config.validate import ConfigError, check_overrides
 from acco.harness import TRAIN
 from acco.harness.multirun import MultiRun, log_error_line, run_logged
-from acco.runtime.files import read_summary
+from acco.runtime.summary import RunSummary, read_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -96,8 +96,8 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str], cfg: dict | 
     if cfg is None:
         cfg = compose([*common, *run], in_experiment=True)  # the experiment's own folder under results_root
     out_dir = cfg["out_dir"]
-    summary = read_summary(out_dir) or {}
-    completed = summary.get("status") == "completed"
+    summary = read_summary(out_dir) or RunSummary()
+    completed = summary.completed
     stale = stale_settings(out_dir, cfg) if completed else []
     return {
         "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
@@ -108,8 +108,8 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str], cfg: dict | 
         # a completed run made from other settings (the experiment's file changed since) is run again
         "stale": stale,
         "complete": completed and not stale,
-        "status": summary.get("status"),
-        "wall_s": summary.get("total_wall_time_s") if (cfg.get("clock") or {}).get("mode") != "virtual" else None,
+        "status": summary.status,
+        "wall_s": summary.total_wall_time_s if (cfg.get("clock") or {}).get("mode") != "virtual" else None,
         "info": identity(run_info(cfg), cfg),
     }
 
@@ -212,14 +212,14 @@ def seconds_per_cost(runs: list[dict], exp: str, scale: str) -> tuple[float, str
     if not timed:
         folder = os.path.join(ROOT, "results", scale, exp)
         for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            summary = read_summary(os.path.join(folder, name)) or {}
+            summary = read_summary(os.path.join(folder, name)) or RunSummary()
             cfg_path = os.path.join(folder, name, "config.yaml")
-            if summary.get("status") != "completed" or not os.path.isfile(cfg_path):
+            if not summary.completed or not os.path.isfile(cfg_path):
                 continue
             with open(cfg_path) as f:
                 cfg = yaml.safe_load(f) or {}
-            if (cfg.get("clock") or {}).get("mode") != "virtual" and summary.get("total_wall_time_s"):
-                timed.append((float(summary["total_wall_time_s"]), run_cost(cfg)))
+            if (cfg.get("clock") or {}).get("mode") != "virtual" and summary.total_wall_time_s:
+                timed.append((float(summary.total_wall_time_s), run_cost(cfg)))
         timed = [(w, c) for w, c in timed if c]
         source = f"the committed runs' times in results/{scale}/{exp}"
     if not timed:
@@ -270,7 +270,7 @@ def plan_text(runs: list[dict], scale: str, seeds: list[dict] | None) -> str:
     return "\n".join([head, *lines, *tail])
 
 
-def run_local(title: str, runs: list[dict]) -> MultiRun:
+def run_here(title: str, runs: list[dict]) -> MultiRun:
     job = MultiRun(title, [(r["name"], r["cost"]) for r in runs], stream=sys.stdout)
     for r in runs:
         if r["complete"]:
@@ -340,7 +340,7 @@ def add_seeds(title: str, todo: list[str], scale: str, base: list[str], results:
         print(
             f"{len(extra)} more runs: claims undecided at a planned look need the next (analysis/stats.py)", flush=True
         )
-        jobs.append(run_local(f"{title}: more seeds", extra))
+        jobs.append(run_here(f"{title}: more seeds", extra))
 
 
 def main(argv=None) -> int:
@@ -431,7 +431,7 @@ def main(argv=None) -> int:
             runs = local_runs(todo, args.scale, base)
         except (ConfigError, ValueError) as exc:
             return error(str(exc).splitlines()[0])
-        jobs = [run_local(title, runs)]
+        jobs = [run_here(title, runs)]
         if args.add_seeds if args.add_seeds is not None else args.scale == "cpu":
             jobs += add_seeds(title, todo, args.scale, base, args.results)
     figures = subprocess.call(

@@ -38,7 +38,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from .location import conf_dir
-from .validate import ConfigError
+from .validate import ConfigError, group_options
 
 SEE = "conf/config.yaml"
 DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
@@ -487,7 +487,7 @@ def check_override(key: str, values: list, arg: str, options: dict[str, str] | N
             raise
         others = sorted(
             o
-            for o in group_options(group)
+            for o in group_options(CONF_DIR, group)
             if option_kind(group, o) not in (None, kind) and _has(group, option_kind(group, o), key)
         )
         if not others:
@@ -506,11 +506,6 @@ def _has(group: str, kind, dotted: str) -> bool:
     except ConfigError:
         return False
     return True
-
-
-def group_options(group: str) -> list[str]:
-    folder = os.path.join(CONF_DIR, group)
-    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
 
 
 @functools.cache

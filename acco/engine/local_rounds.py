@@ -301,7 +301,7 @@ class LocalEngine:
             self.clock.load_state_dict(state["clock"])
 
 
-def run_local(engine: LocalEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:
+def run_local_rounds(engine: LocalEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:
     """diloco and streaming_diloco: inner steps, each followed by the syncs its timetable holds."""
     t = start
     while not until.done(t):

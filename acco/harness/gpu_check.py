@@ -26,6 +26,7 @@ from collections import Counter
 import torch
 
 from ..engine.trace import interval_overlap
+from . import SOURCE_ROOT
 
 # bf16 dense peak per GPU, TFLOP/s (vendor datasheets: SXM/HGX parts unless named); matched by
 # substring of torch.cuda.get_device_name(), most specific first. ACCO_PEAK_TFLOPS overrides.
@@ -342,7 +343,7 @@ def sync_source(filename: str, lineno: int) -> tuple[str, bool]:
     for marker in ("/site-packages/", "/dist-packages/"):
         if marker in path:
             return f"{path.split(marker, 1)[1]}:{lineno}", True
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))).replace(os.sep, "/")
+    root = SOURCE_ROOT.replace(os.sep, "/")  # the folder holding the acco package
     if path.startswith(root + "/"):
         return f"{path.removeprefix(root + '/')}:{lineno}", False
     return f"{path}:{lineno}", True  # a library installed elsewhere (a system Python's)

@@ -19,8 +19,9 @@ from omegaconf import DictConfig, read_write
 from ..config.experiments import dependency_out_dir, with_out_dir
 from ..config.schema import DEFAULT_TASK, check_config, typed
 from ..config.validate import ConfigError, out_dir_problem
-from ..runtime.files import PREEMPTED_EXIT, RUN_FILES, read_summary
+from ..runtime.files import PREEMPTED_EXIT, RUN_FILES
 from ..runtime.progress import say_how_it_ended
+from ..runtime.summary import read_summary, run_completed
 from . import TRAIN
 from .launch import external_env, local_envs, worker_start_method
 from .run.preflight import data_problem, memory_problem, with_step_timeout
@@ -71,7 +72,7 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
         return
     dep_dir = dependency_out_dir(spec, view.data.cache_dir)
     model_dir = os.path.join(dep_dir, "model")
-    done = (read_summary(dep_dir) or {}).get("status") == "completed" and os.path.isdir(model_dir)
+    done = run_completed(dep_dir) and os.path.isdir(model_dir)
     if not done:
         from .slurm.status import active_job
 
@@ -92,7 +93,7 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
             f"out_dir='{dep_dir}'",  # quoted: run folder names contain '='
             # an unfinished pretraining run continues from its checkpoint; a completed one without
             # its model is made again
-            "overwrite=true" if (read_summary(dep_dir) or {}).get("status") == "completed" else "resume=auto",
+            "overwrite=true" if run_completed(dep_dir) else "resume=auto",
         ]
 
         if external:
@@ -188,17 +189,16 @@ def resubmission(cfg: dict) -> Resubmission:
     overwrite=true: resubmitting after a cancel, a failure or a requeue cap never throws the
     training away, only overwrite=true starts over."""
     from .slurm.status import active_job
-    from .slurm.submit import completed
 
     out_dir = cfg["out_dir"]
     active = active_job(out_dir)
     # COMPLETING: every task has ended and Slurm is cleaning up, so a completed run's folder gets no
     # more writes: it is complete, not running (a submit right after `submit --wait` returned saw it so)
-    if active is not None and not (active[1] == "COMPLETING" and completed(out_dir)):
+    if active is not None and not (active[1] == "COMPLETING" and run_completed(out_dir)):
         return Resubmission(cfg, "running", *active)
     if cfg.get("overwrite") is True:
         return Resubmission(cfg)
-    if completed(out_dir):
+    if run_completed(out_dir):
         return Resubmission(cfg, "completed")
     if cfg.get("resume") in (None, "", "none", "null"):
         cfg = dict(cfg, resume="auto")
@@ -214,7 +214,7 @@ def for_slurm_job(cfg: dict) -> tuple[dict, dict | None]:
 
 
 def submit_to_slurm(cfg: dict, world: int) -> int:
-    from .slurm.submit import submit, wait_for
+    from .slurm.dispatch import submit, wait_for
 
     cfg, resume = for_slurm_job(cfg)
     try:
@@ -354,7 +354,7 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
     env = external_env()
     auto_named = not cfg.get("out_dir")
     cfg = named_and_checked(cfg, overrides)
-    if multirun and not cfg.get("overwrite") and (read_summary(cfg["out_dir"]) or {}).get("status") == "completed":
+    if multirun and not cfg.get("overwrite") and run_completed(cfg["out_dir"]):
         print(f"acco: skip (completed): {cfg['out_dir']}", file=sys.stderr, flush=True)
         return 0  # a sweep goes on with its other runs
     if cfg["launcher"].get("name") == "slurm" and env is None:
@@ -376,23 +376,16 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
 
         cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
         join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
-        # in a submitit job (Hydra's submitit launcher) the task returns: submitit pickles its result
-        in_submitit = os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
         try:
             status = run_rank(rank_view(view, cfg), env)
         except BaseException:  # reported by run_rank; leave without interpreter teardown
             if env.rank == 0:
                 say_how_it_ended(out_dir)  # what rank 0's summary.json says of it
-            if in_submitit:
-                raise
             exit_now(1)
         if env.rank == 0:
             say_how_it_ended(out_dir)
         # preempted: the checkpoint is written; a batch script requeues on this code (acco/harness/slurm/sbatch.py)
-        code = PREEMPTED_EXIT if status == "preempted" else 0
-        if in_submitit:
-            return code
-        exit_now(code)
+        exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
     from .lock import RunInUse, claim
 
     try:  # this launcher is the only writer of the run folder until it returns
@@ -454,11 +447,11 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
         record_failure(out_dir, cfg, world, outcome)
-    summary = read_summary(out_dir) or {}
+    summary = read_summary(out_dir)
     say_how_it_ended(out_dir, time.monotonic() - started, summary)
     if not outcome.ok:
         return 1
-    return PREEMPTED_EXIT if summary.get("status") == "preempted" else 0
+    return PREEMPTED_EXIT if summary is not None and summary.status == "preempted" else 0
 
 
 def local_layout_note(cfg: dict, world: int) -> str | None:

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from ..atomic import atomic_open
+from ..atomic import atomic_open, atomic_write_json
 
 PREEMPTED_EXIT = 3  # stopped by a checkpoint signal, checkpoint written: rerun with resume=auto
 
@@ -35,42 +35,17 @@ METRIC_FIELDS = [
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "timing.json", "final_params.pt", "config.yaml", "eval.json")
 
 
-def write_json_atomic(path: str, obj) -> None:
-    with atomic_open(path, "w") as f:
-        json.dump(obj, f, indent=2, default=_json_default)
-        f.write("\n")
-
-
 def write_report(out_dir: str, path: str, obj) -> None:
     """A small file that must be written even on a full disk (summary.json, a failure note): on
     lack of space the run's reserve (acco/runtime/disk.py) is released and the write tried again."""
     from .disk import is_no_space, release
 
     try:
-        write_json_atomic(path, obj)
+        atomic_write_json(path, obj)
     except OSError as exc:
         if not (is_no_space(exc) and release(out_dir)):
             raise
-        write_json_atomic(path, obj)
-
-
-def _json_default(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    return str(o)
-
-
-def read_summary(out_dir: str) -> dict | None:
-    path = os.path.join(out_dir, "summary.json")
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
+        atomic_write_json(path, obj)
 
 
 class MetricsWriter:

@@ -9,6 +9,7 @@ import sys
 import uuid
 
 from ..config.plain import plain
+from .summary import RunSummary, read_summary
 
 
 def wants_bar(stream) -> bool:
@@ -186,9 +187,9 @@ class WandbLogger:
     def log(self, row: dict) -> None:
         self.run.log({k: v for k, v in row.items() if v is not None and k != "step"}, step=int(row["step"]))
 
-    def finish(self, summary: dict | None = None) -> None:
-        self.run.summary.update(summary_scalars(summary or {}))
-        self.run.finish(exit_code=0 if not summary or summary.get("status") == "completed" else 1)
+    def finish(self, summary: RunSummary | None = None) -> None:
+        self.run.summary.update(summary_scalars(summary.to_json() if summary is not None else {}))
+        self.run.finish(exit_code=0 if summary is None or summary.completed else 1)
 
 
 def summary_scalars(summary: dict, prefix: str = "") -> dict:
@@ -239,44 +240,39 @@ def duration(seconds: float | None) -> str:
     return f"{s}s"
 
 
-def closing_line(summary: dict, out_dir: str, wall_s: float | None = None) -> str:
+def closing_line(summary: RunSummary, out_dir: str, wall_s: float | None = None) -> str:
     """The one line a run ends with: status, steps, final train/eval loss, wall time, results folder
     (summary.json's numbers; `wall_s`: the launcher's own count, where rank 0 could not say)."""
-    status = summary.get("status") or "unknown"
-    done, planned = summary.get("steps_completed"), summary.get("steps")
+    status = summary.status or "unknown"
+    done, planned = summary.steps_completed, summary.steps
     parts = [f"{done if done is not None else '?'}{f'/{planned}' if planned else ''} steps"]
-    for key, name in (("final_train_loss", "train loss"), ("final_eval_loss", "eval loss")):
-        if summary.get(key) is not None:
-            parts.append(f"{name} {summary[key]:.4f}")
-    wall = summary.get("total_wall_time_s")
+    for loss, name in ((summary.final_train_loss, "train loss"), (summary.final_eval_loss, "eval loss")):
+        if loss is not None:
+            parts.append(f"{name} {loss:.4f}")
+    wall = summary.total_wall_time_s
     # on the virtual clock rank 0's wall time is the clock's modelled seconds (the launcher's own
     # count, used where rank 0 could not say, is real)
-    modelled = wall is not None and (summary.get("clock") or {}).get("mode") == "virtual"
+    modelled = wall is not None and summary.modelled_time
     parts.append(f"wall {duration(wall if wall is not None else wall_s)}{' (modelled)' if modelled else ''}")
     facts = ", ".join(parts)
-    if status == "completed" and summary.get("final_eval_error"):  # trained and saved; the evaluation can be redone
+    if status == "completed" and summary.final_eval_error:  # trained and saved; the evaluation can be redone
         return (
-            f"acco: completed: {facts}; the final evaluation failed ({summary['final_eval_error']}): "
+            f"acco: completed: {facts}; the final evaluation failed ({summary.final_eval_error}): "
             f"redo it with python experiments/evaluate.py {out_dir} -> {out_dir}"
         )
     if status == "completed":
         return f"acco: completed: {facts} -> {out_dir}"
     if status == "preempted":
-        return (
-            f"acco: preempted: {facts}, checkpoint {summary.get('last_checkpoint')}; "
-            f"continue with resume=auto -> {out_dir}"
-        )
+        return f"acco: preempted: {facts}, checkpoint {summary.last_checkpoint}; continue with resume=auto -> {out_dir}"
     if status == "failed":
-        return f"error: training failed ({summary.get('error') or '?'}); {facts}; see {out_dir}/summary.json"
+        return f"error: training failed ({summary.error or '?'}); {facts}; see {out_dir}/summary.json"
     return f"acco: {status}: {facts} -> {out_dir}"
 
 
-def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: dict | None = None) -> None:
+def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: RunSummary | None = None) -> None:
     """The run's closing line (acco/runtime/progress.py closing_line), from its summary.json."""
-    from .files import read_summary
-
-    summary = summary if summary is not None else read_summary(out_dir) or {}
-    if not summary:  # rank 0 ended before it could write one: nothing more to say than the error above
+    summary = summary if summary is not None else read_summary(out_dir)
+    if summary is None:  # rank 0 ended before it could write one: nothing more to say than the error above
         print(f"acco: the run left no summary.json in {out_dir}", file=sys.stderr, flush=True)
         return
     print(closing_line(summary, out_dir, wall_s), file=sys.stderr, flush=True)

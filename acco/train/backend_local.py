@@ -17,7 +17,7 @@ from ..engine.local_rounds import (
     LocalSchedule,
     fragment_bounds,
     fragment_kind,
-    run_local,
+    run_local_rounds,
 )
 from ..engine.rounds import StepCallback, StopRule
 from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
@@ -139,7 +139,7 @@ class LocalBackend(Backend):
         return self.engine
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
-        run_local(self.live, until, on_step, start)
+        run_local_rounds(self.live, until, on_step, start)
 
     def carry_votes(self, votes) -> None:
         self.live.agreement.votes = votes

@@ -193,7 +193,7 @@ class Reference:
             raise ValueError(f"unknown method {method!r}")
         return theta
 
-    def run_local(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
+    def run_local_method(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
         """diloco / streaming_diloco (acco/engine/local_rounds.py) for `steps` inner steps: one
         AdamW state per worker (swapped into the one torch.optim.AdamW), an outer
         torch.optim.SGD(nesterov=True) per fragment; `padded`: the flat vector's padded length,
@@ -308,7 +308,7 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
 
         padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
         assert length.steps is not None  # validated: a local method runs train.steps
-        ref.run_local(length.steps, local_schedule(cfg.method), padded)
+        ref.run_local_method(length.steps, local_schedule(cfg.method), padded)
         return ref
     # warmup_steps: a setting of dpu and wp only (conf/method/)
     ref.run(cfg.method.name, length.steps, cfg.method.get("warmup_steps", 0), budget)

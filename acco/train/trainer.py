@@ -26,6 +26,7 @@ from ..engine.virtual_clock import ClockSettings
 from ..runtime.files import MetricsWriter, note_progress, reset_peak_memory
 from ..runtime.process_group import nccl_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
+from ..runtime.summary import RunSummary
 from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
 from . import checkpoint
@@ -407,7 +408,7 @@ class Trainer:
     def round_micro_batches(self) -> list[int]:
         return self.backend.round_micro_batches()
 
-    def finish_logging(self, summary: dict | None) -> None:
+    def finish_logging(self, summary: RunSummary | None) -> None:
         if self.progress is not None:
             self.progress.close()
         if self.logger is not None:

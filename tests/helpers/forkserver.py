@@ -51,7 +51,7 @@ PRELOAD = (
     "acco.runtime.disk",
     "acco.models",
     "acco.tasks.lm",
-    "acco.tasks.preflight",
+    "acco.harness.run.preflight",
     "acco.data.sources",
     "acco.train.memory",
     "acco.evaluation",

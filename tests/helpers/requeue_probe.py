@@ -1,5 +1,5 @@
 """A stand-in for a training job on the local Slurm cluster (tests/slurm/test_requeues.py): submitted through
-acco's own submitit executor (acco/harness/slurm/submit.py make_executor), it notes each start and waits for
+acco's own submitit executor (acco/harness/slurm/dispatch.py make_executor), it notes each start and waits for
 the checkpoint signal. Its checkpoint() always asks to be requeued, so how often the job comes back
 is decided by the executor alone (submitit's max_num_timeout, which must be launcher.max_requeues).
 Standard library only: the job unpickles it without importing torch."""

@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from acco.harness.bench.plan import MAX_RATE_MBIT
+from acco.harness.bench.link_rates import MAX_RATE_MBIT
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.integration  # every test here starts processes

@@ -401,7 +401,7 @@ def test_story_data_is_the_pipeline_on_its_corpus(tmp_path):
 def test_missing_model_folder_message_names_the_right_fix(tmp_path):
     from omegaconf import OmegaConf
 
-    from acco.tasks.preflight import check_model
+    from acco.harness.run.preflight import check_model
 
     missing = tmp_path / "fig7" / "model"
     with pytest.raises(DataNotFoundError) as ei:  # one of our runs' saved models, no hub id

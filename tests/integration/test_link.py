@@ -53,7 +53,7 @@ def test_shaped_link_moves_a_collective_at_about_its_rate():
 def test_namespace_links_use_the_configured_mtu(mtu):
     """link.mtu sets the packet size on both ends of every rank's veth (the kernel's CPU per sync
     scales with the packet count)."""
-    topo = netns.Topology(2, 50.0, mtu=mtu).create()
+    topo = netns.RunNamespaces(2, 50.0, mtu=mtu).create()
     try:
         for r, ns in enumerate(topo.ranks):
             for where, dev in ((ns, netns.IFNAME), (topo.switch, f"p{r}")):

@@ -25,15 +25,15 @@ spec.loader.exec_module(reproduce)
 runs = reproduce.local_runs(["fig5"], "cpu", {base!r})
 by = {{(r["info"]["method"], r["info"]["seed"], r["info"]["steps"]): r for r in runs}}
 picked = [by[("ddp", 0, 2)], by[("acco", 0, 2)], by[("ddp", 1, 2)]][: {count}]
-from acco.runtime.files import read_summary
+from acco.runtime.summary import run_completed
 for i, run in enumerate(picked):  # short folders (the composed names of tiny runs pass 255 characters)
     run["out_dir"] = os.path.join({tmp!r}, f"run{{i}}")
     run["args"].append("out_dir=" + run["out_dir"])
     run["name"] = f"fig5/run{{i}}"
-    run["complete"] = (read_summary(run["out_dir"]) or {{}}).get("status") == "completed"
+    run["complete"] = run_completed(run["out_dir"])
 if {fail}:
     picked[2]["args"].append("fault.nan_at_step=1")  # the third run diverges at its first step
-sys.exit(reproduce.run_local("reproduce test", picked).close())
+sys.exit(reproduce.run_here("reproduce test", picked).close())
 """
 
 

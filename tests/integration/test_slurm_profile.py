@@ -54,7 +54,7 @@ def test_profile_setup_options_and_env_in_the_script(tmp_path):
 
 
 def test_profile_reaches_submitit(monkeypatch):
-    from acco.harness.slurm.submit import executor_parameters, make_executor
+    from acco.harness.slurm.dispatch import executor_parameters, make_executor
 
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth1")
     cfg = compose(["experiment=fig5/cpu", "method=acco", *CLUSTER, "launcher.max_requeues=5"])
@@ -91,7 +91,7 @@ def test_checks_before_submission_see_the_hub_as_the_job_does(tmp_path, monkeypa
 
     from acco.config.slurm_profile import as_the_job_sees_the_hub
     from acco.data.sources import DataNotFoundError, hub_reachable
-    from acco.tasks.preflight import check_source
+    from acco.harness.run.preflight import check_source
 
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy"):
         monkeypatch.delenv(name, raising=False)

@@ -1,5 +1,5 @@
 """launcher.max_requeues on the submitit path, on the local Slurm cluster of slurm/local-cluster/: a job
-from acco's executor (acco/harness/slurm/submit.py make_executor) is requeued after each checkpoint signal
+from acco's executor (acco/harness/slurm/dispatch.py make_executor) is requeued after each checkpoint signal
 exactly max_requeues times, even above submitit's own default of 3; the profile's setup lines,
 environment and extra #SBATCH options reach the job. (The generated sbatch scripts' own limit,
 SLURM_RESTART_COUNT, is tested without a cluster in tests/integration/test_slurm_profile.py.)"""
@@ -38,7 +38,7 @@ def starts(notes) -> list[dict]:
 @pytest.mark.integration
 def test_submitit_job_requeued_max_requeues_times(cluster, tmp_path):
     from acco.config.experiments import compose
-    from acco.harness.slurm.submit import make_executor
+    from acco.harness.slurm.dispatch import make_executor
 
     cfg = compose(
         [

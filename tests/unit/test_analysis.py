@@ -54,7 +54,7 @@ def bands(ax) -> list:
 # -- loading -----------------------------------------------------------------------------------
 def test_discover_and_tidy_frame():
     runs = discover_runs(FIXTURES, "fig5", "cpu")
-    assert len(runs) == 10 and all(r.summary["status"] == "completed" for r in runs)
+    assert len(runs) == 10 and all(r.summary.completed for r in runs)
     df = load_experiment(FIXTURES, "fig5", "cpu")
     for col in (
         "method",

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from acco.config.experiments import compose, expand_runs, experiment_block, scales_of
+from acco.runtime.summary import RunSummary
 from analysis.claims import (
     METRICS,
     Claim,
@@ -66,14 +67,24 @@ def synthetic_run(
         "world_size": 2,
         "train": {"steps": steps, "accum": cfg.pop("accum", 1)},
     }
-    summary = {
-        "method": method,
-        "world_size": 2,
-        "status": "completed",
-        "total_wall_time_s": steps * s_per_step,
-        "samples": steps * 16,
-    }
-    return Run(f"/nonexistent/{method}_{seed}", "synthetic", "cpu", f"{method}_seed={seed}", config, summary, metrics)
+    summary = RunSummary.from_json(
+        {
+            "method": method,
+            "world_size": 2,
+            "status": "completed",
+            "total_wall_time_s": steps * s_per_step,
+            "samples": steps * 16,
+        }
+    )
+    return Run(
+        f"/nonexistent/{method}_{seed}",
+        "synthetic",
+        "cpu",
+        f"{method}_seed={seed}",
+        config,
+        summary,
+        metrics,
+    )
 
 
 def claim(metric: str = "final_loss", expect: str = "matches", a=None, b=None, **more) -> Claim:
@@ -196,7 +207,7 @@ def write_run(out_dir: str, method: str, seed: int, final: float, config: dict |
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(config or run.config, f)
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(run.summary, f)
+        json.dump(run.summary.to_json(), f)
     run.metrics().to_csv(os.path.join(out_dir, "metrics.csv"), index=False)
 
 

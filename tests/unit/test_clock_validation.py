@@ -12,6 +12,7 @@ import pytest
 
 from acco.harness.clock_calibration import calibrate as cal
 from acco.harness.clock_calibration import validate_clock as val
+from acco.runtime.summary import RunSummary
 from analysis import clock_report as cr
 from analysis.claims import Claim
 from analysis.load import Run
@@ -120,7 +121,7 @@ def make_run(root, name: str, method: str, seed: int, rows: list[tuple], determi
         "clock": {"mode": "virtual", "sync_s": sync_s},
     }
     summary = {"method": method, "world_size": 2, "status": "completed", "samples": rows[-1][1]}
-    return Run(path, "fig8", "cpu", name, cfg, summary)
+    return Run(path, "fig8", "cpu", name, cfg, RunSummary.from_json(summary))
 
 
 def test_equal_samples_and_equal_time_readings(tmp_path):

@@ -47,7 +47,7 @@ def tinystories_files(n: int = 120) -> dict[str, bytes]:
 
 
 def test_a_hub_id_is_read_from_the_hub_cache_with_the_hub_unreachable(offline, tmp_path):
-    from acco.tasks.preflight import check_source
+    from acco.harness.run.preflight import check_source
 
     with pytest.raises(DataNotFoundError, match="not in the Hugging Face cache"):
         check_source({"hub_id": "roneneldan/TinyStories"}, "data.source.path")
@@ -160,11 +160,11 @@ def test_prepare_data_fetches_hub_ids_where_the_jobs_read_them(offline, tmp_path
     assert len(built) == 1
     # the job's side: no hub, the prepared caches there
     monkeypatch.setattr(sources_mod, "hub_reachable", lambda timeout=3.0: False)
+    from acco.harness.run.preflight import check_data_present
     from acco.tasks import prepare_task_data
-    from acco.tasks.preflight import preflight
 
     cfg = typed(compose(args))
-    preflight(cfg)
+    check_data_present(cfg)
     monkeypatch.setattr(pretrain_mod, "_build", lambda *a, **k: pytest.fail("rebuilt on the compute node"))
     assert prepare_task_data(cfg)["tokenizer"].startswith(str(tmp_path / "cache" / built[0]))
     assert _prepare_data_main()(args) == 0 and len(calls) == 1  # found: not fetched again

@@ -65,8 +65,15 @@ def test_logger_choices_are_checked_before_anything_starts():
     assert "logger=tensorboard" in check_logger({"logger": {"name": "tensorboard"}})
 
 
-def test_every_run_ends_with_one_closing_line():
+def ending(summary: dict, **kw) -> str:
+    """closing_line of the run whose summary.json holds `summary`, in folder results/x."""
     from acco.runtime.progress import closing_line
+    from acco.runtime.summary import RunSummary
+
+    return closing_line(RunSummary.from_json(summary), "results/x", **kw)
+
+
+def test_every_run_ends_with_one_closing_line():
 
     done = {
         "status": "completed",
@@ -76,27 +83,26 @@ def test_every_run_ends_with_one_closing_line():
         "final_eval_loss": 3.456789,
         "total_wall_time_s": 62.4,
     }
-    assert closing_line(done, "results/x") == (
+    assert ending(done) == (
         "acco: completed: 300/300 steps, train loss 3.2100, eval loss 3.4568, wall 1m02s -> results/x"
     )
     unevaluated = dict(done, final_eval_loss=None, final_eval_error="rank 1: OSError: no LAMBADA")
-    assert closing_line(unevaluated, "results/x") == (
+    assert ending(unevaluated) == (
         "acco: completed: 300/300 steps, train loss 3.2100, wall 1m02s; the final evaluation failed "
         "(rank 1: OSError: no LAMBADA): redo it with python experiments/evaluate.py results/x -> results/x"
     )
     stopped = dict(done, status="preempted", steps_completed=40, final_eval_loss=None, last_checkpoint="ck/step_40")
-    line = closing_line(stopped, "results/x")
+    line = ending(stopped)
     assert line.startswith("acco: preempted: 40/300 steps, train loss 3.2100, wall 1m02s, checkpoint ck/step_40")
     assert "resume=auto" in line
     failed = {"status": "failed", "error": "rank 1 was killed by SIGKILL", "steps_completed": 3, "steps": None}
-    line = closing_line(failed, "results/x", wall_s=5.2)  # no wall time from rank 0: the launcher's
+    line = ending(failed, wall_s=5.2)  # no wall time from rank 0: the launcher's
     assert line == "error: training failed (rank 1 was killed by SIGKILL); 3 steps, wall 5s; see results/x/summary.json"
 
 
 def test_virtual_clock_runs_say_their_times_are_modelled():
     """clock.mode=virtual: rank 0's seconds are the clock's model, and the log lines, the bar's rate and
     the closing line say so; the launcher's own (real) count and real-clock runs stay unlabelled."""
-    from acco.runtime.progress import closing_line
 
     out = io.StringIO()
     feed(Progress("acco", 7, log_every=3, stream=out, modelled=True), 7)
@@ -108,11 +114,11 @@ def test_virtual_clock_runs_say_their_times_are_modelled():
     assert "modelled samples/s=32.0" in bar.getvalue().replace("\r", "\n").strip().splitlines()[-1]
     virtual = {"status": "completed", "steps_completed": 3, "steps": 3, "total_wall_time_s": 62.4}
     virtual["clock"] = {"mode": "virtual", "micro_batch_s": 0.1}
-    assert closing_line(virtual, "results/x") == "acco: completed: 3/3 steps, wall 1m02s (modelled) -> results/x"
+    assert ending(virtual) == "acco: completed: 3/3 steps, wall 1m02s (modelled) -> results/x"
     real = dict(virtual, clock={"mode": "real"})
-    assert closing_line(real, "results/x") == "acco: completed: 3/3 steps, wall 1m02s -> results/x"
+    assert ending(real) == "acco: completed: 3/3 steps, wall 1m02s -> results/x"
     launcher_count = dict(virtual, total_wall_time_s=None)
-    assert closing_line(launcher_count, "results/x", wall_s=5.2).endswith("wall 5s -> results/x")
+    assert ending(launcher_count, wall_s=5.2).endswith("wall 5s -> results/x")
 
 
 def test_a_resumed_run_keeps_its_wandb_run_id_a_run_started_over_gets_a_new_one(tmp_path):

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from acco.runtime.summary import RunSummary
 from analysis.load import discover_runs
 from analysis.measures import final_loss
 from analysis.report import build_report
@@ -146,7 +147,7 @@ def test_every_setting_line_names_the_ddp_baseline_it_used():
     from analysis.load import Run
 
     def run(method: dict) -> Run:
-        return Run("p", "fig9", "cpu", method["name"], {"method": method}, {})
+        return Run("p", "fig9", "cpu", method["name"], {"method": method}, RunSummary())
 
     acco = run({"name": "acco"})
     assert baseline_of([acco]) == ""

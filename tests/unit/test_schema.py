@@ -18,19 +18,19 @@ from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ReadonlyConfigError, ValidationError
 
 from acco.config.experiments import CONF_DIR, compose, experiment_ids, scales_of
-from acco.config.schema import GROUP_SCHEMAS, check_config, group_options, option_kind, register, typed
-from acco.config.validate import ConfigError, check_overrides
+from acco.config.schema import GROUP_SCHEMAS, check_config, option_kind, register, typed
+from acco.config.validate import ConfigError, check_overrides, group_options
 
 
 def test_every_group_option_declares_its_kind():
     for group, kinds in GROUP_SCHEMAS.items():
-        for option in group_options(group):
+        for option in group_options(CONF_DIR, group):
             assert option_kind(group, option) in kinds.values(), f"conf/{group}/{option}.yaml"
 
 
 @pytest.mark.parametrize("group", sorted(GROUP_SCHEMAS))
 def test_every_group_option_composes_and_fits(group):
-    for option in group_options(group):
+    for option in group_options(CONF_DIR, group):
         cfg = compose([f"{group}={option}"])
         check_config(cfg)
         assert set(cfg[group]) == {k for k in cfg[group]}  # nothing but its own keys (no None fill-ins)

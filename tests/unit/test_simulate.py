@@ -13,6 +13,7 @@ from acco.harness.simulation.models import MODELS
 from acco.harness.simulation.stragglers import Stragglers, parse
 from acco.harness.simulation.sweep import run, scenario
 from acco.harness.simulation.topology import all_reduce_s, reduce_scatter_s, sync_s, topology
+from acco.runtime.summary import RunSummary
 from tests.helpers.paths import ROOT
 
 
@@ -211,7 +212,7 @@ def fake_run(method, steps, accum=2, deterministic=True, world=2, **method_cfg):
         "seed": 0,
     }
     summary = {"method": method, "world_size": world, "steps_completed": steps, "accum": accum}
-    return Run("/nonexistent", "figX", "cpu", method, config, summary)
+    return Run("/nonexistent", "figX", "cpu", method, config, RunSummary.from_json(summary))
 
 
 def test_validation_predicts_the_measured_window():

@@ -83,7 +83,7 @@ def test_the_job_finds_its_checkpoint_itself_when_it_starts_and_when_it_is_reque
             sent.append(cfg)
         return [SimpleNamespace(job_id=f"9_{i}") for i in range(len(cfgs))]
 
-    monkeypatch.setattr("acco.harness.slurm.submit.submit", fake_submit)
+    monkeypatch.setattr("acco.harness.slurm.dispatch.submit", fake_submit)
     monkeypatch.setattr(submit_py, "prepare_out_dir", lambda out_dir, cfg: prepared.append(cfg.get("_resume")))
     out = str(tmp_path / "run")
     cfg = _cfg(out, resume="auto", _resume={"dir": f"{out}/checkpoints/step_00000004", "step": 4})

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from acco.runtime.summary import RunSummary
 from analysis.comparisons import Group, compare
 from analysis.load import Run
 from analysis.measures import final_loss
@@ -207,8 +208,16 @@ def synthetic_run(method: str, seed: int, final: float, steps: int = 50) -> Run:
     loss = final + 3.0 * np.exp(-step / 15.0)
     metrics = pd.DataFrame({"step": step, "train_loss": loss, "samples": step * 16})
     config = {"method": {"name": method}, "seed": seed, "world_size": 2, "train": {"steps": steps, "accum": 1}}
-    summary = {"method": method, "world_size": 2, "status": "completed"}
-    return Run(f"/nonexistent/{method}_{seed}", "synthetic", "cpu", f"{method}_seed={seed}", config, summary, metrics)
+    summary = RunSummary.from_json({"method": method, "world_size": 2, "status": "completed"})
+    return Run(
+        f"/nonexistent/{method}_{seed}",
+        "synthetic",
+        "cpu",
+        f"{method}_seed={seed}",
+        config,
+        summary,
+        metrics,
+    )
 
 
 def groups(ddp: list[float], acco: list[float]) -> tuple[Group, Group]:
@@ -260,7 +269,7 @@ def write_run(root, name: str, method: str, seed: int, lr: float, final: float) 
     with open(os.path.join(folder, "config.yaml"), "w") as f:
         yaml.safe_dump(cfg, f)
     with open(os.path.join(folder, "summary.json"), "w") as f:
-        json.dump(run.summary, f)
+        json.dump(run.summary.to_json(), f)
     run.metrics().to_csv(os.path.join(folder, "metrics.csv"), index=False)
 
 

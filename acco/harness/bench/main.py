@@ -1,7 +1,7 @@
 """`make bench` (experiments/bench.py): every method on the emulated link, side by side in one run.
 
 1. calibration: per world size, the sequential reference (flat ZeRO-1 DDP) on an unlimited link
-   and at a reference rate -> the link rate for each target comm/comp ratio (acco/harness/bench/plan.py);
+   and at a reference rate -> the link rate for each target comm/comp ratio (acco/harness/bench/link_rates.py);
 2. the grid: rounds x world sizes x ratios x methods, interleaved (each round visits every point,
    the method order rotating), so drifts of a shared machine hit every method alike; medians; the
    shaped ratios once more on the in-process delay link (ACCO and the reference: --delay-methods,
@@ -20,8 +20,8 @@ import sys
 import pandas as pd
 
 from ..multirun import MultiRun, last_error_line
-from . import SMALL_LM, model_fit, report
-from .plan import Calibration
+from . import SMALL_LM, model_fit, outputs
+from .link_rates import Calibration
 from .runner import METHODS, RunSpec, row_from_folder, run_one
 
 
@@ -146,7 +146,7 @@ def summarize(a, rows, calibrations, failures, log) -> int:
     hetero = med[med["group"] == "hetero"].reset_index(drop=True)
     delay = med[med["group"] == "delay"].reset_index(drop=True)
     tb, other = model_fit.fit(pd.concat([grid, med[med["group"] == "calibration"]]))
-    paths = report.write_all(
+    paths = outputs.write_all(
         a.out, raw, grid, hetero, calibrations, tb, other, vars(a), pd.DataFrame(failures), delay=delay
     )
     for p in paths:

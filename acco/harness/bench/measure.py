@@ -4,11 +4,11 @@ trace.json) — the same files every training run leaves."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import statistics
 
 from acco.engine.trace import backward_overlap, load_spans, summarize_overlap
+from acco.runtime.summary import RunSummary, read_summary
 
 
 def _median(xs):
@@ -98,8 +98,8 @@ def rank_rates(trace_path: str) -> list[float]:
     return rates
 
 
-def memory(summary: dict) -> dict:
-    ranks = [r for r in summary.get("per_rank") or [] if r]
+def memory(summary: RunSummary) -> dict:
+    ranks = summary.ranks()
 
     def top(key):
         vals = [r.get(key) for r in ranks if r.get(key) is not None]
@@ -124,11 +124,11 @@ def memory(summary: dict) -> dict:
 
 
 def measure_run(out_dir: str, accum: int, micro_batch_size: int) -> dict:
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        summary = json.load(f)
-    if summary.get("status") != "completed":
-        raise RuntimeError(f"{out_dir}: run {summary.get('status')}: {summary.get('error')}")
-    out = {"link_mode": (summary.get("link") or {}).get("mode"), "world": summary["world_size"]}
+    summary = read_summary(out_dir)
+    if summary is None or not summary.completed:
+        status = summary.status if summary else "left no summary.json"
+        raise RuntimeError(f"{out_dir}: run {status}: {summary.error if summary else None}")
+    out = {"link_mode": (summary.link or {}).get("mode"), "world": summary.world_size}
     out.update(steady_rate(os.path.join(out_dir, "metrics.csv")))
     out.update(trace_times(os.path.join(out_dir, "trace.json"), accum))
     rates = rank_rates(os.path.join(out_dir, "trace.json"))

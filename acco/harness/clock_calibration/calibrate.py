@@ -20,7 +20,6 @@ reduction (`overlap_only_ratios`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -31,6 +30,7 @@ from acco.analytic import costmodel
 from acco.config.location import conf_dir
 from acco.engine.trace import load_spans
 from acco.harness import SOURCE_ROOT, TRAIN
+from acco.runtime.summary import read_summary
 
 
 # -- statistics ---------------------------------------------------------------------------------------
@@ -157,8 +157,9 @@ def measure_point(point: Point, runs_dir: str, steps: int, timeout_s: float = 90
 def read_point(point: Point, out_dir: str, steps: int) -> dict:
     """A calibration point from its finished run's folder."""
     args = point_overrides(point, out_dir, steps)
-    with open(os.path.join(out_dir, "summary.json")) as f:
-        summary = json.load(f)
+    summary = read_summary(out_dir)
+    if summary is None:
+        raise RuntimeError(f"{out_dir}: the calibration run left no summary.json")
     secs = span_seconds(os.path.join(out_dir, "trace.json"))
     acco_accum = _accum(point.figure, "acco", point.extra)
     mb, sync = spread(secs["micro_batch"]), spread(secs["sync"])
@@ -166,9 +167,9 @@ def read_point(point: Point, out_dir: str, steps: int) -> dict:
         "figure": point.figure,
         "rate_mbit": point.rate_mbit,
         "overrides": args[:-2],  # without out_dir / overwrite: what to run again
-        "link": summary.get("link"),
-        "world": summary.get("world_size"),
-        "ddp_accum": int(summary.get("accum")),
+        "link": summary.link,
+        "world": summary.world_size,
+        "ddp_accum": int(summary.accum or 0),
         "acco_accum": acco_accum,
         "steps": steps,
         "micro_batch_s": mb,

@@ -16,7 +16,6 @@ between the first and the last committed steps)."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from acco.harness import SOURCE_ROOT, TRAIN
 from acco.harness.bench.measure import steady_rate
 from acco.harness.clock_calibration.calibrate import span_seconds, spread
+from acco.runtime.summary import run_completed
 
 FIGURE = "beyond_diloco"  # its CPU model (gptneo_tiny) is the smallest: the most repetitions per minute
 METHODS = {
@@ -101,12 +101,8 @@ def _train(args: list[str], timeout_s: float = 900) -> None:
     """One run; a run whose folder already holds a completed one is kept (an interrupted validation
     continues where it stopped)."""
     out_dir = next(a.split("=", 1)[1] for a in args if a.startswith("out_dir="))
-    try:
-        with open(os.path.join(out_dir, "summary.json")) as f:
-            if json.load(f).get("status") == "completed":
-                return
-    except (OSError, ValueError):
-        pass
+    if run_completed(out_dir):
+        return
     proc = subprocess.run([*TRAIN, *args], cwd=SOURCE_ROOT, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
@@ -117,7 +113,9 @@ def s_per_step(out_dir: str) -> float:
     return steady_rate(os.path.join(out_dir, "metrics.csv"))["s_per_step"]
 
 
-def validate(calibration: dict, rates: list[float], reps: int, steps: int, runs_dir: str, log=print) -> list[dict]:
+def validate_against_real_runs(
+    calibration: dict, rates: list[float], reps: int, steps: int, runs_dir: str, log=print
+) -> list[dict]:
     """Every row: method, link, repetition, real s/step, virtual s/step from the real run's own
     costs (`virtual_own_s`) and from the calibration's (`virtual_cal_s`), the costs used."""
     from acco.harness.clock_calibration.calibrate import point_of

@@ -141,7 +141,7 @@ def fixes(items: dict[str, int], cfg: dict) -> str:
     }.get(biggest or "", "")
 
 
-def out_dir_problem(cfg: dict, world: int) -> tuple[str | None, DiskEstimate]:
+def disk_space_problem(cfg: dict, world: int) -> tuple[str | None, DiskEstimate]:
     """(the one-line problem when out_dir's filesystem cannot hold the run, or None; the estimate)."""
     est = estimate(cfg, world)
     out_dir = cfg["out_dir"]
@@ -203,7 +203,7 @@ def check_disk(cfg: dict, world: int) -> str | None:
     """Before any worker starts: the one-line problem, or None (also when ACCO_DISK_CHECK=0)."""
     if os.environ.get(OFF_SWITCH, "1") == "0":
         return None
-    problem, _ = out_dir_problem(cfg, world)
+    problem, _ = disk_space_problem(cfg, world)
     return problem or data_cache_problem(cfg)
 
 

@@ -1,13 +1,23 @@
 """What a run needs before any worker starts or any job is submitted, besides a valid config: each
 GPU holds it (the memory model, acco/train/memory.py), and every dataset, tokenizer and model it
-reads is here (acco/tasks/preflight.py), seen as its job will see the hub. Each returns the
-problem's one line, or None."""
+reads is here, seen as its job will see the hub. Each returns the problem's one line, or None.
+
+A missing dataset, tokenizer or checkpoint is one line naming the hub id, the command to fetch it and
+the config key to point at the local copy. A hub id is here when its snapshot is in the hub cache
+(acco/data/hub.py), where experiments/prepare_data.py fetches it: a compute node without internet
+passes with the prepared cache."""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig
 
 from ...config.schema import DEFAULT_TASK, typed
+from ...data.sources import DataNotFoundError, check_hub_dataset, data_hint
 
 
 def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
@@ -36,16 +46,13 @@ def with_step_timeout(cfg: dict) -> tuple[dict, str | None]:
 
 
 def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
-    """Every dataset, tokenizer and model the run reads is here (tasks/preflight.py), seen as its
+    """Every dataset, tokenizer and model the run reads is here (check_data_present), seen as its
     job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""
     if cfg.get("task") != DEFAULT_TASK:
         return None
-    from ...data.sources import DataNotFoundError
-    from ...tasks.preflight import preflight
-
     try:
         with hub_as_the_job_sees_it(cfg, external):
-            preflight(typed(cfg) if view is None else view)
+            check_data_present(typed(cfg) if view is None else view)
     except DataNotFoundError as exc:
         return str(exc)
     return None
@@ -62,3 +69,54 @@ def hub_as_the_job_sees_it(cfg: dict, external: bool):
     from ...config.slurm_profile import as_the_job_sees_the_hub
 
     return as_the_job_sees_the_hub(cfg["launcher"])
+
+
+def check_source(source: Mapping[str, Any] | None, config_key: str) -> None:
+    if not source or source.get("generator"):
+        return
+    hub_id, path = source.get("hub_id"), source.get("path")
+    if path:
+        if not os.path.exists(os.path.expanduser(path)):
+            raise DataNotFoundError(
+                f"dataset {hub_id or ''} not found at {path}: {data_hint(hub_id, config_key)}".replace(
+                    "dataset  ", "dataset "
+                )
+            )
+        return
+    if not hub_id:
+        raise DataNotFoundError(f"no dataset given: set {config_key} to a local copy")
+    check_hub_dataset(hub_id, config_key)
+
+
+def check_tokenizer(spec: Mapping[str, Any] | None, config_key: str) -> None:
+    spec = spec or {}
+    if spec.get("kind") == "pretrained":
+        from ...data.tokenizer import load_pretrained_tokenizer
+
+        load_pretrained_tokenizer(spec.get("path"), spec.get("hub_id"), config_key=config_key)
+
+
+def check_model(model_cfg: DictConfig) -> None:
+    path = model_cfg.pretrained_path
+    if not path or os.path.isdir(path):
+        return
+    hub_id = model_cfg.hub_id
+    if not hub_id:  # a model one of our runs saved (e.g. Fig. 8's start from Fig. 7's pretraining)
+        raise DataNotFoundError(
+            f"no model at {path}: set model.pretrained_path to a Hugging Face model folder, e.g. a run's "
+            f"<out_dir>/model saved with train.save_model=true (slim_results.py removes them once used)"
+        )
+    raise DataNotFoundError(
+        f"pretrained model {hub_id} not found at {path}: run experiments/prepare_data.py with the same "
+        f'overrides where the hub is reachable (it fetches it there), or run "hf download {hub_id} '
+        f'--local-dir {path}" on a machine with internet, copy it here and set model.pretrained_path={path}'
+    )
+
+
+def check_data_present(cfg: DictConfig) -> None:
+    """Raise DataNotFoundError naming the first dataset, tokenizer or model the run reads that is not here."""
+    check_source(cfg.data.source, "data.source.path")
+    check_tokenizer(cfg.data.tokenizer, "data.tokenizer.path")
+    check_model(cfg.model)
+    if cfg.final_eval.lambada:
+        check_source(cfg.final_eval.lambada_source, "final_eval.lambada_source.path")

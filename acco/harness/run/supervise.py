@@ -12,7 +12,9 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from ...runtime.files import read_failures, read_metrics, read_progress, read_summary, write_json_atomic
+from ...atomic import atomic_write_json
+from ...runtime.files import read_failures, read_metrics, read_progress
+from ...runtime.summary import SUMMARY_FILE, RunSummary, read_summary
 
 FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM)
 # words of the errors a rank reports when it is a peer, not itself, that failed
@@ -168,25 +170,17 @@ def record_failure(out_dir: str, cfg: dict, world: int, outcome: Outcome) -> str
     """Write the failed run's summary.json (keeping what rank 0 wrote, if it could); returns why."""
     step_timeout = float((cfg.get("dist") or {}).get("step_timeout_s") or 30)
     rank, why, notes = diagnose(outcome, out_dir, step_timeout)
-    summary = read_summary(out_dir) or {"method": cfg["method"]["name"], "world_size": world}
+    summary = read_summary(out_dir) or RunSummary(method=cfg["method"]["name"], world_size=world)
     rows = read_metrics(os.path.join(out_dir, "metrics.csv"))
     from ...train.checkpoint import CHECKPOINTS, MANIFEST, list_checkpoints
 
     complete = [
         p for _, p in list_checkpoints(os.path.join(out_dir, CHECKPOINTS)) if os.path.exists(os.path.join(p, MANIFEST))
     ]
-    summary.update(
-        {
-            "status": "failed",
-            "failed_rank": rank,
-            "error": why,
-            "rank_errors": [n.get("error") for n in notes],
-            "exit_codes": outcome.exitcodes,
-            "steps_completed": len(rows),
-            "steps": cfg["train"]["steps"],
-            "final_train_loss": rows[-1]["train_loss"] if rows else None,
-            "last_checkpoint": complete[0] if complete else None,
-        }
-    )
-    write_json_atomic(os.path.join(out_dir, "summary.json"), summary)
+    summary.status, summary.failed_rank, summary.error = "failed", rank, why
+    summary.rank_errors, summary.exit_codes = [n.get("error") for n in notes], outcome.exitcodes
+    summary.steps_completed, summary.steps = len(rows), cfg["train"]["steps"]
+    summary.final_train_loss = rows[-1]["train_loss"] if rows else None
+    summary.last_checkpoint = complete[0] if complete else None
+    atomic_write_json(os.path.join(out_dir, SUMMARY_FILE), summary.to_json())
     return why

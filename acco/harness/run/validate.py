@@ -25,7 +25,7 @@ from ...config.validate import (
     setting_number,
 )
 from ...engine.virtual_clock import check_clock
-from ...runtime.files import read_summary
+from ...runtime.summary import run_completed
 from ...train.settings import check_method, check_optimizer, check_precision_and_budget
 from ..launch import START_METHODS, external_env, gpu_shortage, usable_cores
 
@@ -36,7 +36,7 @@ def check_gpus_per_node(
     """One GPU per rank, refused before any worker starts: the local launcher puts all `world`
     ranks on this machine; under torchrun/srun this process's node holds its local world size
     (LOCAL_WORLD_SIZE / the step's tasks per node). A submission from a login node is checked
-    against the profile's GPUs per node instead (acco.harness.slurm.submit.job_shape)."""
+    against the profile's GPUs per node instead (acco.harness.slurm.dispatch.job_shape)."""
     per_node = world
     if launcher_world_size is not None:
         env = external_env()
@@ -326,7 +326,6 @@ def validate(
             f"out_dir has a folder name of {longest} bytes, over the file system's 255 "
             f"({str(out_dir)[:60]}...); set out_dir=<a shorter path>"
         )
-    summary = read_summary(out_dir)
-    if summary and summary.get("status") == "completed" and not cfg.get("overwrite"):
+    if run_completed(out_dir) and not cfg.get("overwrite"):
         raise ConfigError(f"{out_dir} already holds a completed run; choose another out_dir or pass overwrite=true")
     return world

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
 
-from ...atomic import atomic_write
+from ...atomic import atomic_write, atomic_write_json
 from ...config.plain import plain
 from ...config.schema import typed
 from ...engine.audit import CollectiveAudit
@@ -46,9 +46,9 @@ from ...runtime.files import (
     clear_progress,
     peak_memory_bytes,
     write_failure,
-    write_json_atomic,
     write_report,
 )
+from ...runtime.summary import SUMMARY_FILE, RunSummary
 from ...tasks import load_task_factory
 from ...train.post_training import FinalEvaluationError, final_evaluation, post_training_group
 from ...train.precision import precision_report
@@ -213,7 +213,7 @@ def run_final_evaluation(cfg: DictConfig, task, trainer: Trainer, rank: int, wor
         return error
     if rank == 0 and results is not None:
         with writing(cfg.out_dir, "eval.json", cfg.train.steps, cfg):
-            write_json_atomic(os.path.join(cfg.out_dir, "eval.json"), results)
+            atomic_write_json(os.path.join(cfg.out_dir, "eval.json"), results)
     return None
 
 
@@ -293,44 +293,42 @@ def _finish(
             remove_parts(out_dir, env.world_size)
         rows = metrics.rows if metrics is not None else []
         last_eval = next((r["eval_loss"] for r in reversed(rows) if r.get("eval_loss") is not None), None)
-        summary = {
-            "method": cfg.method.name,
-            "world_size": env.world_size,
-            "status": status,
+        summary = RunSummary(
+            method=cfg.method.name,
+            world_size=env.world_size,
+            status=status,
             # a lost connection or a timed-out collective means a peer failed, not this rank
-            "error": error,
-            "failed_rank": rank if status == "failed" and not is_peer_error(error) else None,
-            "launcher": env.source,
-            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-            "backend": backend,
-            "device": str(device),
-            "deterministic": cfg.train.deterministic,
-            "accum": cfg.train.accum,
-            "steps_completed": len(rows),
-            "steps": cfg.train.steps,
-            "total_wall_time_s": round(getattr(trainer, "wall_time_s", time.time() - t0), 4),
-            "final_train_loss": rows[-1]["train_loss"] if rows else None,
-            "final_eval_loss": last_eval,
-            "samples": rows[-1]["samples"] if rows else 0,
-            "hetero": plain(cfg.hetero),
-            "link": _link_report(cfg),
+            error=error,
+            failed_rank=rank if status == "failed" and not is_peer_error(error) else None,
+            launcher=env.source,
+            slurm_job_id=os.environ.get("SLURM_JOB_ID"),
+            backend=backend,
+            device=str(device),
+            deterministic=cfg.train.deterministic,
+            accum=cfg.train.accum,
+            steps_completed=len(rows),
+            steps=cfg.train.steps,
+            total_wall_time_s=round(getattr(trainer, "wall_time_s", time.time() - t0), 4),
+            final_train_loss=rows[-1]["train_loss"] if rows else None,
+            final_eval_loss=last_eval,
+            samples=rows[-1]["samples"] if rows else 0,
+            hetero=plain(cfg.hetero),
+            link=_link_report(cfg),
             # real, or the virtual clock's costs: then wall_time_s and total_wall_time_s are modelled seconds
-            "clock": trainer.clock_report()
-            if trainer is not None
-            else {"mode": "virtual" if is_virtual(cfg) else "real"},
-            "final_eval": _read_json(os.path.join(out_dir, "eval.json")),
+            clock=trainer.clock_report() if trainer is not None else {"mode": "virtual" if is_virtual(cfg) else "real"},
+            final_eval=_read_json(os.path.join(out_dir, "eval.json")),
             # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
-            "final_eval_error": final_eval_error,
+            final_eval_error=final_eval_error,
             # each buffer's dtype (the same on every rank; docs/rounds.md "Precision")
-            "precision": precision_report(trainer.backend) if trainer is not None else None,
-            "per_rank": per_rank,
-            "resumed_from_step": (cfg.get("_resume") or {}).get("step")
+            precision=precision_report(trainer.backend) if trainer is not None else None,
+            per_rank=per_rank,
+            resumed_from_step=(cfg.get("_resume") or {}).get("step")
             if trainer is None
             else (trainer.start_step or None),
-            "last_checkpoint": getattr(trainer, "last_checkpoint", None),
-        }
+            last_checkpoint=getattr(trainer, "last_checkpoint", None),
+        )
         release(out_dir)  # the reserve's room goes to the summary
-        write_report(out_dir, os.path.join(out_dir, "summary.json"), summary)
+        write_report(out_dir, os.path.join(out_dir, SUMMARY_FILE), summary.to_json())
         if trainer is not None:
             trainer.finish_logging(summary)
     if late is not None:  # every file but the trace is written: report it, then fail this rank

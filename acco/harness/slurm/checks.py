@@ -3,7 +3,7 @@ experiments/submit.py checks through acco.harness.start.check_run before it subm
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
 against the profile's gpu_mem_gb (acco/train/memory.py), a dist.step_timeout_s long enough for
 the run's estimated waits (acco/harness/run/plan.py), the data, tokenizer and model present
-(acco/tasks/preflight.py), the disk (acco/harness/run/disk.py).
+(acco/harness/run/preflight.py), the disk (acco/harness/run/disk.py).
 
 Unlike check_run nothing is trained or resolved here: a model another run saves (fig8 fine-tunes
 fig7's) is that job's to make, so its folder is not required (the script says what it needs), and

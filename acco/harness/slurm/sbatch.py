@@ -49,7 +49,7 @@ JOB_NAME_MAX = 120
 def job_shape(cfg: dict, profile: dict) -> dict:
     """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
     from ...config.validate import parse_layout
-    from .submit import job_shape as submit_shape
+    from .dispatch import job_shape as submit_shape
 
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])

@@ -8,7 +8,7 @@ import os
 import subprocess
 from typing import Any
 
-from ...runtime.files import read_summary
+from ...runtime.summary import read_summary
 
 
 def sacct_state(job_id: str) -> tuple[str, str]:
@@ -105,14 +105,14 @@ def run_status(out_dir: str) -> dict:
     }
     job = recorded_job(out_dir)
     summary = read_summary(out_dir)
-    if job is None and summary and summary.get("slurm_job_id"):  # a job of Hydra's submitit launcher
-        job = {"job_id": summary["slurm_job_id"]}
+    if job is None and summary and summary.slurm_job_id:  # a generated sbatch script's job: no slurm.json
+        job = {"job_id": summary.slurm_job_id}
     if job is not None:
         info["job_id"] = job["job_id"]
         info["slurm_state"], info["exit_code"] = job_state(str(job["job_id"]))
         if info["slurm_state"] != "COMPLETED" and info["slurm_state"] not in ACTIVE_STATES:
             info["log_tail"] = log_tail(job.get("stderr"))
     if summary:
-        info["result"] = summary.get("status", "?")
-        info["steps"] = summary.get("steps_completed")
+        info["result"] = summary.status or "?"
+        info["steps"] = summary.steps_completed
     return info

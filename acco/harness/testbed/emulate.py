@@ -9,10 +9,10 @@ import sys
 from ...engine.collectives import register_collective_hook, unregister_collective_hook
 from . import delay
 from .link import DEFAULT_MTU, is_active, link_values, netns_possible
-from .netns import Topology, enter
+from .netns import RunNamespaces, enter
 
 
-def prepare(cfg: dict, world_size: int) -> tuple[dict, Topology | None]:
+def prepare(cfg: dict, world_size: int) -> tuple[dict, RunNamespaces | None]:
     """The config the workers get (cfg['link']['runtime'] says what they join) and the namespaces
     to remove at the end (None without netns). Namespaces are made when there is a rate to shape
     and mode allows them; otherwise the rate (if any) and the latency are in-process delays."""
@@ -26,7 +26,7 @@ def prepare(cfg: dict, world_size: int) -> tuple[dict, Topology | None]:
         why = netns_possible()
         if why is None:
             try:
-                topo = Topology(world_size, rate, link.get("mtu", DEFAULT_MTU)).create()
+                topo = RunNamespaces(world_size, rate, link.get("mtu", DEFAULT_MTU)).create()
             except OSError as exc:
                 why = f"namespaces could not be created ({str(exc).splitlines()[0]})"
                 if mode == "netns":

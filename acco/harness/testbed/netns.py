@@ -74,7 +74,7 @@ def remove_stale() -> list[str]:
     return removed
 
 
-class Topology:
+class RunNamespaces:
     """The namespaces of one run. `create()` builds them; `destroy()` (idempotent) removes them and
     is also run at interpreter exit and on SIGTERM/SIGINT/SIGHUP of the launcher."""
 
@@ -93,7 +93,7 @@ class Topology:
     def names(self) -> list[str]:
         return [self.switch, *self.ranks]
 
-    def create(self) -> Topology:
+    def create(self) -> RunNamespaces:
         remove_stale()
         _install_cleanup(self)
         try:
@@ -139,7 +139,7 @@ class Topology:
         }
 
 
-_LIVE: list[Topology] = []
+_LIVE: list[RunNamespaces] = []
 _HANDLERS_INSTALLED = False
 
 
@@ -154,7 +154,7 @@ def _on_signal(signum, frame):
     os.kill(os.getpid(), signum)
 
 
-def _install_cleanup(topo: Topology) -> None:
+def _install_cleanup(topo: RunNamespaces) -> None:
     global _HANDLERS_INSTALLED
     _LIVE.append(topo)
     if _HANDLERS_INSTALLED:

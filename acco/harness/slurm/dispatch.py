@@ -20,7 +20,6 @@ import time
 
 from ...config.slurm_profile import sbatch_options
 from ...config.validate import ConfigError, parse_layout
-from ...runtime.files import read_summary
 
 LOCAL_CLUSTER_HINT = "start the local test cluster with `sudo slurm/local-cluster/start`"
 
@@ -250,7 +249,3 @@ def wait_for(jobs) -> int:
             last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
             print(f"error: Slurm job {job.job_id} failed ({job.state}): {last}", file=sys.stderr, flush=True)
     return 1 if failed else 0
-
-
-def completed(out_dir: str) -> bool:
-    return (read_summary(out_dir) or {}).get("status") == "completed"
