@@ -78,6 +78,8 @@ KEY_CASES = [  # caught before Hydra composes anything
     (["+foo=1"], "unknown key 'foo'"),
     (["train.bf16=true"], "train.bf16 was replaced by train.precision"),
     (["method=foo"], "unknown method 'foo'"),
+    # the plugin route to Slurm that is gone (acco's sweep launcher takes launcher=slurm instead)
+    (["-m", "hydra/launcher=submitit_slurm"], "a sweep goes to Slurm with launcher=slurm"),
 ]
 
 
