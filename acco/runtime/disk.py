@@ -1,7 +1,8 @@
 """A write that finds the disk full turns into one clear error (NoSpaceError, not a traceback); the
 reserve that keeps room for the failure report; the sweep of the leftovers of writers that died.
-The estimate of what a run writes, checked before it starts, is acco/harness/run/disk.py: it also says,
-through `advise_with`, by how much a full disk falls short and which setting shrinks the run."""
+The estimate of what a run writes, checked before it starts, is acco/harness/run/disk.py: it also says
+by how much a full disk falls short and which setting shrinks the run, an `Advice` its writers are
+handed (the trainer, for its checkpoints; the worker, for its own files)."""
 
 from __future__ import annotations
 
@@ -19,16 +20,9 @@ RESERVE = ".acco-reserve"  # pre-allocated by rank 0: freed so that the failure 
 RESERVE_BYTES = 256 * 1024
 NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 NO_SPACE_TEXT = ("no space left on device", "os error 28", "storagefull", "disk quota exceeded", "os error 122")
-# (cfg, bytes the write needed) -> (bytes short or None, the setting that shrinks the run or ""):
-# set by acco/harness/run/worker.py from acco/harness/run/disk.py, whose estimate needs the layers above
-# this one (the model's size)
-_advice: Callable[[dict, int | None], tuple[int | None, str]] | None = None
-
-
-def advise_with(advice: Callable[[dict, int | None], tuple[int | None, str]] | None) -> None:
-    """What no_space_message adds for a run's config: the shortfall and the setting to change."""
-    global _advice
-    _advice = advice
+# (bytes the write needed) -> (bytes the run is short or None, the setting that shrinks the run or ""):
+# what a full disk's one line adds, from the run's estimate (acco/harness/run/disk.py shortfall_advice)
+Advice = Callable[[int | None], tuple[int | None, str]]
 
 
 def fmt_gb(n: float) -> str:
@@ -105,12 +99,14 @@ def is_no_space(exc: BaseException | None) -> bool:
     return False
 
 
-def no_space_message(path: str, what: str, step: int | None, cfg=None, need: int | None = None) -> str:
+def no_space_message(
+    path: str, what: str, step: int | None, need: int | None = None, advice: Advice | None = None
+) -> str:
     """The one line: no space left on <filesystem> while writing <what> at step N; free X GB or set ..."""
     shortfall, knob = need, ""
-    if cfg is not None and _advice is not None:
+    if advice is not None:
         try:
-            shortfall, knob = _advice(cfg, need)
+            shortfall, knob = advice(need)
         except Exception:  # the message must come out whatever the estimate can do
             pass
     where = f" at step {step}" if step is not None else ""
@@ -123,10 +119,12 @@ def no_space_message(path: str, what: str, step: int | None, cfg=None, need: int
 
 
 @contextmanager
-def writing(path: str, what: str, step: int | None = None, cfg=None, need: int | None = None) -> Iterator[None]:
+def writing(
+    path: str, what: str, step: int | None = None, need: int | None = None, advice: Advice | None = None
+) -> Iterator[None]:
     """Turn a write's lack of space into NoSpaceError with the one line to report. `need`: the
     bytes the write needed (a write that fails without an errno, torch.save's RuntimeError, counts
-    as lack of space when fewer are free)."""
+    as lack of space when fewer are free); `advice`: the run's shortfall and the setting to change."""
     try:
         yield
     except NoSpaceError:
@@ -135,7 +133,7 @@ def writing(path: str, what: str, step: int | None = None, cfg=None, need: int |
         full = is_no_space(exc) or (need is not None and free_bytes(path) < need)
         if not full:
             raise
-        raise NoSpaceError(no_space_message(path, what, step, cfg, need)) from exc
+        raise NoSpaceError(no_space_message(path, what, step, need, advice)) from exc
 
 
 # -- the reserve and the sweep ---------------------------------------------------------------------

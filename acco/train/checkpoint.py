@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 
 from ..atomic import atomic_write
 from ..config.plain import plain
+from ..runtime.disk import Advice
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
@@ -195,6 +196,7 @@ def save(
     cfg: DictConfig,
     keep: int = 2,
     group=None,
+    disk_advice: Advice | None = None,
 ) -> str:
     """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
     rank's file is in place, the manifest, then publishes the folder. Returns its path. `group`:
@@ -211,7 +213,7 @@ def save(
     problem = None
     if rank == 0:
         shutil.rmtree(partial, ignore_errors=True)  # left by a run that died while writing
-        problem = _no_space(lambda: os.makedirs(partial), partial, what, step, cfg)
+        problem = _no_space(lambda: os.makedirs(partial), partial, what, step, disk_advice)
     _agree(problem, rank, partial, group=group)  # instead of a barrier: rank 0's folder is there
     files: dict = {}
 
@@ -220,7 +222,7 @@ def save(
         if rank == 0:
             files[SHARED_FILE] = _write_file(partial, SHARED_FILE, shared)
 
-    problem = _no_space(write_mine, partial, what, step, cfg)
+    problem = _no_space(write_mine, partial, what, step, disk_advice)
     gathered: list = [None] * world_size
     dist.all_gather_object(gathered, (files, problem), group=group)  # waits for the slowest writer
     _agree(next((p for _, p in gathered if p), None), rank, partial, collective=False)
@@ -240,7 +242,7 @@ def save(
             partial,
             what,
             step,
-            cfg,
+            disk_advice,
         )
         if problem is None:
             _fsync_dir(partial)
@@ -253,12 +255,12 @@ def save(
     return final
 
 
-def _no_space(write, path: str, what: str, step: int, cfg) -> str | None:
+def _no_space(write, path: str, what: str, step: int, advice: Advice | None) -> str | None:
     """Run `write`; the one-line report if the disk was full (other errors propagate)."""
     from ..runtime.disk import NoSpaceError, writing
 
     try:
-        with writing(path, what, step, cfg):
+        with writing(path, what, step, advice=advice):
             write()
     except NoSpaceError as exc:
         return str(exc)

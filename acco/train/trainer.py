@@ -23,6 +23,7 @@ from ..engine.sharded_adamw import AdamWSettings
 from ..engine.sync import SyncResult
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
+from ..runtime.disk import Advice
 from ..runtime.files import MetricsWriter, note_progress, reset_peak_memory
 from ..runtime.process_group import nccl_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
@@ -55,8 +56,10 @@ class Trainer:
         device: torch.device,
         tracer: TraceRecorder,
         metrics: MetricsWriter | None,
+        disk_advice: Advice | None = None,  # what a full disk's one line adds (the harness sizes the run)
     ):
         self.cfg = cfg
+        self.disk_advice = disk_advice
         self.task = task
         self.rank, self.world_size = rank, world_size
         self.device = device
@@ -309,6 +312,7 @@ class Trainer:
                 self.cfg,
                 keep=self.keep_checkpoints,
                 group=self.checkpoint_group,
+                disk_advice=self.disk_advice,
             )
         self.eval_s += time.perf_counter() - start  # like evaluation: not training time
         return self.last_checkpoint

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...config.plain import plain
-from ...runtime.disk import RESERVE_BYTES, filesystem, fmt_gb, folder_bytes, free_bytes
+from ...runtime.disk import RESERVE_BYTES, Advice, filesystem, fmt_gb, folder_bytes, free_bytes
 
 SMALL_FILES_BYTES = RESERVE_BYTES  # summary.json, config.yaml, eval.json, failure notes
 TRACE_EVENT_BYTES = 200
@@ -208,9 +208,14 @@ def check_disk(cfg: dict, world: int) -> str | None:
 
 
 # -- a write that finds the disk full -------------------------------------------------------------
+def advice_for(cfg) -> Advice:
+    """What a full disk's one line adds for this run (acco/runtime/disk.py no_space_message), handed
+    to its writers: the write-time half below train/ cannot size the run (it needs the model's size)."""
+    return lambda need: shortfall_advice(cfg, need)
+
+
 def shortfall_advice(cfg, need: int | None) -> tuple[int | None, str]:
-    """(bytes the run still lacks on out_dir's filesystem, the setting that shrinks it most): what a
-    full disk's one line adds (acco/runtime/disk.py no_space_message)."""
+    """(bytes the run still lacks on out_dir's filesystem, the setting that shrinks it most)."""
     run = plain(cfg)
     est = estimate(dict(run, _resume=None), int(run.get("world_size") or 1))
     out_dir = run["out_dir"]

@@ -40,7 +40,7 @@ from ...config.schema import typed
 from ...engine.audit import CollectiveAudit
 from ...engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ...engine.virtual_clock import is_virtual
-from ...runtime.disk import NoSpaceError, advise_with, release, reserve, writing
+from ...runtime.disk import NoSpaceError, release, reserve, writing
 from ...runtime.files import (
     MetricsWriter,
     clear_progress,
@@ -56,12 +56,8 @@ from ...train.signals import Preempted, SignalLatch
 from ...train.trainer import Trainer
 from ..launch import DistEnv, cpu_threads, cuda_allocator_settings, init_process_group, pick_device
 from ..testbed.link import summary as link_summary
-from .disk import shortfall_advice
+from .disk import advice_for
 from .supervise import is_peer_error
-
-# a full disk's one line names the shortfall and the setting to change, from the run's estimate
-# (acco/harness/run/disk.py: it needs the model's size, which the write-time half below train/ cannot know)
-advise_with(shortfall_advice)
 
 
 def _read_json(path: str):
@@ -139,7 +135,7 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         task = load_task_factory(cfg.task)(cfg, rank, world, device)
         dist.barrier()  # rank 0 has created out_dir
         metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) if rank == 0 else None
-        trainer = Trainer(cfg, task, rank, world, device, tracer, metrics)
+        trainer = Trainer(cfg, task, rank, world, device, tracer, metrics, disk_advice=advice_for(cfg))
         if resume:
             trainer.load_checkpoint(resume["dir"])
         trainer.train()
@@ -212,7 +208,7 @@ def run_final_evaluation(cfg: DictConfig, task, trainer: Trainer, rank: int, wor
         )
         return error
     if rank == 0 and results is not None:
-        with writing(cfg.out_dir, "eval.json", cfg.train.steps, cfg):
+        with writing(cfg.out_dir, "eval.json", cfg.train.steps, advice=advice_for(cfg)):
             atomic_write_json(os.path.join(cfg.out_dir, "eval.json"), results)
     return None
 
@@ -223,7 +219,7 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
     if cfg.train.save_final_params:
         path = os.path.join(out_dir, "final_params.pt")
         assert final is not None  # gathered for rank 0 when train.save_final_params is set
-        with writing(path, "the final parameters", step, cfg, need=final.numel() * 4):
+        with writing(path, "the final parameters", step, need=final.numel() * 4, advice=advice_for(cfg)):
             atomic_write(path, lambda tmp: torch.save(final.cpu(), tmp))
     if cfg.train.save_model:
         model_dir = os.path.join(out_dir, "model")
@@ -234,7 +230,7 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
         partial = os.path.join(out_dir, ".model.partial")
         shutil.rmtree(partial, ignore_errors=True)
         try:
-            with writing(partial, "the model", step, cfg, need=need):
+            with writing(partial, "the model", step, need=need, advice=advice_for(cfg)):
                 task.model.save_pretrained(partial, state_dict=state)
                 if task.tokenizer is not None:
                     task.tokenizer.save_pretrained(partial)
@@ -259,7 +255,7 @@ def _finish(
     late = None  # a full disk while the trace is written: the run fails after all
     if os.path.isdir(out_dir) and not (status == "failed" and error and error.startswith("no space left")):
         try:
-            with writing(out_dir, "the trace", tracer.step - 1, cfg):
+            with writing(out_dir, "the trace", tracer.step - 1, advice=advice_for(cfg)):
                 tracer.dump_part(out_dir)
         except NoSpaceError as exc:
             late = exc
@@ -282,7 +278,7 @@ def _finish(
         if status in ("completed", "preempted") and late is None:  # streamed, and no peer waits for it
             window = cfg.train.trace_steps
             try:
-                with writing(out_dir, "the trace", tracer.step - 1, cfg):
+                with writing(out_dir, "the trace", tracer.step - 1, advice=advice_for(cfg)):
                     merge_trace_parts(
                         out_dir, env.world_size, {"trace_steps": list(window)} if window is not None else None
                     )
