@@ -5,7 +5,7 @@ on that event; the stream is synchronized before the job is marked done; the str
 device's highest priority. The `gpu` test checks the priority on a real device.
 
 Here the tests that need a CUDA GPU (marked gpu); the on CPU ones are in
-tests/unit/test_comm_worker_contract.py."""
+tests/unit/test_comm_worker.py."""
 
 from __future__ import annotations
 

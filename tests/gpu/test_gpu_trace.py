@@ -1,4 +1,4 @@
-"""Issue 30 points 1-2 on a real GPU (marked `gpu`, skipped without CUDA; tests/unit/test_device_timing.py
+"""Issue 30 points 1-2 on a real GPU (marked `gpu`, skipped without CUDA; tests/unit/test_device_clock.py
 proves the same on CPU with a stand-in device): a traced micro-batch puts no host sync on the
 compute side (torch.cuda.set_sync_debug_mode("error") around a traced round's micro-batches and
 its step boundary), a traced deterministic ACCO run on one GPU syncs the host only on the

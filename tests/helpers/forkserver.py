@@ -44,7 +44,7 @@ PRELOAD = (
     "omegaconf",
     "acco.config.schema",
     "acco.config.validate",
-    "acco.harness.start",
+    "acco.harness.entry",
     "acco.harness.run.worker",
     "acco.harness.run.supervise",
     "acco.harness.run.disk",

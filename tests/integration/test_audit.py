@@ -5,7 +5,7 @@ thread at a time and never by the main thread while a sync is in flight, only CP
 groups. On CPU every group is gloo; the audit records which ones would be NCCL on a GPU.
 
 Here the tests that start processes (marked integration); the in-process ones are in
-tests/unit/test_collective_audit.py."""
+tests/unit/test_audit.py."""
 
 from __future__ import annotations
 

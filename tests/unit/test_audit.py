@@ -5,7 +5,7 @@ thread at a time and never by the main thread while a sync is in flight, only CP
 groups. On CPU every group is gloo; the audit records which ones would be NCCL on a GPU.
 
 Here the tests in-process; those that start processes (marked integration) are in
-tests/integration/test_collective_audit.py."""
+tests/integration/test_audit.py."""
 
 from __future__ import annotations
 

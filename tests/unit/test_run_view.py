@@ -1,4 +1,4 @@
-"""A run's settings are typed once in the entry point (issue 33): acco.harness.start.checked_run makes the
+"""A run's settings are typed once in the entry point (issue 33): acco.harness.entry.checked_run makes the
 view once, and a rank in the launching process (torchrun, srun, a submitit job) reads that view
 with the notes the plain config took after it (_resume, link.runtime) set in it. That view is what
 typing the final plain config would give, node for node (what a spawned worker makes on its side)."""
@@ -13,7 +13,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from acco.config.experiments import compose
 from acco.config.schema import typed
 from acco.engine.virtual_clock import is_virtual, unemulated_link
-from acco.harness.start import checked_run, named_and_checked, rank_view
+from acco.harness.entry import checked_run, named_and_checked, rank_view
 from acco.harness.testbed.emulate import for_external_launcher
 
 EXTERNAL = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
@@ -59,7 +59,7 @@ def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatc
     assert world == 2 and OmegaConf.is_readonly(view)
     if resume is not None:  # as resolve_resume gives it for a run folder with a checkpoint
         cfg["_resume"] = resume
-    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.harness.start.run
+    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.harness.entry.run
     got = rank_view(view, cfg)
     assert got is view and OmegaConf.is_readonly(got)
     want = typed(copy.deepcopy(cfg))  # what the final plain config typed again would be
@@ -116,7 +116,7 @@ def test_a_run_made_again_in_its_folder_keeps_none_of_the_old_runs_files(tmp_pat
     """A run made again with overwrite=true (or after a failure) starts from a folder without the
     earlier run's files, the slimmed trace's timing.json included: the report would read the old
     run's span times beside the new run's summary."""
-    from acco.harness.start import prepare_out_dir
+    from acco.harness.entry import prepare_out_dir
     from acco.runtime.files import RUN_FILES
 
     out = tmp_path / "run"

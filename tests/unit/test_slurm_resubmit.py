@@ -13,8 +13,8 @@ import json
 import os
 from types import SimpleNamespace
 
+from acco.harness.entry import resubmission
 from acco.harness.slurm import status
-from acco.harness.start import resubmission
 
 
 def _record(out_dir, job_id="77_1"):
