@@ -76,7 +76,7 @@ def grid_workers_stragglers() -> pd.DataFrame:
 
 def grid_frontier() -> pd.DataFrame:
     """ACCO's sync over its round's compute and DiLoCo's needed H, from the primitives (no
-    stragglers: the schedules' closed forms hold exactly, tests/unit/test_simulate.py)."""
+    stragglers: the schedules' closed forms hold exactly, tests/unit/test_simulation.py)."""
     rows = []
     gbps = np.geomspace(5, 3200, 28)
     for panel, cases in (

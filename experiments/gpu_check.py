@@ -61,7 +61,7 @@ BUDGET_S = 510  # the whole check on one H200 (measured parts: results/gpu/2026-
 RESERVE_S = 10  # for writing the summary
 
 # the files of the other tests marked gpu, in tests/gpu/ (each part above runs its own selection)
-OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker_contract.py"]
+OTHER_GPU_TESTS = ["test_gpu_trace.py", "test_gpu_readiness.py", "test_comm_worker.py"]
 
 
 @dataclass(frozen=True)

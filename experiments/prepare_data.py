@@ -27,7 +27,7 @@ import time
 from acco.config.experiments import CONF_DIR, compose, expand_runs
 from acco.config.schema import typed
 from acco.config.validate import ConfigError, check_overrides
-from acco.harness.start import ensure_pretrained, fail_config, help_asked
+from acco.harness.entry import ensure_pretrained, fail_config, help_asked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

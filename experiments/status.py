@@ -15,8 +15,8 @@ import sys
 
 from acco.config.experiments import CONF_DIR, SWEEPS, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
+from acco.harness.entry import fail_config, help_asked
 from acco.harness.slurm.status import run_status
-from acco.harness.start import fail_config, help_asked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -15,7 +15,7 @@ config.yaml read back) is checked with `check_config`.
 
 At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
 schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
-(acco.harness.run.worker.run_rank; acco.harness.start once the config is final; acco.harness.gpu_check.start_rank,
+(acco.harness.run.worker.run_rank; acco.harness.entry once the config is final; acco.harness.gpu_check.start_rank,
 experiments/prepare_data.py, acco.train.reference's entry points); given a view, `typed` returns
 it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
 view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
@@ -267,7 +267,7 @@ class DistConfig:
     step_timeout_s: float | None = MISSING  # null: sized before the workers start (acco/harness/run/plan.py)
     final_timeout_s: float | None = MISSING
     checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
-    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/harness/start.py worker_start_method)
+    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/harness/entry.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
     max_local_workers: Any = "auto"  # CPU workers the local launcher may start: auto (4 per core) | a number

@@ -9,7 +9,7 @@ device's highest priority: a sync's kernels are scheduled ahead of the compute s
 ones instead of starved behind them (overlap is the point of the thread).
 
 Every CUDA call goes through the module-level `cuda` (torch.cuda), the one place a test puts a
-stand-in (tests/unit/test_comm_worker_contract.py checks the order of the calls on CPU).
+stand-in (tests/unit/test_comm_worker.py checks the order of the calls on CPU).
 
 Two modes for `make gpu-check`'s race detection (experiments/gpu_check.py), both off by default:
 - inline (`dist.comm_thread=false`, set through `configure`): no thread and no stream, `submit`
@@ -22,7 +22,7 @@ Two modes for `make gpu-check`'s race detection (experiments/gpu_check.py), both
   missing wait on either side reads data not yet written and changes the result. The compute
   side sleeps twice as long: were both equal, a communication stream that did not wait would
   sleep as long as the writes it should wait for and could read them just in time.
-  tests/unit/test_comm_worker_contract.py replays the calls with stream semantics on CPU and shows a
+  tests/unit/test_comm_worker.py replays the calls with stream semantics on CPU and shows a
   removed wait reading before the write."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ when the host moves on, and a mark is the host time alone. The time between two 
 once the later one's event has completed (`done`, which never blocks, or `wait`, which does).
 
 Every CUDA call goes through the module-level `cuda` (torch.cuda), the one place a test puts a
-stand-in (tests/unit/test_device_timing.py)."""
+stand-in (tests/unit/test_device_clock.py)."""
 
 from __future__ import annotations
 

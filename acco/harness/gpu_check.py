@@ -115,7 +115,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     cuda_allocator_settings()  # the production allocator setting (expandable segments), as a rank's
     cfg = compose(list(overrides))
     cfg["world_size"] = world
-    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits, as acco/harness/start.py does
+    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits, as acco/harness/entry.py does
     if problem:
         raise ValueError(problem)
     view = typed(cfg)  # what the task and the trainer read (acco.harness.run.worker.run_rank's conversion)

@@ -5,7 +5,7 @@ other, in this process) with what a sweep of training runs needs:
 - every job is composed and checked before the first starts (bad input in any job: one line naming
   the job, exit 2, nothing run);
 - jobs outside the experiment's run list go to one folder for the sweep,
-  `<results_root>/sweeps/<label>/<run>` (acco/harness/start.py sweep_out_dirs), never beside the runs the
+  `<results_root>/sweeps/<label>/<run>` (acco/harness/entry.py sweep_out_dirs), never beside the runs the
   figures and the report read;
 - "run k of N" as each job starts, and a closing table (each run's folder, status, wall time, a
   failure's log and last error line); exit code 1 if a run failed, and a failed run does not stop
@@ -50,11 +50,11 @@ def discard_sweep_dir(sweep_dir: str) -> None:
 def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[tuple[str, bool]]:
     """(out_dir, complete already) for every job, after the checks train.py makes on each (the first
     bad job: one line naming it, exit 2, before any job starts)."""
-    from acco.harness.start import named_and_checked, precheck
+    from acco.harness.entry import named_and_checked, precheck
     from acco.runtime.summary import run_completed
 
     def fail_config(message: str):
-        from acco.harness.start import fail_config as fail
+        from acco.harness.entry import fail_config as fail
 
         discard_sweep_dir(sweep_dir)
         fail(message)
@@ -78,8 +78,8 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
 
 class LocalLauncher(BasicLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        from acco.harness.entry import sweep_out_dirs, with_sweep_out_dir
         from acco.harness.multirun import MultiRun
-        from acco.harness.start import sweep_out_dirs, with_sweep_out_dir
 
         setup_globals()
         assert self.hydra_context is not None and self.config is not None and self.task_function is not None
@@ -137,8 +137,8 @@ class LocalLauncher(BasicLauncher):
 def to_slurm(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> bool:
     """Whether the sweep goes to Slurm: its jobs say launcher=slurm and this is not itself a Slurm
     job's step (there a run's ranks come from srun). All of its jobs or none."""
+    from acco.harness.entry import fail_config
     from acco.harness.launch import external_env
-    from acco.harness.start import fail_config
 
     on_slurm = [cfg["launcher"].get("name") == "slurm" for cfg, _ in configs]
     if not any(on_slurm) or external_env() is not None:
@@ -158,7 +158,7 @@ def submit_sweep(
     """The sweep's runs submitted as every submission of many runs is (acco/harness/commands/submit.py:
     planned and checked first, then one job array per shape), waited for with launcher.wait=true."""
     from acco.harness.commands.submit import plan_runs, submit_runs
-    from acco.harness.start import named_and_checked
+    from acco.harness.entry import named_and_checked
 
     try:
         named = []

@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
 from acco.config.validate import ConfigError, check_overrides
-from acco.harness.multirun import MultiRun, last_error_line, log_error_line
-from acco.harness.start import (
+from acco.harness.entry import (
     Resubmission,
     check_run,
     fail_config,
@@ -28,6 +27,7 @@ from acco.harness.start import (
     prepare_out_dir,
     resubmission,
 )
+from acco.harness.multirun import MultiRun, last_error_line, log_error_line
 
 
 class Planned(NamedTuple):
@@ -38,7 +38,7 @@ class Planned(NamedTuple):
 
 def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     """The experiment's id and its runs, each checked (bad input: one `error:` line, exit 2, before
-    anything is submitted) unless it is skipped (acco/harness/start.py resubmission)."""
+    anything is submitted) unless it is skipped (acco/harness/entry.py resubmission)."""
     try:
         check_overrides(overrides, CONF_DIR)
         base = compose(overrides)

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from acco.config.location import conf_dir
 from acco.config.schema import register
 from acco.config.validate import ConfigError, check_overrides
-from acco.harness.start import fail_config, run
+from acco.harness.entry import fail_config, run
 
 
 # an absolute path: the same folder from experiments/train.py, python -m and an installed acco

@@ -1,5 +1,5 @@
 """The up-front checks of a run written as an sbatch script (experiments/make_sbatch.py): what
-experiments/submit.py checks through acco.harness.start.check_run before it submits, so a script that
+experiments/submit.py checks through acco.harness.entry.check_run before it submits, so a script that
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
 against the profile's gpu_mem_gb (acco/train/memory.py), a dist.step_timeout_s long enough for
 the run's estimated waits (acco/harness/run/plan.py), the data, tokenizer and model present
