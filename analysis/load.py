@@ -207,12 +207,10 @@ def discover_runs(
             here = []
             for name in sorted(os.listdir(edir)):
                 rdir = os.path.join(edir, name)
-                summary = read_summary(rdir)
-                if not os.path.isdir(rdir) or summary is None:
+                run = _loaded_run(rdir, e, s, name)
+                if run is None or (completed_only and not run.summary.completed):
                     continue
-                if completed_only and not summary.completed:
-                    continue
-                here.append(_run(rdir, e, s, name, summary))
+                here.append(run)
             runs += [r for r in of_the_run_list(here, edir) if clock is None or clock_of(r.config) == clock]
     runs = sorted(runs, key=lambda r: (r.exp, r.scale, r.name))
     if _LOADED is not None:
@@ -225,7 +223,7 @@ class _Loaded:
     """The runs read while `loaded_once()` is open: one Run per folder (its metrics read once), and
     each discover_runs answer."""
 
-    runs: dict[str, Run] = field(default_factory=dict)
+    runs: dict[str, Run | None] = field(default_factory=dict)
     answers: dict[tuple, list[Run]] = field(default_factory=dict)
 
 
@@ -248,10 +246,14 @@ def loaded_once() -> Iterator[None]:
         _LOADED = None
 
 
-def _run(path: str, exp: str, scale: str, name: str, summary: RunSummary) -> Run:
+def _loaded_run(path: str, exp: str, scale: str, name: str) -> Run | None:
+    """The run in `path` (None: no folder, or no summary.json in it), parsed once inside loaded_once()."""
     if _LOADED is not None and path in _LOADED.runs:
         return _LOADED.runs[path]
-    run = Run(path, exp, scale, name, _read_yaml(os.path.join(path, "config.yaml")), summary)
+    summary = read_summary(path) if os.path.isdir(path) else None
+    run = (
+        None if summary is None else Run(path, exp, scale, name, _read_yaml(os.path.join(path, "config.yaml")), summary)
+    )
     if _LOADED is not None:
         _LOADED.runs[path] = run
     return run

@@ -1,6 +1,8 @@
-"""Disk space: what a run will write (checked before it starts), what a write that finds the disk
-full turns into (one clear error, not a traceback), and the leftovers of writers that died
-(swept before the next run and after a failed one).
+"""Disk space before a run starts: what it will write, against what its filesystem holds (and the data
+cache's), and, should a write find the disk full after all, the shortfall and the setting that shrinks
+the run (advice_for: handed to the run's writers). The write-time half, which the ranks use as they
+write (a full disk's one error, the reserve for the failure report, the sweep of dead writers'
+leftovers), is acco/runtime/disk.py.
 
 The estimate (`estimate`) counts, in bytes:
   * checkpoints: the parameters (once, in the model's storage dtype), every rank's optimizer shard
