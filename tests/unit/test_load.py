@@ -2,12 +2,13 @@
 
 import collections
 import os
+import shutil
 
 from analysis import load, report
 from tests.helpers.paths import FIXTURE_RESULTS
 
 
-def test_the_report_parses_each_run_folder_once(monkeypatch):
+def test_the_report_parses_each_run_folder_once(monkeypatch, tmp_path):
     """Inside loaded_once() (build_report opens it) every section and figure shares one parse of each
     run folder: its summary.json, config.yaml and metrics.csv are each read once, whichever sections,
     clocks and experiments ask for the run."""
@@ -22,7 +23,8 @@ def test_the_report_parses_each_run_folder_once(monkeypatch):
 
     for name in ("read_summary", "_read_yaml", "metrics_frame"):
         monkeypatch.setattr(load, name, counted(name, getattr(load, name)))
-    report.build_report(FIXTURE_RESULTS, "cpu")
+    root = shutil.copytree(FIXTURE_RESULTS, tmp_path / "results")  # the report draws its forest plot there
+    report.build_report(str(root), "cpu")
     summaries = {path for name, path in reads if name == "read_summary"}
     assert len(summaries) > 20, summaries  # the fixture's runs of every experiment were read
     assert max(reads.values()) == 1, reads.most_common(3)
