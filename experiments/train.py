@@ -1,15 +1,9 @@
 #!/usr/bin/env python
-"""The training entry point (Hydra): acco.harness.commands.train, from the clone. Examples:
+"""The training entry point from the clone: one run, or a Hydra sweep with -m (acco.harness.commands.train,
+whose docstring lists the forms; the same as python -m acco.harness.commands.train ...).
 
 python experiments/train.py method=acco world_size=2 train.steps=30
-python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
-python experiments/train.py experiment=fig5/cpu method=acco
-python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
 python experiments/train.py -m experiment=fig5/cpu method=ddp,acco seed=0,1 launcher=slurm   # to Slurm
-python experiments/train.py experiment=fig5/cpu method=acco --cfg job    # the config the run will use
-torchrun --nproc-per-node=2 experiments/train.py method=acco
-srun -n 4 python experiments/train.py method=acco
-(the same as python -m acco.harness.commands.train ...)
 """
 
 from acco.harness.commands.train import cli

@@ -42,8 +42,7 @@ def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, _, value = arg.lstrip("+~").partition("=")
-        launchers = (*group_options(conf_dir, key), "basic") if key == "hydra/launcher" else (value,)
-        if value not in launchers:
+        if key == "hydra/launcher" and value not in (launchers := (*group_options(conf_dir, key), "basic")):
             raise ConfigError(
                 f"{arg}: not a launcher of acco's (choose one of: {', '.join(launchers)}); a sweep goes to "
                 f"Slurm with launcher=slurm (or your profile): experiments/train.py -m ... launcher=slurm"

@@ -293,7 +293,6 @@ def _finish(
             method=cfg.method.name,
             world_size=env.world_size,
             status=status,
-            # a lost connection or a timed-out collective means a peer failed, not this rank
             error=error,
             failed_rank=rank if status == "failed" and not is_peer_error(error) else None,
             launcher=env.source,
@@ -310,12 +309,9 @@ def _finish(
             samples=rows[-1]["samples"] if rows else 0,
             hetero=plain(cfg.hetero),
             link=_link_report(cfg),
-            # real, or the virtual clock's costs: then wall_time_s and total_wall_time_s are modelled seconds
             clock=trainer.clock_report() if trainer is not None else {"mode": "virtual" if is_virtual(cfg) else "real"},
             final_eval=_read_json(os.path.join(out_dir, "eval.json")),
-            # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
             final_eval_error=final_eval_error,
-            # each buffer's dtype (the same on every rank; docs/rounds.md "Precision")
             precision=precision_report(trainer.backend) if trainer is not None else None,
             per_rank=per_rank,
             resumed_from_step=(cfg.get("_resume") or {}).get("step")

@@ -46,17 +46,17 @@ NOT_PASSED = ("out_dir", "launcher")
 JOB_NAME_MAX = 120
 
 
-def job_shape(cfg: dict, profile: dict) -> dict:
+def script_shape(cfg: dict, profile: dict) -> dict:
     """nodes, tasks per node (one rank per task, one GPU per task on GPU runs), GPUs per node."""
     from ...config.validate import parse_layout
-    from .dispatch import job_shape as submit_shape
+    from .dispatch import job_shape
 
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
         world = nodes * per_node
     else:
         world = int(cfg.get("world_size") or 1)
-    return dict(submit_shape(cfg, world, profile), world_size=world)
+    return dict(job_shape(cfg, world, profile), world_size=world)
 
 
 def job_name(cfg: dict, overrides: list[str]) -> str:
@@ -169,7 +169,7 @@ def sbatch_script(
     repo_root = os.path.abspath(repo_root)
     exp = cfg.get("experiment") or {}
     scale = cfg.get("scale", "cpu")
-    shape = job_shape(cfg, profile)
+    shape = script_shape(cfg, profile)
     name = job_name(cfg, overrides)
     logs = log_dir(cfg, profile, repo_root)
     out_dir = _abs(cfg["out_dir"], repo_root)
