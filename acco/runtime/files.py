@@ -10,6 +10,7 @@ import math
 import os
 import resource
 import time
+from typing import IO
 
 import torch
 
@@ -49,11 +50,15 @@ def write_report(out_dir: str, path: str, obj) -> None:
 
 
 class MetricsWriter:
-    def __init__(self, out_dir: str, keep_until_step: int | None = None):
-        """`keep_until_step`: a resumed run keeps the rows up to its checkpoint's step (those after
-        it are recomputed) and appends."""
+    def __init__(self, out_dir: str):
+        """metrics.csv, rewritten by open() (not before: a resume that fails leaves it as it was)."""
         self.path = os.path.join(out_dir, "metrics.csv")
         self.rows: list[dict] = []
+        self._file: IO[str] | None = None
+
+    def open(self, keep_until_step: int | None = None) -> MetricsWriter:
+        """Start the file. `keep_until_step`: a resumed run keeps the rows up to its checkpoint's
+        step (those after it are recomputed) and appends."""
         if keep_until_step is not None:
             self.rows = [r for r in read_metrics(self.path) if r["step"] <= keep_until_step]
         with atomic_open(self.path, "w", newline="") as f:
@@ -61,18 +66,22 @@ class MetricsWriter:
             writer.writeheader()
             for row in self.rows:
                 writer.writerow(_csv_row(row))
-        self._file = open(self.path, "a", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=METRIC_FIELDS)
+        file = self._file = open(self.path, "a", newline="")
+        self._csv = csv.DictWriter(file, fieldnames=METRIC_FIELDS)
+        return self
 
     def write(self, row: dict) -> None:
         from .disk import writing
 
+        assert self._file is not None, "MetricsWriter.write before open()"
         with writing(self.path, "metrics.csv", row.get("step")):
             self._csv.writerow(_csv_row(row))
             self._file.flush()
         self.rows.append(row)
 
     def close(self) -> None:
+        if self._file is None:
+            return
         try:
             self._file.close()
         except OSError:  # a row that could not be flushed: already reported by write()

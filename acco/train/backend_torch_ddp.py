@@ -118,7 +118,8 @@ class TorchDDPBackend(Backend):
         return not self.live_ddp.grads_finite(), votes
 
     def state_dicts(self) -> tuple[dict, dict]:
-        shared = {"model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}}
+        # the live tensors (no copy): the checkpoint writes them in pieces and loads into them in place
+        shared = {"model": self.model.state_dict()}
         own = {"torch_ddp": self.live_ddp.state_dict()}
         if self.clock is not None:
             own["clock"] = self.clock.state_dict()

@@ -1,42 +1,62 @@
-"""Training-state checkpoints: written at a step boundary that every rank agreed on, atomically, and
-found again by `resume=auto`.
+"""Training-state checkpoints: written at a step boundary that every rank agreed on, through
+`torch.distributed.checkpoint` (DCP) as large-scale training writes them, and found again by
+`resume=auto`.
 
-    <out_dir>/checkpoints/step_00000012/model.pt       the parameters (the same on every rank: rank 0)
-                                        rank0.pt ...   each rank's own state (optimizer shard, data
-                                                       position, pending gradients, RNG)
-                                        manifest.json  size and SHA-256 of every file
+    <out_dir>/checkpoints/step_00000012/__0_0.distcp   rank 0's part: its own state (optimizer
+                                        __1_0.distcp   shard, data position, pending gradients,
+                                        ...            RNG) and its 1/N of the parameters
+                                        .metadata      DCP's index of every item (rank 0)
+                                        manifest.json  step, world size, the run's settings, and
+                                                       size and SHA-256 of every rank's file
 
-Every file is written under a temporary name and renamed; the folder is built as
-`.partial_step_...` and renamed to `step_...` only after the manifest is in it, so a folder named
-`step_*` with a manifest is complete. The newest `keep` complete checkpoints stay; an older one is
-removed only once a newer one is complete. On resume each candidate is verified against its
-manifest (sizes, checksums, world size, the run's settings), newest first; a truncated or corrupt
-one is reported and the previous one used."""
+Each rank streams its own tensors to its own file in pieces (acco/train/checkpoint_state.py), so a
+save holds no second copy of the state in host memory, and computes its file's SHA-256 from the
+bytes as they are written (acco/train/checkpoint_io.py). On resume each rank reads DCP's metadata,
+the manifest and its own file only, once, checking that file's SHA-256 as it reads; the parameters,
+the same on every rank, come back as each rank's share, exchanged after loading.
+
+The folder is built as `.partial_step_...` and renamed to `step_...` only after the manifest is in
+it, so a folder named `step_*` with a manifest is complete. The newest `keep` complete checkpoints
+stay; an older one is removed only once a newer one is complete. Before any worker starts, a resume
+looks at the manifests and the files' sizes only (nothing is read): a truncated or unfinished
+checkpoint is reported and the previous one used; a file whose bytes changed at the same size is
+found by the rank reading it, and every rank then goes on to the previous checkpoint."""
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import random
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from omegaconf import DictConfig
+from torch.distributed.checkpoint.api import CheckpointException
 
 from ..atomic import atomic_write
 from ..config.plain import plain
-from ..runtime.disk import Advice
+from ..runtime.disk import Advice, is_no_space
+from ..runtime.host_io import bytes_read, peak_rss_bytes, reset_peak_rss, rss_bytes
+from . import checkpoint_io
+from .checkpoint_state import (
+    exchange_shares,
+    load_targets,
+    piece_numel,
+    rebuild,
+    shared_refs,
+    skeleton_key,
+    split_state,
+)
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
-SHARED_FILE = "model.pt"
-FORMAT = 1
+FORMAT = 2  # 1: one torch.save file per rank (model.pt, rank<r>.pt), before 2026-12-05
 # keys that say how a run is executed or reported, not what it computes: a resumed run may change them
 NOT_IDENTITY = {
     "out_dir",
@@ -100,10 +120,6 @@ def step_name(step: int) -> str:
     return f"step_{step:08d}"
 
 
-def rank_file(rank: int) -> str:
-    return f"rank{rank}.pt"
-
-
 def identity(cfg: DictConfig | dict) -> dict:
     """The settings a checkpoint's training state depends on (the resumed run must match them):
     plain data, written to the manifest."""
@@ -165,12 +181,27 @@ def set_rng_state(state: dict) -> None:
 
 
 # -- writing (collective: every rank calls save at the same step) -------------------------------
-def _write_file(folder: str, name: str, obj) -> dict:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    data = buf.getvalue()
-    atomic_write(os.path.join(folder, name), data, fsync=True)
-    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+@dataclass(frozen=True)
+class SaveStats:
+    """One rank's save, measured: what it wrote and what the save cost it in host memory."""
+
+    state_bytes: int  # the tensors of its part (its own state and its share of the shared one)
+    file_bytes: int  # its files on disk
+    seconds: float
+    rss_before: int | None  # resident memory just before the save
+    rss_peak: int | None  # the highest resident memory during it (None: not measurable here)
+
+    @property
+    def peak_rss_over_state(self) -> float | None:
+        if self.rss_before is None or self.rss_peak is None or not self.state_bytes:
+            return None
+        return (self.rss_peak - self.rss_before) / self.state_bytes
+
+
+@dataclass(frozen=True)
+class Saved:
+    path: str
+    stats: SaveStats
 
 
 def _fsync_dir(path: str) -> None:
@@ -191,20 +222,21 @@ def save(
     step: int,
     rank: int,
     world_size: int,
-    shared: dict | None,
+    shared: dict,
     own: dict,
     cfg: DictConfig,
     keep: int = 2,
     group=None,
     disk_advice: Advice | None = None,
-) -> str:
-    """Write this rank's part of the checkpoint of `step`; rank 0 adds `shared` and, once every
-    rank's file is in place, the manifest, then publishes the folder. Returns its path. `group`:
-    where the ranks wait for each other (checkpoint_group; None: the default group).
+) -> Saved:
+    """Write this rank's part of the checkpoint of `step` (its own state `own` and its share of
+    `shared`, the state every rank holds alike: every rank passes it) with DCP; rank 0 then writes
+    the manifest and publishes the folder. `group`: where the ranks wait for each other
+    (checkpoint_group; None: the default group).
 
-    A disk found full by any rank stops every rank alike (NoSpaceError, the same message): whether
-    each one's writes went through rides on the collectives the save makes anyway, and rank 0
-    removes the unfinished folder once no rank writes into it; the previous checkpoint stays."""
+    A disk found full by any rank stops every rank alike (NoSpaceError, the same message): DCP
+    gathers every rank's write errors onto every rank, and rank 0 removes the unfinished folder
+    once no rank writes into it; the previous checkpoint stays."""
     root = os.path.join(out_dir, CHECKPOINTS)
     name = step_name(step)
     partial = os.path.join(root, f".partial_{name}")
@@ -215,17 +247,19 @@ def save(
         shutil.rmtree(partial, ignore_errors=True)  # left by a run that died while writing
         problem = _no_space(lambda: os.makedirs(partial), partial, what, step, disk_advice)
     _agree(problem, rank, partial, group=group)  # instead of a barrier: rank 0's folder is there
+    items, _ = split_state(shared, own, rank, world_size)
+    state_bytes = sum(t.numel() * t.element_size() for t in items.values() if isinstance(t, torch.Tensor))
+    rss_before = rss_bytes() if reset_peak_rss() else None
+    start = time.perf_counter()
     files: dict = {}
 
-    def write_mine():
-        files[rank_file(rank)] = _write_file(partial, rank_file(rank), own)
-        if rank == 0:
-            files[SHARED_FILE] = _write_file(partial, SHARED_FILE, shared)
-
-    problem = _no_space(write_mine, partial, what, step, disk_advice)
+    problem = _no_space(lambda: files.update(_dcp_save(items, partial, group)), partial, what, step, disk_advice)
+    seconds = time.perf_counter() - start
+    rss_peak = peak_rss_bytes() if rss_before is not None else None
+    items.clear()
+    _agree(problem, rank, partial, collective=False)  # DCP's error is every rank's: no vote needed
     gathered: list = [None] * world_size
-    dist.all_gather_object(gathered, (files, problem), group=group)  # waits for the slowest writer
-    _agree(next((p for _, p in gathered if p), None), rank, partial, collective=False)
+    dist.all_gather_object(gathered, (rank, files), group=group)
     problem = None
     if rank == 0:
         manifest = {
@@ -235,7 +269,10 @@ def save(
             "method": cfg.method.name,
             "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "identity": identity(cfg),
-            "files": {k: v for part, _ in gathered for k, v in part.items()},
+            "files": {
+                **{f: {**meta, "rank": r} for r, part in gathered for f, meta in part.items()},
+                checkpoint_io.METADATA: {"bytes": os.path.getsize(os.path.join(partial, checkpoint_io.METADATA))},
+            },
         }
         problem = _no_space(
             lambda: atomic_write(os.path.join(partial, MANIFEST), json.dumps(manifest, indent=1), fsync=True),
@@ -252,7 +289,26 @@ def save(
             _fsync_dir(root)
             prune(root, keep)
     _agree(problem, rank, partial, group=group)  # instead of a barrier: published, or every rank stops
-    return final
+    file_bytes = sum(meta["bytes"] for meta in files.values())
+    return Saved(final, SaveStats(state_bytes, file_bytes, seconds, rss_before, rss_peak))
+
+
+def _dcp_save(items: dict, folder: str, group) -> dict[str, dict]:
+    try:
+        return checkpoint_io.save(items, folder, group)
+    except CheckpointException as exc:  # every rank has it: a full disk on any rank is every rank's
+        raise _first_failure(exc) from None
+
+
+def _first_failure(exc: CheckpointException) -> BaseException:
+    """The error behind DCP's CheckpointException that says the most: a full disk on any rank
+    first (so every rank reports it alike), else the lowest rank's."""
+    errors = [failure[0] if isinstance(failure, tuple) else failure for _, failure in sorted(exc.failures.items())]
+    errors = [e for e in errors if isinstance(e, BaseException)]
+    for error in errors:
+        if is_no_space(error):
+            return error
+    return errors[0] if errors else exc
 
 
 def _no_space(write, path: str, what: str, step: int, advice: Advice | None) -> str | None:
@@ -302,8 +358,11 @@ def list_checkpoints(root: str) -> list[tuple[int, str]]:
     return sorted(found, reverse=True)
 
 
-def verify(path: str, world_size: int | None = None) -> dict:
-    """The manifest of a complete, intact checkpoint folder; CheckpointError says what is wrong."""
+def verify(path: str, world_size: int | None = None, full: bool = False) -> dict:
+    """The manifest of a complete checkpoint folder whose files are all there at their written
+    sizes (a look at the manifest and the files' sizes: nothing read); `full`: every file's SHA-256
+    checked as well (reads everything: a check of a copied checkpoint, not what a resume does, which
+    checks each rank's own file as it reads it). CheckpointError says what is wrong."""
     manifest_path = os.path.join(path, MANIFEST)
     if not os.path.exists(manifest_path):
         raise CheckpointError("no manifest.json: it was not finished")
@@ -315,12 +374,16 @@ def verify(path: str, world_size: int | None = None) -> dict:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CheckpointError(f"unreadable manifest.json ({exc})") from None
     if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint format {manifest.get('format')!r}, this code reads {FORMAT}")
+        raise CheckpointError(
+            f"written in checkpoint format {manifest.get('format')!r} (one torch.save file per rank, "
+            f"acco before 2026-12-05); this acco reads format {FORMAT} (torch.distributed.checkpoint)"
+        )
     if world_size is not None and manifest.get("world_size") != world_size:
         raise CheckpointError(f"written by {manifest.get('world_size')} ranks, this run has {world_size}")
-    expected = {SHARED_FILE, *(rank_file(r) for r in range(int(manifest.get("world_size", 0))))}
-    if not expected <= set(files):
-        raise CheckpointError(f"manifest.json lists {sorted(files)}, expected {sorted(expected)}")
+    ranks = {meta.get("rank") for meta in files.values()}
+    missing = [r for r in range(int(manifest.get("world_size", 0))) if r not in ranks]
+    if checkpoint_io.METADATA not in files or missing:
+        raise CheckpointError(f"manifest.json lists {sorted(files)}: no file of rank(s) {missing} or no .metadata")
     for name, meta in files.items():
         file_path = os.path.join(path, name)
         if not os.path.exists(file_path):
@@ -328,21 +391,25 @@ def verify(path: str, world_size: int | None = None) -> dict:
         size = os.path.getsize(file_path)
         if size != meta["bytes"]:
             raise CheckpointError(f"{name} is truncated or altered ({size} bytes, expected {meta['bytes']})")
-        digest = hashlib.sha256()
-        with open(file_path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 24), b""):
-                digest.update(chunk)
-        if digest.hexdigest() != meta["sha256"]:
-            raise CheckpointError(f"{name} is corrupt (SHA-256 differs from manifest.json)")
+        if full and "sha256" in meta:
+            digest = hashlib.sha256()
+            with open(file_path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 24), b""):
+                    digest.update(chunk)
+            if digest.hexdigest() != meta["sha256"]:
+                raise CheckpointError(f"{name} is corrupt (SHA-256 differs from manifest.json)")
     manifest["step"] = step
     return manifest
 
 
 def resolve_resume(cfg: DictConfig, world_size: int, warn=None) -> dict | None:
     """What `resume` (null | auto | <checkpoint folder> | <run folder>) continues from:
-    {"dir": folder, "step": step}, or None to start from scratch. Unusable checkpoints are
+    {"dir": folder, "step": step, "fallbacks": [older usable folders, newest first]}, or None to
+    start from scratch. Checkpoints that are not complete (manifest, files at their sizes) are
     reported through `warn` and skipped in favour of the previous one; CheckpointError when an
-    explicitly named checkpoint, or every one there is, cannot be used."""
+    explicitly named checkpoint, or every one there is, cannot be used. A file whose bytes changed
+    at the same size is found by the rank that reads it (Trainer.load_checkpoint), which then goes
+    on to the fallbacks."""
     resume = cfg.resume
     if resume in (None, "", "none", "null"):
         return None
@@ -367,28 +434,110 @@ def resolve_resume(cfg: DictConfig, world_size: int, warn=None) -> dict | None:
             )
         return None
     problems = []
+    usable: list[tuple[str, int]] = []
     for _, path in candidates:
         try:
             manifest = verify(path, world_size)
         except CheckpointError as exc:
             problems.append(f"{path}: {exc}")
-            if warn is not None:
+            if warn is not None and not usable:
                 warn(f"checkpoint {path} is unusable ({exc}); trying the previous one")
             continue
         diff = _first_difference(with_added_settings(manifest["identity"]), identity(cfg))
         if diff:
+            if usable:
+                break  # older ones belong to another run too: fallbacks end here
             raise CheckpointError(
                 f"checkpoint {path} belongs to a different run ({diff}); resume with "
                 f"the same settings, or start over with resume=null overwrite=true"
             )
-        return {"dir": os.path.abspath(path), "step": manifest["step"]}
+        usable.append((os.path.abspath(path), manifest["step"]))
+    if usable:
+        (path, step), rest = usable[0], usable[1:]
+        return {"dir": path, "step": step, "fallbacks": [p for p, _ in rest]}
     raise CheckpointError(
         f"no usable checkpoint in {folder} ({'; '.join(problems)}); start over with resume=null overwrite=true"
     )
 
 
-def load(path: str, rank: int) -> tuple[dict, dict]:
-    """(shared state, this rank's state) of a verified checkpoint folder."""
-    shared = torch.load(os.path.join(path, SHARED_FILE), map_location="cpu", weights_only=False)
-    own = torch.load(os.path.join(path, rank_file(rank)), map_location="cpu", weights_only=False)
-    return shared, own
+# -- reading (collective: every rank loads the same folder) -------------------------------------
+@dataclass(frozen=True)
+class LoadStats:
+    """One rank's load, measured: what it read against what it had written."""
+
+    own_file_bytes: int  # this rank's files in the checkpoint
+    bytes_read: int | None  # every read() of the load (/proc/self/io rchar; None: not measurable)
+    data_bytes_read: int  # of which from the checkpoint's data files
+    seconds: float
+
+    @property
+    def read_over_own(self) -> float | None:
+        if self.bytes_read is None or not self.own_file_bytes:
+            return None
+        return self.bytes_read / self.own_file_bytes
+
+
+def load(
+    path: str,
+    rank: int,
+    world_size: int,
+    live_shared: dict,
+    live_own: dict,
+    group=None,
+) -> tuple[dict, dict, LoadStats]:
+    """(shared state, this rank's own state, what the load read) of a complete checkpoint folder
+    (verify). Collective on `group` (gloo). Each rank reads DCP's metadata, the manifest and its
+    own file, front to back, checked against the SHA-256 written with it; a tensor of the live
+    state `live_shared`/`live_own` (as the backend gives it now) of the same shape and dtype is
+    loaded in place, the rest into new host tensors. The shared state's shares are then exchanged
+    (broadcast on `group`). CheckpointError: a rank's file is corrupt, on every rank alike."""
+    with open(os.path.join(path, MANIFEST)) as f:
+        manifest = json.load(f)
+    expected = {name: meta for name, meta in manifest["files"].items() if "sha256" in meta}
+    own_bytes = sum(meta["bytes"] for meta in manifest["files"].values() if meta.get("rank") == rank)
+    read_before = bytes_read()
+    start = time.perf_counter()
+    stats = checkpoint_io.ReadStats()
+    reader = checkpoint_io.VerifyingReader(path, expected, stats)
+    key = skeleton_key(rank)
+    try:  # its skeleton first (the file's first item: what its tensors are), then the rest, checked whole
+        skeleton = checkpoint_io.load({key: None}, reader, group)[key]
+        _, live = split_state(live_shared, live_own, rank, world_size)
+        items, tensors = load_targets(skeleton, live, rank, world_size)
+        reader.check = True
+        checkpoint_io.load(items, reader, group)
+    except CheckpointException as exc:
+        raise CheckpointError(f"checkpoint {path} is unusable: {_failure_line(exc)}") from None
+    del items
+    broadcast = _share_broadcast(group)
+    for ref in shared_refs(skeleton):
+        exchange_shares(tensors[ref.key], world_size, broadcast)
+    read_after = bytes_read()
+    read = None if read_before is None or read_after is None else read_after - read_before
+    load_stats = LoadStats(own_bytes, read, stats.bytes_read, time.perf_counter() - start)
+    return rebuild(skeleton["shared"], tensors), rebuild(skeleton["own"], tensors), load_stats
+
+
+def _failure_line(exc: CheckpointException) -> str:
+    """One line for a load's failure: the lowest failing rank and its error."""
+    rank, failure = sorted(exc.failures.items())[0]
+    error = failure[0] if isinstance(failure, tuple) else failure
+    return f"rank {rank}: {' '.join(str(error).split())}"
+
+
+def _share_broadcast(group):
+    """Send rank `src`'s share to every rank, in place, on the gloo `group`: host tensors
+    directly, device tensors through host memory one piece at a time."""
+
+    def broadcast(share: torch.Tensor, src: int) -> None:
+        if share.device.type == "cpu":
+            dist.broadcast(share, src, group=group)
+            return
+        step = piece_numel(share)
+        for i in range(0, share.numel(), step):
+            part = share[i : i + step]
+            host = part.cpu()
+            dist.broadcast(host, src, group=group)
+            part.copy_(host)
+
+    return broadcast

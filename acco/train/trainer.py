@@ -5,9 +5,11 @@ and checkpoints."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any, cast
@@ -121,6 +123,8 @@ class Trainer:
         self.start_step = self.steps_done = 0
         self.wall_offset = 0.0  # wall time of the steps before a resume
         self.last_checkpoint: str | None = None
+        # what this rank's checkpoint saves and load cost (summary.json's checkpoint_io)
+        self.checkpoint_io: dict[str, Any] = {"saves": 0, "last_save": None, "load": None}
         if cfg.fault.nan_at_step:
             task.loss_fn = nan_injecting(task.loss_fn, cfg.fault.nan_at_step, lambda: self.steps_done)
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
@@ -302,20 +306,24 @@ class Trainer:
         self._drain()
         start = time.perf_counter()
         with self.watchdog.paused():
-            self.last_checkpoint = checkpoint.save(
+            saved = checkpoint.save(
                 self.cfg["out_dir"],
                 step,
                 self.rank,
                 self.world_size,
-                shared if self.rank == 0 else None,
+                shared,  # every rank writes its share of the parameters
                 own,
                 self.cfg,
                 keep=self.keep_checkpoints,
                 group=self.checkpoint_group,
                 disk_advice=self.disk_advice,
             )
+        del shared, own
+        self.last_checkpoint = saved.path
+        self.checkpoint_io["saves"] += 1
+        self.checkpoint_io["last_save"] = {"step": step, **dataclasses.asdict(saved.stats)}
         self.eval_s += time.perf_counter() - start  # like evaluation: not training time
-        return self.last_checkpoint
+        return saved.path
 
     def state_dicts(self, step: int) -> tuple[dict, dict]:
         """(the state every rank shares: the parameters; this rank's own state) after `step`."""
@@ -331,16 +339,35 @@ class Trainer:
         own.update(backend_own)
         return shared, own
 
-    def load_checkpoint(self, path: str) -> int:
-        """Continue from a verified checkpoint folder; returns its step."""
-        shared, own = checkpoint.load(path, self.rank)
+    def load_checkpoint(self, path: str, fallbacks: Sequence[str] = ()) -> int:
+        """Continue from a complete checkpoint folder (checkpoint.verify), or, when a rank finds its
+        file corrupt while reading it, from the next of `fallbacks` (older ones, newest first);
+        returns the step. Every rank tries the same folders in the same order (a corrupt file fails
+        the load on every rank alike)."""
+        for i, candidate in enumerate([path, *fallbacks]):
+            live_shared, live_own = self.backend.state_dicts()
+            try:
+                shared, own, stats = checkpoint.load(
+                    candidate, self.rank, self.world_size, live_shared, live_own, group=self.checkpoint_group
+                )
+                break
+            except checkpoint.CheckpointError as exc:
+                if i == len(fallbacks):
+                    raise checkpoint.CheckpointError(
+                        f"{exc}; no older usable checkpoint: start over with resume=null overwrite=true"
+                    ) from None
+                if self.rank == 0:
+                    print(f"acco: {exc}; trying the previous one", file=sys.stderr, flush=True)
+            finally:
+                del live_shared, live_own
         self.backend.load_state_dicts(shared, own)
         self.start_step = self.steps_done = int(own["step"])
         self.samples = int(own["samples"])
         self.wall_offset = float(own["wall_s"])
         self.last_eval = own["last_eval"]
         checkpoint.set_rng_state(own["rng"])
-        self.last_checkpoint = path
+        self.last_checkpoint = candidate
+        self.checkpoint_io["load"] = {"path": candidate, **dataclasses.asdict(stats)}
         if self.progress is not None:
             self.progress.resume_at(self.start_step, self.samples)
         return self.start_step

@@ -1,7 +1,7 @@
 """Checkpoints and resume: a run continued from a checkpoint (after a crash, or after a checkpoint
 signal) produces exactly the metrics and final parameters of the uninterrupted run, for every
-method in deterministic mode; a truncated or corrupt checkpoint is reported and the previous
-complete one used."""
+method in deterministic mode; a truncated checkpoint (found before the workers start) or a corrupt
+one (found by the rank reading its file) is reported and the previous complete one used."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ METHODS = {
     # a checkpoint at step 6 holds fragment 0's sync in flight (started after step 6, lands after 7)
     "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
 }
-RESUME_FROM = {"acco": 3, "streaming_diloco": 6}  # acco: its step-6 checkpoint is cut short
+RESUME_FROM = {"acco": 3, "wp": 3, "streaming_diloco": 6}  # acco's and wp's step-6 checkpoints are damaged
+CHECKPOINT_FILES = [".metadata", "__0_0.distcp", "__1_0.distcp", "manifest.json"]
 
 
 def metrics(out) -> list[dict]:
@@ -87,24 +88,40 @@ def crashed_copy(ref: str, dest, keep_step: int):
 
 @pytest.mark.parametrize("name", list(METHODS))
 def test_resume_equals_uninterrupted_run(references, tmp_path, name):
-    """For acco the newest checkpoint (step 6) is also cut short, as by a crash while writing: it
-    is reported and the run resumes from step 3."""
+    """For acco the newest checkpoint (step 6) is also cut short, as by a crash while writing: it is
+    reported before the workers start and the run resumes from step 3. For wp a file of the newest
+    has bytes changed at the same size: the rank reading it finds it, and every rank goes back to
+    step 3."""
     ref = references(name)
     assert sorted(os.listdir(os.path.join(ref, "checkpoints"))) == ["step_00000003", "step_00000006"]
-    corrupt = name == "acco"
+    assert sorted(os.listdir(os.path.join(ref, "checkpoints", "step_00000006"))) == CHECKPOINT_FILES
     resume_from = RESUME_FROM.get(name, 3)
-    out = crashed_copy(ref, tmp_path / "run", keep_step=6 if corrupt else resume_from)
-    if corrupt:
-        newest = os.path.join(out, "checkpoints", "step_00000006", "rank1.pt")
+    out = crashed_copy(ref, tmp_path / "run", keep_step=6 if name in ("acco", "wp") else resume_from)
+    newest = os.path.join(out, "checkpoints", "step_00000006", "__1_0.distcp")
+    if name == "acco":
         with open(newest, "r+b") as f:
             f.truncate(os.path.getsize(newest) // 2)
+    elif name == "wp":
+        with open(newest, "r+b") as f:  # same size, different bytes, in a tensor's data
+            f.seek(os.path.getsize(newest) * 2 // 3)
+            f.write(b"\x00" * 16)
     proc = run_train([*METHODS[name], *BASE, "train.checkpoint_every=3", f"out_dir={out}", "resume=auto"])
-    if corrupt:
-        assert "step_00000006 is unusable (rank1.pt is truncated" in proc.stderr, proc.stderr[-2000:]
+    if name == "acco":
+        assert "step_00000006 is unusable (__1_0.distcp is truncated" in proc.stderr, proc.stderr[-2000:]
+    elif name == "wp":
+        assert "step_00000006 is unusable: rank 1: __1_0.distcp is corrupt" in proc.stderr, proc.stderr[-2000:]
+        assert "trying the previous one" in proc.stderr
     s = summary(out)
     assert s["status"] == "completed" and s["resumed_from_step"] == resume_from and s["steps_completed"] == STEPS
     assert metrics(out) == metrics(ref)
     assert torch.equal(final_params(out), final_params(ref))
+    # each rank read its own file of the checkpoint it resumed from, and little else
+    for rank, figures in enumerate(s["per_rank"]):
+        load = figures["checkpoint_io"]["load"]
+        assert load["path"].endswith(f"step_{resume_from:08d}")
+        assert load["own_file_bytes"] == os.path.getsize(os.path.join(load["path"], f"__{rank}_0.distcp"))
+        if name != "wp":  # wp's ranks also read the corrupt checkpoint's file before going back
+            assert load["own_file_bytes"] <= load["bytes_read"] <= 1.1 * load["own_file_bytes"] + 65536
 
 
 def worker_pids(parent: int) -> list[int]:
@@ -150,23 +167,29 @@ def test_sigusr1_to_one_worker_mid_run(tmp_path):
     assert s["status"] == "preempted" and 2 <= s["steps_completed"] < 30
     stopped = s["steps_completed"]
     assert s["last_checkpoint"].endswith(f"step_{stopped:08d}")
-    assert sorted(os.listdir(s["last_checkpoint"])) == ["manifest.json", "model.pt", "rank0.pt", "rank1.pt"]
+    assert sorted(os.listdir(s["last_checkpoint"])) == CHECKPOINT_FILES
     run_train([*args, "resume=auto"])
     s = summary(out)
     assert s["status"] == "completed" and s["resumed_from_step"] == stopped
     assert [int(r["step"]) for r in metrics(out)] == list(range(1, 31))
 
 
-def test_unusable_checkpoints_are_bad_input(references, tmp_path):
+def test_unusable_checkpoints_stop_the_run_and_change_nothing(references, tmp_path):
+    """The only checkpoint has bytes changed at the same size: the rank reading its file finds it,
+    the run stops with one line (exit 1) and metrics.csv stays as it was. A different run's
+    checkpoint is bad input: exit 2 before any worker starts, naming the setting that differs."""
     ref = references("acco")
     out = crashed_copy(ref, tmp_path / "run", keep_step=3)
-    ckpt = os.path.join(out, "checkpoints", "step_00000003", "model.pt")
+    ckpt = os.path.join(out, "checkpoints", "step_00000003", "__0_0.distcp")
     with open(ckpt, "r+b") as f:  # same size, different bytes
-        f.seek(100)
+        f.seek(os.path.getsize(ckpt) // 2)
         f.write(b"\x00" * 16)
     before = (tmp_path / "run" / "metrics.csv").read_bytes()
-    proc = run_train([*METHODS["acco"], *BASE, f"out_dir={out}", "resume=auto"], expect=2, timeout=120)
-    assert "model.pt is corrupt" in proc.stderr and "no usable checkpoint" in proc.stderr
+    proc = run_train([*METHODS["acco"], *BASE, f"out_dir={out}", "resume=auto"], expect=1, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "__0_0.distcp is corrupt" in errors[0] and "no older usable checkpoint" in errors[0]
+    assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
     # a different run's checkpoint is refused, naming the setting that differs
     proc = run_train(
         [*METHODS["acco"], *BASE, "optim.lr=0.001", f"out_dir={tmp_path / 'other'}", f"resume={ref}"],
@@ -174,8 +197,24 @@ def test_unusable_checkpoints_are_bad_input(references, tmp_path):
         timeout=120,
     )
     assert "belongs to a different run (optim.lr" in proc.stderr
-    assert (tmp_path / "run" / "metrics.csv").read_bytes() == before
     assert not (tmp_path / "other").exists()
+
+
+def test_a_checkpoint_of_the_old_format_is_refused_in_one_line(references, tmp_path):
+    """A checkpoint written before DCP (format 1: model.pt + rank<r>.pt) is not read: one line, exit
+    2, before any worker starts."""
+    ref = references("acco")
+    out = crashed_copy(ref, tmp_path / "run", keep_step=3)
+    manifest_path = os.path.join(out, "checkpoints", "step_00000003", "manifest.json")
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    manifest["format"] = 1
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f)
+    proc = run_train([*METHODS["acco"], *BASE, f"out_dir={out}", "resume=auto"], expect=2, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "checkpoint format 1" in errors[0] and "resume=null overwrite=true" in errors[0]
 
 
 # --- a save's cross-rank waits: dist.checkpoint_timeout_s, not the start-up timeout ------------------
@@ -187,26 +226,24 @@ def _save_with_a_slow_rank(rank: int, init_file: str, cfg: dict, out_dir: str, s
     import torch.distributed as dist
 
     from acco.config.schema import typed
-    from acco.train import checkpoint
+    from acco.train import checkpoint, checkpoint_io
 
     try:
         dist.init_process_group(
             "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(seconds=1)
         )
         group = checkpoint.checkpoint_group(typed(cfg), 2)
-        write = checkpoint._write_file
+        write = checkpoint_io.HashingWriter.write_data
 
-        def slow_write(folder, name, obj):
+        def slow_write(self, plan, planner):
             time.sleep(slow_s)  # a large rank file on a slow filesystem
-            return write(folder, name, obj)
+            return write(self, plan, planner)
 
         if rank == 1:
-            checkpoint._write_file = slow_write
+            checkpoint_io.HashingWriter.write_data = slow_write  # type: ignore[method-assign]
         own = {"x": torch.full((4,), float(rank))}
-        path = checkpoint.save(
-            out_dir, 5, rank, 2, {"w": torch.ones(3)} if rank == 0 else None, own, typed(cfg), group=group
-        )
-        queue.put((rank, "ok", path))
+        saved = checkpoint.save(out_dir, 5, rank, 2, {"w": torch.ones(3)}, own, typed(cfg), group=group)
+        queue.put((rank, "ok", saved.path))
     except Exception as exc:  # noqa: BLE001 - reported to the test
         queue.put((rank, "error", f"{type(exc).__name__}: {exc}"))
 
@@ -230,8 +267,8 @@ def test_checkpoint_save_waits_by_its_own_timeout(tmp_path):
     for p in procs:
         p.join(timeout=60)
     assert [r[1] for r in results] == ["ok", "ok"], results
-    manifest = verify(results[0][2], world_size=2)
-    assert manifest["step"] == 5 and set(manifest["files"]) == {"model.pt", "rank0.pt", "rank1.pt"}
+    manifest = verify(results[0][2], world_size=2, full=True)
+    assert manifest["step"] == 5 and set(manifest["files"]) == {".metadata", "__0_0.distcp", "__1_0.distcp"}
 
 
 def test_a_checkpoint_from_before_a_setting_existed_still_resumes():

@@ -50,6 +50,7 @@ from ...runtime.files import (
 )
 from ...runtime.summary import SUMMARY_FILE, RunSummary
 from ...tasks import load_task_factory
+from ...train.checkpoint import CheckpointError
 from ...train.post_training import FinalEvaluationError, final_evaluation, post_training_group
 from ...train.precision import precision_report
 from ...train.signals import Preempted, SignalLatch
@@ -134,10 +135,12 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         resume = resume_point(cfg, world)
         task = load_task_factory(cfg.task)(cfg, rank, world, device)
         dist.barrier()  # rank 0 has created out_dir
-        metrics = MetricsWriter(out_dir, keep_until_step=resume["step"] if resume else None) if rank == 0 else None
+        metrics = MetricsWriter(out_dir) if rank == 0 else None
         trainer = Trainer(cfg, task, rank, world, device, tracer, metrics, disk_advice=advice_for(cfg))
-        if resume:
-            trainer.load_checkpoint(resume["dir"])
+        if resume:  # the step it resumed from may be an older checkpoint's: one was found corrupt
+            trainer.load_checkpoint(resume["dir"], resume.get("fallbacks") or ())
+        if metrics is not None:  # only now: a resume that failed leaves metrics.csv as it was
+            metrics.open(keep_until_step=trainer.start_step if resume else None)
         trainer.train()
         # θ_T as an fp32 vector only when it is saved: on a GPU a model-sized fp32 copy (28 GB
         # for a 7B model) would not fit beside the training state
@@ -155,7 +158,8 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     except Preempted as exc:  # every rank: the checkpoint is written, the run stops to be resumed
         status, error, preempted = "preempted", None, exc
         print(f"acco: rank {rank} stopped by {exc}; continue with resume=auto", file=sys.stderr, flush=True)
-    except NoSpaceError as exc:  # the disk is full: one line (the launcher's, or rank 0's under torchrun/srun)
+    except (NoSpaceError, CheckpointError) as exc:  # the disk is full, or no checkpoint could be read:
+        # one line (the launcher's, or rank 0's under torchrun/srun), no traceback
         status, error = "failed", str(exc)
         if rank == 0 and env.source != "local":
             print(f"error: {error}", file=sys.stderr, flush=True)
@@ -267,6 +271,8 @@ def _finish(
         mem["compute_busy_s"] = round(trainer.runner.busy_s, 4)
         # this rank's micro-batches in each round (adaptive mode: they vary per round and rank)
         mem["round_micro_batches"] = trainer.round_micro_batches()
+        # what its checkpoints cost it: the last save's bytes, seconds and host-memory peak; the load's reads
+        mem["checkpoint_io"] = trainer.checkpoint_io
     per_rank: list[dict | None] = [mem]
     if status in ("completed", "preempted"):  # peers are alive: collect every rank's figures
         clear_progress(out_dir, rank)  # the note that tells a slow rank from a hung one: not needed
