@@ -12,7 +12,7 @@ SCALE   ?= cpu
 
 .PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures plot reproduce clean bench \
 	simulate calibrate-clock \
-	rehearse rehearsal-data gpu-check wheels
+	rehearse rehearsal-data gpu-check wheels bench-checkpoint
 .DEFAULT_GOAL := help
 
 help: ## This list of targets
@@ -127,6 +127,12 @@ sbatch-%: $(STAMP) ## sbatch scripts for one experiment, e.g. sbatch-fig8 SCALE=
 BENCH_ARGS ?=
 bench: $(STAMP) ## Every method on an emulated slow link -> results/bench/
 	$(PYTHON) experiments/bench.py --out results/bench $(BENCH_ARGS)
+
+# What a checkpoint costs each rank (ACCO and PyTorch DDP + ZeRO-1 at world size 2, a ~300 M-parameter
+# GPT-Neo): host memory during the save, bytes read on resume, seconds; DCP's async_save beside them
+# -> results/bench/checkpoint.json and a line in results/bench/targets.md (docs/fault-tolerance.md).
+bench-checkpoint: $(STAMP) ## What a checkpoint save and resume cost each rank -> results/bench/checkpoint.json
+	$(PYTHON) experiments/bench_checkpoint.py --out results/bench
 
 # The virtual clock's costs on this machine (experiments/calibrate_clock.py: one sequential run per
 # wall-clock figure's link, every micro-batch and sync from its trace) and its validation against

@@ -164,6 +164,9 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     # write bandwidth of out_dir's filesystem for the whole job (all ranks together), GB/s: sizes the
     # checkpoint save in the dry run and the signal delay
     checkpoint_write_gb_s: float = MISSING
+    # GPU runs ask for whole nodes (--exclusive, and --mem=0 unless mem_gb says how much): a node
+    # shared with another job shares its NICs, host memory and PCIe links with it (acco/config/slurm_profile.py)
+    whole_nodes: bool = True
 
 
 @dataclass

@@ -26,6 +26,10 @@ PATH_VARS = ("ACCO_CACHE", "ACCO_MODELS", "HF_HOME", "HF_HUB_CACHE")  # made abs
 # node beforehand, into the hub cache they read. A profile entry of the same name (`HF_HUB_OFFLINE=0`,
 # for compute nodes that do reach the hub) replaces the default.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+# What a failed job should leave in its log: NCCL's warnings (a timeout, a network error, the
+# communicator set-up) and a Python traceback of every thread on a fatal signal (SIGSEGV, SIGABRT from
+# NCCL's watchdog). A profile entry of the same name replaces one (`NCCL_DEBUG=INFO` for more).
+DIAGNOSTIC_ENV = {"NCCL_DEBUG": "WARN", "PYTHONFAULTHANDLER": "1"}
 # sbatch options acco writes from the run and the profile: the key to set instead
 ACCO_SETS = {
     "job-name": "the run (its name is the job's)",
@@ -83,10 +87,11 @@ def sbatch_options(profile: dict) -> list[tuple[str, str | None]]:
 def job_env(
     profile: dict, environ: Mapping[str, str] | None = None, repo_root: str | None = None
 ) -> list[tuple[str, str]]:
-    """(name, value) of every variable the job exports: OFFLINE_ENV, PASSTHROUGH_ENV and the profile's
-    `NAME` entries when set in `environ` (default os.environ), the profile's `NAME=value` entries as given."""
+    """(name, value) of every variable the job exports: OFFLINE_ENV, DIAGNOSTIC_ENV, PASSTHROUGH_ENV
+    and the profile's `NAME` entries when set in `environ` (default os.environ), the profile's
+    `NAME=value` entries as given."""
     env: Mapping[str, str] = os.environ if environ is None else environ
-    out: dict[str, str] = dict(OFFLINE_ENV)
+    out: dict[str, str] = {**OFFLINE_ENV, **DIAGNOSTIC_ENV}
     entries = [*PASSTHROUGH_ENV, *(profile.get("env") or [])]
     for entry in entries:
         name, eq, value = str(entry).partition("=")
@@ -103,6 +108,22 @@ def job_env(
             value = os.path.normpath(os.path.join(repo_root or os.getcwd(), os.path.expanduser(value)))
         out[name] = value
     return list(out.items())
+
+
+def whole_node_options(profile: dict, gpus_per_node: int) -> list[tuple[str, str | None]]:
+    """The options that ask for whole nodes for a GPU job (launcher.whole_nodes, default true):
+    --exclusive, and --mem=0 (all of the node's memory) unless launcher.mem_gb says how much; none
+    the profile's sbatch_options already give. None for a CPU job (the local cluster's virtual nodes
+    share one machine)."""
+    if not gpus_per_node or profile.get("whole_nodes") is False:
+        return []
+    given = {key for key, _ in sbatch_options(profile)}
+    out: list[tuple[str, str | None]] = []
+    if "exclusive" not in given:
+        out.append(("exclusive", None))
+    if "mem" not in given and not profile.get("mem_gb"):
+        out.append(("mem", "0"))
+    return out
 
 
 def setup_lines(profile: dict) -> list[str]:

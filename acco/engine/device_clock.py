@@ -54,7 +54,7 @@ def elapsed_us(a: Mark, b: Mark) -> float:
 # The host waits with a plain blocking synchronize (the GIL released: a polling loop would wake
 # every few hundred µs and take the GIL from a host-bound compute thread, which the GPU check of
 # 2026-12-04 saw slow micro-batches beside a sync by ~30 %); a wait that outlives the limit ends
-# when NCCL's watchdog, on a slightly longer timeout (acco.runtime.process_group.nccl_group_timeout),
+# when NCCL's watchdog, on a slightly longer timeout (acco.runtime.process_group.Timeouts),
 # aborts the communicators, and is then raised as a timeout on the waiting thread, so the run's
 # own failure path runs and names it. TORCH_NCCL_BLOCKING_WAIT is not used (no watchdog, no
 # flight recorder, and every collective's wait polls the host). None: no limit.

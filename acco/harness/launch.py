@@ -24,7 +24,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from ..runtime.process_group import deterministic_cuda
+from ..runtime.process_group import FLIGHT_RECORDER_FILE, deterministic_cuda
 
 
 @dataclass
@@ -92,7 +92,10 @@ def _leading_count(text: str) -> str:
 def external_env(environ=None) -> DistEnv | None:
     """The distributed environment set up by torchrun or srun, or None when started by hand."""
     environ = os.environ if environ is None else environ
-    if "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
+    # torchrun's variables; inside a Slurm step only when torchrun set them (srun torchrun ...): a
+    # RANK left in the environment by something else does not override SLURM_PROCID
+    torchrun = "TORCHELASTIC_RUN_ID" in environ or "SLURM_PROCID" not in environ
+    if torchrun and "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
         world = int(environ["WORLD_SIZE"])
         return DistEnv(
             int(environ["RANK"]),
@@ -194,7 +197,7 @@ def gpu_shortage(local_world_size: int, visible_gpus: int, environ=None) -> str 
 # What NCCL does with a collective that outlives its timeout. The host waits for a sync's device
 # work at most dist.step_timeout_s (acco.engine.device_clock.wait_for: once per sync, where it
 # ends) and raises on the waiting thread, so the run's own failure path runs and names it. NCCL's
-# watchdog stays on behind it, with a longer timeout (acco.runtime.process_group.nccl_group_timeout): error handling 2
+# watchdog stays on behind it, with a longer timeout (acco.runtime.process_group.Timeouts): error handling 2
 # (CleanUpOnly) lets it abort the timed-out communicators (freeing a peer stuck in a kernel)
 # without killing the process, and its flight recorder keeps the last collectives and dumps them
 # on a timeout (<out_dir>/nccl_trace_rank_<r>). Not TORCH_NCCL_BLOCKING_WAIT: with it ProcessGroupNCCL
@@ -206,7 +209,7 @@ NCCL_ERROR_HANDLING = {
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
     "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
 }
-NCCL_DUMP_FILE = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+NCCL_DUMP_FILE = FLIGHT_RECORDER_FILE
 
 
 # the communication thread's stream allocates beside the compute stream: expandable segments keep

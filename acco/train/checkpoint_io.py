@@ -9,8 +9,9 @@ What DCP's FileSystemWriter/Reader do not do, done here by subclassing them:
     read and compared with what was written: a corrupt file fails the load (on every rank: DCP
     gathers each rank's read errors) instead of a separate check that reads everything again.
 
-A tensor is read into host memory one item at a time (an item is at most one piece of the split
-state, acco/train/checkpoint_state.py), then copied into its target."""
+A tensor is written from, and read into, host memory one item at a time (an item is at most one
+piece of the split state, acco/train/checkpoint_state.py): a save or a load adds at most a piece or
+two to the process's memory, whatever the state's size."""
 
 from __future__ import annotations
 
@@ -20,15 +21,23 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner, DefaultSavePlanner
-from torch.distributed.checkpoint.filesystem import FileSystem
-from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, LoadPlanner
+from torch.distributed.checkpoint.filesystem import FileSystem, _StorageInfo
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
+from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 METADATA = ".metadata"  # DCP's own index of every item (rank 0 writes it last)
@@ -121,9 +130,13 @@ class _HashingFileSystem(FileSystem):
 
 
 class HashingWriter(FileSystemWriter):
-    """DCP's FileSystemWriter (one file per rank, fsync'd), recording each file's size and SHA-256
-    as it is written: `written` after the save. A write that fails on an OSError raises that error
-    (not torch.save's RuntimeError), so DCP hands every rank the errno (a full disk)."""
+    """DCP's FileSystemWriter, writing each rank's one file itself: every item in turn, a tensor
+    moved to host memory (and cut from a larger buffer) one item at a time and dropped once
+    written, in DCP's own format (an item is one torch.save record; FileSystemReader reads the
+    files). DCP's own loop keeps every item's host copy until the file is done (for its safetensors
+    format): with pieces cut from large buffers that is a second copy of the whole state.
+    Records each file's size and SHA-256 as it is written (`written`); a write that fails on an
+    OSError raises that error (not torch.save's RuntimeError), so DCP hands every rank the errno."""
 
     def __init__(self, path: str):
         super().__init__(path, single_file_per_rank=True, sync_files=True, thread_count=1, overwrite=False)
@@ -131,13 +144,44 @@ class HashingWriter(FileSystemWriter):
         self.errors: list[OSError] = []
         self.fs = _HashingFileSystem(self.written, self.errors)
 
-    def write_data(self, plan, planner):
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         try:
-            return super().write_data(plan, planner)
+            results = self._write_file(plan, planner)
         except Exception as exc:
             if self.errors and self.errors[0] is not exc:
                 raise self.errors[0] from exc
             raise
+        done: Future[list[WriteResult]] = Future()
+        done.set_result(results)
+        return done
+
+    def _write_file(self, plan: SavePlan, planner: SavePlanner) -> list[WriteResult]:
+        name = f"{plan.storage_data.prefix}0{SUFFIX}"
+        results = []
+        # byte items (the skeleton) first: a load reads them before the tensors they describe
+        items = sorted(plan.items, key=lambda it: it.type != WriteItemType.BYTE_IO)
+        with self.fs.create_stream(os.path.join(os.fspath(self.path), name), "wb") as stream:
+            for item in items:
+                offset = stream.tell()
+                data = planner.resolve_data(item)
+                if item.type == WriteItemType.BYTE_IO:
+                    stream.write(cast(io.BytesIO, data).getbuffer())
+                else:
+                    tensor = cast(torch.Tensor, data).detach()
+                    if tensor.device.type != "cpu":
+                        tensor = tensor.cpu()
+                    elif tensor.untyped_storage().nbytes() != tensor.nbytes:
+                        tensor = tensor.clone()  # torch.save writes a view's whole storage
+                    torch.save(tensor, cast(IO[bytes], stream))
+                    del tensor
+                del data
+                length = stream.tell() - offset
+                results.append(
+                    WriteResult(index=item.index, size_in_bytes=length, storage_data=_StorageInfo(name, offset, length))
+                )
+            stream.flush()
+            os.fsync(stream.fileno())
+        return results
 
     def finish(self, metadata, results) -> None:
         try:

@@ -520,17 +520,20 @@ def checkpoint_bytes(cfg: dict, world: int) -> int | None:
 @dataclass(frozen=True)
 class CheckpointSize:
     total_bytes: int  # every rank's files of one checkpoint together (checkpoint_bytes)
-    largest_rank_bytes: int  # rank 0's: the shared parameters file (model.pt) and its own state
+    largest_rank_bytes: int  # the largest one rank writes (and reads back on resume)
 
 
 def checkpoint_size(cfg: dict, world: int) -> CheckpointSize | None:
-    """One checkpoint of the run (acco/train/checkpoint.py): all of it, and what rank 0 writes alone,
-    which the other ranks wait for. None when the model's size is not known."""
+    """One checkpoint of the run (acco/train/checkpoint.py): all of it, and the largest part one
+    rank writes and reads back (its own state and its 1/N share of the parameters). None when the
+    model's size is not known."""
     total = checkpoint_bytes(cfg, world)
     if total is None:
         return None
     layout = state_layout(cfg)
-    params = model_shape(cfg).params
-    # model.pt: the parameters in their storage dtype (fp32 for PyTorch DDP and the local methods' φ)
-    shared = params * (4 if not layout.flat or layout.local_fragments else layout.param_bytes)
-    return CheckpointSize(total, shared + max(0, total - shared) // world)
+    shape = model_shape(cfg)
+    if not layout.flat:  # PyTorch ZeRO: the largest partition's m and v, beside its share of the model
+        elements = max(n for n, _ in zero_partition(shape.groups, world))
+        own = elements * (layout.moment_bytes + layout.step_bytes) + shape.params * 4 // world
+        return CheckpointSize(total, own + PER_RANK_CHECKPOINT_BYTES)
+    return CheckpointSize(total, -(-total // world))

@@ -27,7 +27,7 @@ from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
 from ..runtime.disk import Advice
 from ..runtime.files import MetricsWriter, note_progress, reset_peak_memory
-from ..runtime.process_group import nccl_group_timeout, training_group_options
+from ..runtime.process_group import Timeouts, set_group_timeout, training_group_options
 from ..runtime.progress import Progress, make_logger
 from ..runtime.summary import RunSummary
 from ..runtime.watchdog import Watchdog, exit_on_stall
@@ -105,14 +105,19 @@ class Trainer:
                 modelled=virtual,  # the virtual clock's seconds: the log line says they are modelled
             )
             self.logger = make_logger(cfg, cfg.out_dir)
-        # training collectives wait at most dist.step_timeout_s for a peer: past that it crashed
-        # or hung, and this rank fails instead of waiting for ever (the default group keeps
-        # dist.timeout_s, for start-up and the end of the run)
+        # the waits that end a run whose peer is gone, in one order (acco.runtime.process_group.Timeouts):
+        # a rank waiting in a training collective gives up at dist.step_timeout_s, NCCL's watchdog
+        # later, the rank's own watchdog last; the first training step waits by the start-up timeout
+        # (dist.timeout_s), then on_step sets the step timeouts (the default group keeps dist.timeout_s)
+        self.nccl = dist.get_backend() == "nccl"
         self.step_timeout_s = cfg.dist.step_timeout_s
-        step_timeout = timedelta(seconds=self.step_timeout_s)
+        self.timeouts = Timeouts.of(self.step_timeout_s, cfg.dist.timeout_s, self.nccl)
+        first = self.timeouts.first_step()
         # this thread's own collectives (evaluation; the check of carried gradients when a
         # checkpoint is due): a few host scalars, so gloo on GPU as well
-        self.control_group = dist.new_group(list(range(world_size)), timeout=step_timeout, backend="gloo")
+        self.control_group = dist.new_group(
+            list(range(world_size)), timeout=timedelta(seconds=first.host_wait_s), backend="gloo"
+        )
         # a save's waits for the other ranks' writes: dist.checkpoint_timeout_s (a paper-scale
         # checkpoint is tens of GB), on a group of its own
         self.checkpoint_group = checkpoint.checkpoint_group(cfg, world_size)
@@ -130,14 +135,15 @@ class Trainer:
         # the training collectives' own process group: PyTorch DDP's, or the flat engine's
         # communication thread's (so they never interleave with the main thread's collectives);
         # on NCCL its kernels run on high-priority streams (acco.runtime.process_group.training_group_options)
-        # On NCCL the host waits for a sync at most dist.step_timeout_s (device_clock.wait_for raises
-        # on the waiting thread) and NCCL's watchdog, the backstop, waits a little longer
-        nccl = dist.get_backend() == "nccl"
-        device_clock.configure_waits(self.step_timeout_s if nccl else None)
-        group_timeout = timedelta(seconds=nccl_group_timeout(self.step_timeout_s)) if nccl else step_timeout
+        # On NCCL the host waits for a sync at most host_wait_s (device_clock.wait_for raises on the
+        # waiting thread) and NCCL's watchdog, the backstop, waits a little longer (collective_s)
+        device_clock.configure_waits(first.host_wait_s if self.nccl else None)
         group = dist.new_group(
-            list(range(world_size)), timeout=group_timeout, pg_options=training_group_options(dist.get_backend())
+            list(range(world_size)),
+            timeout=timedelta(seconds=first.collective_s),
+            pg_options=training_group_options(dist.get_backend()),
         )
+        self.training_group = group
         self.backend: Backend
         # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
         # sequential reference of make gpu-check's race check, acco/engine/comm_worker.py)
@@ -174,6 +180,18 @@ class Trainer:
         """The compute side (data position, micro-batch counts); None after release()."""
         return self.backend.runner
 
+    def use_step_timeouts(self) -> None:
+        """From the first committed step on, the step timeouts instead of the start-up one's
+        (collectives already issued, the next round's sync among them, keep theirs)."""
+        t = self.timeouts
+        set_group_timeout(self.control_group, t.host_wait_s)
+        set_group_timeout(self.training_group, t.collective_s)
+        if self.nccl:
+            device_clock.configure_waits(t.host_wait_s)
+        watchdog = getattr(self, "watchdog", None)
+        if watchdog is not None:
+            watchdog.timeout_s = t.watchdog_s
+
     def budget_allows_more(self, uncommitted: int) -> bool:
         """Adaptive rounds near the end of a budget: one more micro-batch beyond the round's minimum
         only while this rank's uncommitted micro-batches stay within its equal share of the samples
@@ -196,11 +214,11 @@ class Trainer:
         self.tracer.at_step(start + 1)  # the trace window (train.trace_steps) counts committed steps
         SignalLatch.install()
         self.backend.carry_votes(SignalLatch.votes)
-        # twice the collective timeout: a rank waiting for a stuck peer fails by the timeout first
+        # last of the timeouts: a rank waiting for a stuck peer fails by its collective's timeout first
         out_dir = self.cfg["out_dir"]
         self.watchdog = Watchdog(
             lambda: (self.runner.next_index, self.steps_done),
-            2 * self.step_timeout_s,
+            self.timeouts.first_step().watchdog_s,
             exit_on_stall(self.rank, out_dir),
             # a note of the last progress seen: the local launcher tells a live but slow rank from a hung one
             on_progress=lambda progress: note_progress(out_dir, self.rank, progress),
@@ -229,6 +247,8 @@ class Trainer:
         return report
 
     def on_step(self, t: int, res: SyncResult) -> None:
+        if t == self.start_step:  # the first step of this process is committed: the step timeouts
+            self.use_step_timeouts()
         self.steps_done = t + 1
         self.tracer.at_step(t + 2)  # step t+1 is committed: what is recorded next leads to t+2
         self.fault.inject(t + 1, self.rank)

@@ -45,7 +45,7 @@ def test_profile_setup_options_and_env_in_the_script(tmp_path):
     body = text.split("\ncd ", 1)[1]
     assert "\nexport NCCL_SOCKET_IFNAME=ib0\n" in body and "\nexport GLOO_SOCKET_IFNAME=eth1\n" in body
     assert f"\nexport ACCO_MODELS={os.path.join(ROOT, 'models')}\n" in body  # a path: absolute for the job
-    assert "MY_TOKEN_FILE" not in body and "UNLISTED" not in body  # not set here / not asked for
+    assert "export MY_TOKEN_FILE" not in body and "UNLISTED" not in body  # not set here / not asked for
     setup = body.index("module load cuda/12.1\nsource /opt/venv/bin/activate\n")
     assert body.index("export NCCL") < setup < body.index("\nsrun ")  # before the ranks start
     path = tmp_path / "job.sbatch"
@@ -79,9 +79,15 @@ def test_jobs_run_with_the_hub_off_unless_the_profile_says_otherwise():
     from acco.config.slurm_profile import job_env
 
     env = dict(job_env({"env": []}, environ={"HF_HUB_CACHE": "hub", "HF_HUB_OFFLINE": "0"}, repo_root="/r"))
-    assert env == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_CACHE": "/r/hub"}
+    assert env == {
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "NCCL_DEBUG": "WARN",
+        "PYTHONFAULTHANDLER": "1",
+        "HF_HUB_CACHE": "/r/hub",
+    }
     online = dict(job_env({"env": ["HF_HUB_OFFLINE=0", "HF_DATASETS_OFFLINE=0"]}, environ={}))
-    assert online == {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0"}  # compute nodes that reach the hub
+    assert online["HF_HUB_OFFLINE"] == online["HF_DATASETS_OFFLINE"] == "0"  # compute nodes that reach the hub
 
 
 def test_checks_before_submission_see_the_hub_as_the_job_does(tmp_path, monkeypatch):

@@ -82,6 +82,32 @@ def test_fig8_paper_two_nodes_of_four_gpus():
     argv = srun_argv(text)
     assert argv[:3] == ["srun", PYTHON, "experiments/train.py"]
     assert argv[3:6] == ["experiment=fig8/paper", "method=acco", "layout=2x4"]
+    # a GPU job asks for whole nodes (launcher.whole_nodes): all of a node's memory unless mem_gb says
+    assert "--exclusive" in d and d["--mem"] == "0"
+    d = directives(render(["experiment=fig8/paper", "method=acco", "layout=2x4"], {**NO_PROFILE, "mem_gb": 900}))
+    assert "--exclusive" in d and d["--mem"] == "900G"
+    d = directives(render(["experiment=fig8/paper", "method=acco", "layout=2x4"], {**NO_PROFILE, "whole_nodes": False}))
+    assert "--exclusive" not in d and "--mem" not in d
+    profile = {**NO_PROFILE, "sbatch_options": ["--exclusive=user"]}
+    d = directives(render(["experiment=fig8/paper", "method=acco", "layout=2x4"], profile))
+    assert d["--exclusive"] == "user" and d["--mem"] == "0"  # the profile's own kept, not doubled
+
+
+def test_the_ranks_read_the_profile_the_script_was_made_with():
+    """The launcher profile goes to the ranks with the other overrides: a rank sizes its step timeout
+    from the profile's bandwidth between nodes, as the dry run did."""
+    from acco.harness.run.preflight import with_step_timeout
+
+    overrides = ["experiment=fig8/paper", "method=acco", "layout=2x4", "launcher=slurm", "launcher.inter_gbps=5"]
+    text = sbatch_script(overrides, compose(overrides), compose(overrides)["launcher"], ROOT, PYTHON, environ={})
+    passed = [a for a in srun_argv(text)[3:] if not a.startswith(("out_dir=", "resume="))]
+    assert passed == overrides
+    rank_cfg, problem = with_step_timeout(compose(passed))  # what a rank composes from its arguments
+    assert problem is None and rank_cfg["launcher"]["inter_gbps"] == 5
+    sized = rank_cfg["dist"]["step_timeout_s"]
+    assert sized == with_step_timeout(compose(overrides))[0]["dist"]["step_timeout_s"]
+    local = with_step_timeout(compose(overrides[:3]))[0]["dist"]["step_timeout_s"]  # launcher=local's preset
+    assert sized > local
 
 
 def test_fig5_cpu_one_node_two_tasks_no_gpus():
@@ -154,7 +180,11 @@ def test_environment_passthrough():
     assert [ln for ln in bare.splitlines() if ln.startswith("export")] == [
         "export HF_HUB_OFFLINE=1",
         "export HF_DATASETS_OFFLINE=1",
+        "export NCCL_DEBUG=WARN",  # what a failed job's log should hold
+        "export PYTHONFAULTHANDLER=1",
     ]
+    verbose = render(overrides, {**NO_PROFILE, "env": ["NCCL_DEBUG=INFO"]}, environ={})
+    assert "export NCCL_DEBUG=INFO\n" in verbose and "NCCL_DEBUG=WARN" not in verbose
     text = render(overrides, environ={"ACCO_CACHE": "/c/acco cache", "HF_HUB_OFFLINE": "0", "OTHER": "x"})
     assert "export ACCO_CACHE='/c/acco cache'\n" in text
     assert "export HF_HUB_OFFLINE=1\n" in text and "export HF_DATASETS_OFFLINE=1\n" in text
@@ -224,7 +254,7 @@ def test_make_sbatch_overrides_pick_runs(tmp_path, capsys, monkeypatch, fig8_pap
     text = script.read_text()
     d = directives(text)
     assert (d["--nodes"], d["--ntasks-per-node"], d["--gpus-per-node"], d["--partition"]) == ("2", "4", "4", "gpu")
-    assert not any(a.startswith("launcher") for a in srun_argv(text))
+    assert "launcher.partition=gpu" in srun_argv(text)  # the ranks read the profile too
 
 
 @pytest.mark.parametrize(

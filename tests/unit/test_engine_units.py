@@ -138,6 +138,13 @@ def test_external_env_torchrun_and_slurm():
     # a batch script (no step) or a one-task step is not an srun launch of several ranks
     assert external_env({k: v for k, v in slurm.items() if k != "SLURM_STEP_ID"}) is None
     assert external_env(dict(slurm, SLURM_STEP_NUM_TASKS="1")) is None
+    # as slurm/README.md says: MASTER_ADDR / MASTER_PORT set in the job override the defaults; a RANK
+    # left in the environment does not override SLURM_PROCID, unless torchrun set it (srun torchrun)
+    stale = dict(slurm, RANK="0", WORLD_SIZE="4", MASTER_ADDR="n9", MASTER_PORT="29555")
+    env = external_env(stale)
+    assert (env.rank, env.master_addr, env.master_port, env.source) == (2, "n9", 29555, "slurm")
+    env = external_env(dict(stale, TORCHELASTIC_RUN_ID="abc"))
+    assert (env.rank, env.source) == (0, "torchrun")
 
 
 def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():

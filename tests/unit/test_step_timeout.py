@@ -79,3 +79,42 @@ def test_a_stuck_rank_that_was_still_progressing_is_named_slow_not_hung(tmp_path
     assert why.startswith("rank 1 hung: it stopped making progress") and notes == []  # a note is no report
     clear_progress(out, 1)
     assert not os.path.exists(os.path.join(out, "failures"))
+
+
+@pytest.mark.parametrize("inter_gbps", [5, 100])
+def test_the_timeouts_of_a_paper_scale_run_fire_in_one_order(inter_gbps):
+    """A rank waiting for a dead peer gives up first (the host's wait: dist.step_timeout_s, sized from
+    the estimated sync), NCCL's watchdog after it, the rank's own watchdog last; the first training
+    step waits by the start-up timeout and keeps the order. What the trainer builds its groups from."""
+    from acco.runtime.process_group import Timeouts
+
+    checked, problem = with_step_timeout(compose([*FIG8_2X4, f"launcher.inter_gbps={inter_gbps}"]))
+    assert problem is None
+    step = checked["dist"]["step_timeout_s"]
+    _, wait, _ = run_plan.step_timeout(checked)
+    assert step >= 3 * wait  # sized from the estimated sync and compute
+    t = Timeouts.of(step, checked["dist"]["timeout_s"], nccl=True)
+    assert wait < t.host_wait_s == step < t.collective_s < t.watchdog_s
+    first = t.first_step()
+    assert first.host_wait_s >= checked["dist"]["timeout_s"] and first.host_wait_s >= step
+    assert first.host_wait_s < first.collective_s < first.watchdog_s
+    gloo = Timeouts.of(step, checked["dist"]["timeout_s"], nccl=False)  # gloo: the collective's own timeout is the wait
+    assert gloo.host_wait_s == gloo.collective_s < gloo.watchdog_s
+
+
+def test_a_rank_that_gives_up_first_leaves_the_flight_recorder(tmp_path, monkeypatch):
+    """The rank whose wait timed out writes the flight recorder where NCCL's watchdog would (the run
+    folder, acco/harness/launch.py), before it ends; its error names the file."""
+    import pickle
+
+    from acco.harness.launch import nccl_error_handling
+    from acco.runtime.process_group import dump_flight_recorder, flight_recorder_path
+
+    env: dict = {}
+    nccl_error_handling(env, dump_dir=str(tmp_path))
+    path = flight_recorder_path(1, env)
+    assert path == str(tmp_path / "nccl_trace_rank_1")
+    assert dump_flight_recorder(path) == path
+    with open(path, "rb") as f:
+        assert isinstance(pickle.load(f), dict)  # the recorder's record: version, entries, ...
+    assert flight_recorder_path(1, {}) is None

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ...analytic import costmodel as cm
+from ...train.host_memory import HOST_BASELINE_BYTES
 from ...train.memory import (
     GB,
     CheckpointSize,
@@ -31,9 +32,10 @@ from ...train.memory import (
 
 # -- checkpoint saves against the job's signal and time limit -----------------------------------------
 DEFAULT_SIGNAL_DELAY_S = 90  # below the paper scale, and where no estimate can be made
-# rank 0 turns its state into bytes before writing (GPU -> host, torch.save into memory, SHA-256 on
-# one core): an assumed rate, conservative
-SERIALIZE_GB_S = 0.5
+# one rank streams its part of a checkpoint (GPU -> host one piece at a time, SHA-256, write) on one
+# core, and reads it back alike: an assumed rate (one CPU core here, no GPU: 3.6 GB in 7.4 s,
+# results/bench/checkpoint.json); every rank at once, bounded by the filesystem's bandwidth
+RANK_STREAM_GB_S = 0.5
 DEFAULT_CHECKPOINT_WRITE_GB_S = 1.0  # launcher.checkpoint_write_gb_s when a profile has none
 # the signal comes any time in a step: the ranks finish it, save, exit and the job is requeued before
 # the time limit; the estimate's margin, and the time to exit and requeue
@@ -46,7 +48,8 @@ class CheckpointPlan:
     size: CheckpointSize
     write_gb_s: float  # the job's filesystem bandwidth assumed (launcher.checkpoint_write_gb_s)
     step_s: float  # one committed step, estimated: how long a signal may wait for a step boundary
-    save_s: float  # one save, estimated: rank 0's serialisation + every rank's bytes written
+    save_s: float  # one save, estimated: the slower of one rank's stream and the filesystem's bandwidth
+    resume_s: float  # one resume's read, estimated alike (each rank reads its own part once)
     timeout_s: float  # dist.checkpoint_timeout_s: what the save's cross-rank waits are bounded by
     signal_delay_s: int  # the delay that leaves room for a step and the save (sized_signal_delay)
 
@@ -72,10 +75,10 @@ def checkpoint_plan(cfg: dict, profile: dict | None = None, row: dict | None = N
         return None
     row = plan(cfg) if row is None else row
     speed = float((cfg.get("launcher") or {}).get("checkpoint_write_gb_s") or DEFAULT_CHECKPOINT_WRITE_GB_S)
-    save_s = size.largest_rank_bytes / (SERIALIZE_GB_S * GB) + size.total_bytes / (speed * GB)
+    save_s = max(size.largest_rank_bytes / (RANK_STREAM_GB_S * GB), size.total_bytes / (speed * GB))
     step_s = row["wall_clock_h"] * 3600 / max(1, row["steps"])
     timeout = float(((cfg.get("dist") or {}).get("checkpoint_timeout_s")) or 0)
-    return CheckpointPlan(size, speed, step_s, save_s, timeout, sized_signal_delay(step_s, save_s))
+    return CheckpointPlan(size, speed, step_s, save_s, save_s, timeout, sized_signal_delay(step_s, save_s))
 
 
 def signal_delay(cfg: dict, profile: dict | None = None) -> int:
@@ -349,9 +352,11 @@ def assumptions(rows: list[dict]) -> str:
         "train.grad_dtype; torch DDP: fp32 all-reduce + broadcast); "
         "memory: model state exact, activations estimated (Korthikanti et al. 2022), +1 GB CUDA/NCCL; "
         "disk: out_dir at its fullest (checkpoints x min(planned, keep_checkpoints + 1), model, trace, metrics); "
-        f"checkpoint save: rank 0's files at {SERIALIZE_GB_S:g} GB/s (to bytes + SHA-256) + every rank's at "
-        f"launcher.checkpoint_write_gb_s; signal: {SIGNAL_MARGIN:g} x (a step + the save) + {SIGNAL_EXIT_S} s, "
-        f"at least {DEFAULT_SIGNAL_DELAY_S} s, unless launcher.signal_delay_s is set"
+        f"checkpoint save and resume: each rank its own part at {RANK_STREAM_GB_S:g} GB/s (one core: "
+        f"GPU -> host, SHA-256, disk), all of them within launcher.checkpoint_write_gb_s; host memory per node: "
+        f"the largest phase (model built in fp32 on the host, save, resume, rank 0's final files) + "
+        f"{HOST_BASELINE_BYTES / GB:g} GB per rank (assumed); signal: {SIGNAL_MARGIN:g} x (a step + the save) + "
+        f"{SIGNAL_EXIT_S} s, at least {DEFAULT_SIGNAL_DELAY_S} s, unless launcher.signal_delay_s is set"
     )
 
 
@@ -373,8 +378,10 @@ COLUMNS = [
     ("hours", "wall_clock_h", "{:.2f}"),
     ("GPU-hours", "gpu_hours", "{:.1f}"),
     ("disk-GB", "disk_gb", "{:.1f}"),
+    ("host-GB/node", "host_gb_node", "{:.0f}"),
     ("ckpt-GB", "checkpoint_gb", "{:.1f}"),
     ("save-s", "checkpoint_save_s", "{:.0f}"),
+    ("resume-s", "checkpoint_resume_s", "{:.0f}"),
     ("signal-s", "signal_delay_s", "{}"),
     ("wait-s", "wait_s", "{:.3g}"),
     ("timeout-s", "step_timeout_s", "{:g}"),
@@ -405,6 +412,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
 
     from ...config.experiments import CONF_DIR, compose, expand_runs
     from ...config.validate import ConfigError, check_overrides
+    from ...train.host_memory import host_fit_problem, host_memory
     from ...train.memory import fit_problem
 
     if scale != "paper":  # the other scales run on CPUs: GPU memory and GPU-hours mean nothing there
@@ -428,9 +436,14 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
                 row = plan(cfg)
                 row["run"] = os.path.basename(os.path.normpath(cfg["out_dir"]))
                 ckpt = checkpoint_plan(cfg, row=row)
+                host = host_memory(cfg, row["gpus"], shape_of(cfg)[2])
+                row["host_gb_node"] = host.peak_gb
+                if host_fit_problem(cfg, row["gpus"], shape_of(cfg)[2]):
+                    problems.append(host_fit_problem(cfg, row["gpus"], shape_of(cfg)[2]))
                 if ckpt is not None:
                     row["checkpoint_gb"] = ckpt.size.total_bytes / GB
                     row["checkpoint_save_s"] = ckpt.save_s
+                    row["checkpoint_resume_s"] = ckpt.resume_s
                     row["signal_delay_s"] = (cfg.get("launcher") or {}).get("signal_delay_s") or ckpt.signal_delay_s
                     row["checkpoint_timeout_s"] = ckpt.timeout_s
                 row["step_timeout_s"], row["wait_s"], refused = step_timeout(cfg, row)

@@ -21,14 +21,17 @@ from ...data.sources import DataNotFoundError, check_hub_dataset, data_hint
 
 
 def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
-    """Before any submission of a paper-scale run: will each GPU hold it? (one line, or None; `note`:
-    say so on stderr when there is no estimate to hold it to)."""
+    """Before any submission of a paper-scale run: will each GPU hold it, and each node's host memory
+    (a profile's launcher.mem_gb)? (one line, or None; `note`: say so on stderr when there is no
+    estimate to hold it to)."""
     if not (cfg.get("experiment") and cfg.get("scale") == "paper"):
         return None
+    from ...train.host_memory import host_fit_problem
     from ...train.memory import fit_problem
+    from .plan import shape_of
 
     try:
-        return fit_problem(cfg, world)
+        return fit_problem(cfg, world) or host_fit_problem(cfg, world, shape_of(cfg)[2])
     except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
         if note:
             print(f"acco: no memory estimate: {exc}", file=sys.stderr, flush=True)

@@ -38,6 +38,7 @@ from ...atomic import atomic_write, atomic_write_json
 from ...config.plain import plain
 from ...config.schema import typed
 from ...engine.audit import CollectiveAudit
+from ...engine.device_clock import DeviceWaitTimeout
 from ...engine.trace import TraceRecorder, merge_trace_parts, remove_parts
 from ...engine.virtual_clock import is_virtual
 from ...runtime.disk import NoSpaceError, release, reserve, writing
@@ -48,6 +49,7 @@ from ...runtime.files import (
     write_failure,
     write_report,
 )
+from ...runtime.process_group import dump_flight_recorder, flight_recorder_path
 from ...runtime.summary import SUMMARY_FILE, RunSummary
 from ...tasks import load_task_factory
 from ...train.checkpoint import CheckpointError
@@ -167,6 +169,9 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         raise
     except BaseException as exc:
         status, error = "failed", f"rank {rank}: {type(exc).__name__}: {exc}"
+        dump = flight_recorder_path(rank) if isinstance(exc, DeviceWaitTimeout) else None
+        if dump and dump_flight_recorder(dump):  # before NCCL's watchdog would: this rank ends first
+            error += f"; NCCL's flight recorder (the last collectives of every group): {dump}"
         traceback.print_exc()
         write_failure(out_dir, rank, error)
         raise

@@ -88,7 +88,7 @@ def executor_parameters(
     """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
     max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
     environment and extra #SBATCH options (acco/config/slurm_profile.py). Pure: no Slurm needed."""
-    from ...config.slurm_profile import job_env, sbatch_options, setup_lines
+    from ...config.slurm_profile import job_env, sbatch_options, setup_lines, whole_node_options
     from ..run.plan import signal_delay
 
     prof = cfg["launcher"]
@@ -108,7 +108,8 @@ def executor_parameters(
     setup = [*exports, *setup_lines(prof)]
     if setup:
         params["slurm_setup"] = setup
-    extra = {key: True if value is None else value for key, value in sbatch_options(prof)}
+    options = [*sbatch_options(prof), *whole_node_options(prof, shape["gpus_per_node"])]
+    extra = {key: True if value is None else value for key, value in options}
     if extra:
         params["slurm_additional_parameters"] = extra
     return params
@@ -145,9 +146,14 @@ class SlurmRun:
         from ..testbed.emulate import for_external_launcher, join
 
         dist_env = submitit.helpers.TorchDistributedEnvironment()
-        if "MASTER_PORT" not in os.environ:  # submitit's own pick is a random port that may be in use
-            dist_env.master_port = slurm_master_port()
-        dist_env.export(set_cuda_visible_devices=False)
+        # the rendezvous as slurm/README.md says: MASTER_ADDR / MASTER_PORT when the job's environment
+        # sets them (launcher.env), else the first node and a port from the job id (submitit's own
+        # pick is a random port that may be in use); RANK and the rest are Slurm's, whatever the
+        # environment held (a job started from another job, a shell that exported RANK)
+        if os.environ.get("MASTER_ADDR"):
+            dist_env.master_addr = os.environ["MASTER_ADDR"]
+        dist_env.master_port = int(os.environ.get("MASTER_PORT") or slurm_master_port())
+        dist_env.export(set_cuda_visible_devices=False, overwrite=True)
         env = external_env()
         assert env is not None  # srun set SLURM_PROCID and the rest for this task
         env.source = "slurm"

@@ -18,7 +18,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
-from ...config.slurm_profile import job_env, sbatch_options, setup_lines
+from ...config.slurm_profile import job_env, sbatch_options, setup_lines, whole_node_options
 from ...runtime.files import PREEMPTED_EXIT
 
 # a profile's keys the scripts read, with the values used when a profile leaves one out
@@ -40,9 +40,11 @@ DEFAULT_PROFILE: dict[str, object] = {
     "sbatch_options": [],
     "env": [],
     "checkpoint_write_gb_s": 1.0,
+    "whole_nodes": True,
 }
-# overrides that say how a run is launched, not what it computes: not passed on to train.py
-NOT_PASSED = ("out_dir", "launcher")
+# overrides not passed on to train.py as given: the run's folder is (absolute, quoted). The launcher
+# profile is: the ranks size their step timeout, their checks and their GPU preset from it
+NOT_PASSED = ("out_dir",)
 JOB_NAME_MAX = 120
 
 
@@ -122,8 +124,8 @@ def log_dir(cfg: dict, profile: dict, repo_root: str) -> str:
 
 
 def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
-    """What srun passes to experiments/train.py: the overrides (less out_dir and launcher ones) and
-    the run's own out_dir, absolute and quoted for Hydra."""
+    """What srun passes to experiments/train.py: the overrides (the launcher profile's among them: the
+    ranks read it) less out_dir, and the run's own out_dir, absolute and quoted for Hydra."""
     args = []
     for ov in overrides:
         key = ov.split("=", 1)[0].lstrip("+~")
@@ -240,6 +242,7 @@ def sbatch_script(
         ("signal", f"USR1@{signal_delay(cfg, profile)}"),
         ("requeue", None) if requeues else ("no-requeue", None),
         *sbatch_options(profile),  # the profile's own (launcher.sbatch_options)
+        *whole_node_options(profile, shape["gpus_per_node"]),  # GPU jobs: whole nodes (launcher.whole_nodes)
     ]
     lines += [
         f"#SBATCH --{key}" if value is None else f"#SBATCH --{key}={_directive_value(value)}"
