@@ -117,6 +117,136 @@ CORRECTNESS_FILES = [f"tests/gpu/{n}" for n in ("test_gpu.py", "test_gpu_races.p
 OVERLAP_TEST = "round_is_max"  # tests/gpu/test_gpu.py's overlap bound, its own part (timed alone)
 
 
+# the paper's per-rank shapes (issue 48): GPT-Neo 2.7B's width cut to a few layers (fig8: sequence 512,
+# micro-batch 4, fp32 gradients as the paper's fine-tuning keeps them) and GPT-Neo 125M (fig7: sequence
+# 1024, micro-batch 24), freshly initialised (no weights needed)
+WIDE_2P7B = ["model.pretrained_path=null", "train.grad_dtype=fp32"]
+DEPTHS = (2, 4)  # layers of the 2.7B width timed; the full depth's time is extrapolated from them
+PAPER_BUDGET_S = 240
+
+
+def depth_overrides(layers: int) -> list[str]:
+    return [
+        *WIDE_2P7B,
+        f"model.config.num_layers={layers}",
+        f"model.config.attention_types=[[[global,local],{layers // 2}]]",
+    ]
+
+
+def paper_shapes_plan(out: str) -> list[Part]:
+    """`--plan paper-shapes`: ACCO's allocator peaks at fig8's and fig7's per-rank shapes against
+    acco/train/memory.py's estimate, and tokens/s at two depths of the 2.7B width, from which the full
+    depth's time per micro-batch and MFU are extrapolated (depths.json). Run after the main plan."""
+    prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
+    caches = [
+        ("data=synthetic", "model=gptneo_2p7b", *WIDE_2P7B, "data.seq_len=512", "data.micro_batch_size=4"),
+        ("data=synthetic", "model=gptneo_125m", "data.seq_len=1024", "data.micro_batch_size=24"),
+    ]
+    parts = [
+        Part(
+            "prepare_paper_shapes",
+            30,
+            "the data caches of the parts below",
+            tuple((sys.executable, prepare, *c) for c in caches),
+            parallel=True,
+        ),
+        internal_part(
+            "memory_acco_fig8_shape",
+            50,
+            "ACCO's allocator peaks at fig8's per-rank shape (2.7B width, 4 layers, seq 512, mb 4, "
+            "fp32 gradients) vs the estimate",
+            out,
+            "--part",
+            "memory",
+            "--model",
+            "gptneo_2p7b",
+            "--seq",
+            "512",
+            "--mb",
+            "4",
+            *depth_overrides(4),
+        ),
+        internal_part(
+            "memory_acco_fig7_shape",
+            40,
+            "ACCO's allocator peaks at fig7's per-rank shape (125M, seq 1024, mb 24) vs the estimate",
+            out,
+            "--part",
+            "memory",
+            "--model",
+            "gptneo_125m",
+            "--seq",
+            "1024",
+            "--mb",
+            "24",
+        ),
+    ]
+    for layers in DEPTHS:
+        parts.append(
+            internal_part(
+                f"throughput_2p7b_{layers}layers",
+                50,
+                f"tokens/s of the 2.7B width at {layers} layers (seq 512, mb 4): the depth extrapolation's points",
+                out,
+                "--part",
+                "throughput",
+                "--model",
+                "gptneo_2p7b",
+                "--seq",
+                "512",
+                "--mb",
+                "4",
+                *depth_overrides(layers),
+            )
+        )
+    return parts
+
+
+def extrapolate_depth(rows: list[dict], full_layers: int, full_params: int, peak_tflops: float | None) -> dict:
+    """A micro-batch's time is a + b x layers (embedding, logits and loss; one layer): from two
+    depths, the full depth's time, tokens/s and MFU (6 x the full model's parameters per token)."""
+    (l1, r1), (l2, r2) = sorted((int(r["layers"]), r) for r in rows)
+    tokens = r1["seq_len"] * r1["micro_batch_size"]
+    t1, t2 = tokens / r1["tokens_per_s"], tokens / r2["tokens_per_s"]
+    per_layer = (t2 - t1) / (l2 - l1)
+    fixed = t1 - per_layer * l1
+    t_full = fixed + per_layer * full_layers
+    tokens_per_s = tokens / t_full
+    return {
+        "layers_timed": [l1, l2],
+        "seconds_per_micro_batch": [t1, t2],
+        "fixed_s": fixed,
+        "per_layer_s": per_layer,
+        "full_layers": full_layers,
+        "full_params": full_params,
+        "full_seconds_per_micro_batch": t_full,
+        "full_tokens_per_s": tokens_per_s,
+        "peak_tflops": peak_tflops,
+        "mfu": 6 * full_params * tokens_per_s / (peak_tflops * 1e12) if peak_tflops else None,
+        "use": "the dry run's compute at this MFU: reproduce.py fig8 --scale paper --dry-run launcher.mfu=<mfu>",
+    }
+
+
+def collect_depths(out: str) -> None:
+    """depths.json: the 2.7B width's full-depth micro-batch time and MFU, from the two depths timed."""
+    rows = []
+    for layers in DEPTHS:
+        row = read_json(os.path.join(out, f"throughput_2p7b_{layers}layers.json"))
+        if row:
+            rows.append({**row, "layers": layers})
+    if len(rows) < 2:
+        return
+    from acco.config.experiments import compose
+    from acco.train.memory import model_shape
+
+    full = compose(["model=gptneo_2p7b", "model.pretrained_path=null"])
+    result = extrapolate_depth(
+        rows, int(full["model"]["config"]["num_layers"]), model_shape(full).params, rows[0].get("peak_tflops")
+    )
+    with open(os.path.join(out, "depths.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
 def plan(out: str) -> list[Part]:
     """The parts in the order they run, with their budgets (together at most BUDGET_S): the most
     decisive first, so a machine lent for less time still answers them."""
@@ -493,6 +623,8 @@ def main_check(args) -> int:
             f"{torch.version.cuda}); nothing written"
         )
         return 0
+    if args.budget_s is None:
+        args.budget_s = float(BUDGET_S if args.plan == "main" else PAPER_BUDGET_S)
     deadline = time.time() + args.budget_s
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -515,11 +647,17 @@ def main_check(args) -> int:
     # process group, acco.runtime.process_group.deterministic_cuda); the throughput runs run as production does
     # the children import acco and the tests from this checkout
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    if args.plan == "paper-shapes":  # beside the main plan's results: its own names only
+        out = os.path.join(out, "paper-shapes")
+        os.makedirs(out, exist_ok=True)
     for name in os.listdir(out):  # this run's numbers only
         if name.endswith((".json", ".csv", ".xml", ".log")):
             os.remove(os.path.join(out, name))
     print(f"gpu-check: {machine['gpus']} x {machine['name']} -> {out} (budget {args.budget_s:.0f} s)", flush=True)
-    results = run_plan(plan(out), out, machine, deadline)
+    parts = plan(out) if args.plan == "main" else paper_shapes_plan(out)
+    results = run_plan(parts, out, machine, deadline)
+    if args.plan == "paper-shapes":
+        collect_depths(out)
     failed = [n for n, p in results.items() if p["status"] != "passed"]
     print(
         f"gpu-check: {'all parts passed' if not failed else 'not passed: ' + ', '.join(failed)}; "
@@ -539,7 +677,16 @@ def emit(text: str, path: str | None) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "gpu"))
-    parser.add_argument("--budget-s", type=float, default=float(BUDGET_S))
+    parser.add_argument(
+        "--budget-s", type=float, default=None, help=f"default: {BUDGET_S} (main), {PAPER_BUDGET_S} (paper-shapes)"
+    )
+    parser.add_argument(
+        "--plan",
+        choices=["main", "paper-shapes"],
+        default="main",
+        help="main: everything CUDA-specific; paper-shapes: memory and MFU (extrapolated in depth) at the "
+        "paper's per-rank shapes",
+    )
     parser.add_argument("--part", choices=["throughput", "overlap", "overlap_bound", "sync_debug", "memory"])
     parser.add_argument("--method", help="--part overlap: ddp_flat, dpu, wp, acco (or ddp: storage only)")
     parser.add_argument("--world", type=int, default=1)

@@ -6,7 +6,11 @@ python experiments/train.py method=acco world_size=2 train.steps=30
 python experiments/train.py -m experiment=fig5/cpu method=ddp,acco seed=0,1 launcher=slurm   # to Slurm
 """
 
-from acco.harness.commands.train import cli
+from acco.train.signals import SignalLatch
+
+SignalLatch.install_if_rank()  # first: a checkpoint signal during the imports below must not kill a rank
+
+from acco.harness.commands.train import cli  # noqa: E402
 
 if __name__ == "__main__":
     cli()

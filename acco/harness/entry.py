@@ -384,8 +384,9 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
             exit_now(1)
         if env.rank == 0:
             say_how_it_ended(out_dir)
-        # preempted: the checkpoint is written; a batch script requeues on this code (acco/harness/slurm/sbatch.py)
-        exit_now(PREEMPTED_EXIT if status == "preempted" else 0)
+        if status == "preempted":  # the checkpoint and every file are written
+            leave_preempted(env.rank, env.world_size)
+        exit_now(0)
     from .lock import RunInUse, claim
 
     try:  # this launcher is the only writer of the run folder until it returns
@@ -400,6 +401,27 @@ def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
         cfg["out_dir"] = out_dir
     with lock:
         return run_local(cfg, world, out_dir)
+
+
+# how long rank 0 waits, once every rank has agreed the run is preempted and its files are written,
+# for its peers' processes to be gone before it exits with PREEMPTED_EXIT
+PREEMPTED_GRACE_S = 3.0
+
+
+def leave_preempted(rank: int, world: int) -> None:
+    """End a preempted rank under torchrun or srun, every rank's part written (the worker's last
+    barrier): the job's exit status is PREEMPTED_EXIT, rank 0's; the other ranks exit 0, first.
+    Under `srun --kill-on-bad-exit=1` (the generated sbatch scripts) one task's non-zero exit
+    makes Slurm terminate the others, and srun then reports the terminated tasks' signal (143), not
+    3: the script would not requeue. Seen on the local cluster: peers exiting 3 before rank 0 gave
+    143; peers exiting 0, then rank 0 exiting 3, gave 3."""
+    from .run.worker import exit_now
+
+    if rank != 0:
+        exit_now(0)
+    if world > 1:
+        time.sleep(PREEMPTED_GRACE_S)
+    exit_now(PREEMPTED_EXIT)
 
 
 def next_free_name(out_dir: str) -> str:

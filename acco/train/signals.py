@@ -4,6 +4,7 @@ signal travels as a vote in the step's own count all-reduce, so agreeing costs n
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -37,6 +38,17 @@ class SignalLatch:
 
         for sig in CHECKPOINT_SIGNALS:
             cls.previous[sig] = signal.signal(sig, note)
+
+    @classmethod
+    def install_if_rank(cls, environ=None) -> None:
+        """At the very start of the entry point, in a process that will be one rank of an srun step
+        or of torchrun: Slurm sends its time-limit signal up to a minute early, and one that came
+        while Python was still importing killed the rank (seen on the local cluster: "task 1: User
+        defined signal 1", the job failed instead of requeued). Not in a launcher of our own (its
+        own handlers forward the signals to its workers)."""
+        environ = os.environ if environ is None else environ
+        if "SLURM_STEP_ID" in environ or "TORCHELASTIC_RUN_ID" in environ:
+            cls.install()
 
     @classmethod
     def votes(cls) -> list[float]:

@@ -70,3 +70,46 @@ def cluster():
     else:
         proc = script("stop", timeout=120)
         assert proc.returncode == 0, f"slurm/local-cluster/stop failed: {output(proc)}"
+
+
+def job_state(job_id: str) -> tuple[str, str] | None:
+    """(state, reason) from squeue; ("", "") once the job has left the queue; None when squeue did not
+    answer (a busy controller times out: CI once read that as the job's end after 2 of 4 requeues)."""
+    proc = run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"], timeout=30)
+    if proc.returncode != 0:
+        return ("", "") if "Invalid job id" in proc.stderr else None
+    lines = proc.stdout.strip().splitlines()
+    state, _, reason = (lines[-1] if lines else "").partition("|")
+    return state, reason
+
+
+def follow_job(job_id: str, timeout: float, on_running=None) -> list[str]:
+    """Wait until the job has left the queue, releasing each requeued start at once (Slurm holds a
+    requeued job ~2 min, reason BeginTime; released 5 s after it was requeued: released at once, it
+    can be allocated before the node has let go of the last start, and Slurm kills it: "Job
+    credential revoked"). `on_running()` is called while it runs. Returns the states seen, in
+    order, each once per change."""
+    seen: list[str] = []
+    held_since = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state_reason = job_state(job_id)
+        if state_reason is None:  # no answer this time: ask again
+            time.sleep(1)
+            continue
+        state, reason = state_reason
+        if not state and job_state(job_id) == ("", ""):  # gone on a second look too
+            return seen
+        if not seen or seen[-1] != state:
+            seen.append(state)
+        if state == "PENDING" and reason == "BeginTime":
+            held_since = held_since or time.monotonic()
+            if time.monotonic() - held_since > 5:
+                run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], timeout=30)
+        else:
+            held_since = None
+        if state == "RUNNING" and on_running is not None:
+            on_running()
+        time.sleep(0.5)
+    run(["scancel", job_id], timeout=30)
+    raise AssertionError(f"job {job_id} still in the queue after {timeout:.0f} s (states {seen})")

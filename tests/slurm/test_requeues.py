@@ -13,22 +13,11 @@ import pytest
 
 from tests.helpers.paths import ROOT
 from tests.helpers.requeue_probe import RequeueProbe
-from tests.helpers.slurm_cluster import output, run
+from tests.helpers.slurm_cluster import job_state, output, run
 
 pytestmark = pytest.mark.xdist_group("slurm")
 
 MAX_REQUEUES = 4  # above submitit's default max_num_timeout (3), which the executor used to keep
-
-
-def job_state(job_id: str) -> tuple[str, str] | None:
-    """(state, reason) from squeue; ("", "") once the job has left the queue; None when squeue did not
-    answer (a busy controller times out: CI once read that as the job's end after 2 of 4 requeues)."""
-    proc = run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"], timeout=30)
-    if proc.returncode != 0:
-        return ("", "") if "Invalid job id" in proc.stderr else None
-    lines = proc.stdout.strip().splitlines()
-    state, _, reason = (lines[-1] if lines else "").partition("|")
-    return state, reason
 
 
 def starts(notes) -> list[dict]:

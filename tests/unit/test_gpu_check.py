@@ -126,3 +126,32 @@ def test_a_parallel_parts_commands_run_side_by_side(tmp_path):
     both = ((sys.executable, "-c", WAITS_FOR, a, b), (sys.executable, "-c", WAITS_FOR, b, a))
     one_by_one = check.run_part(check.Part("pair", 60, "in turn", both), 60, str(tmp_path / "q.log"))
     assert one_by_one["status"] == "failed (exit 1)"  # in turn, the first waits for ever (20 s)
+
+
+def test_the_paper_shapes_plan_fits_its_budget_and_its_shapes_compose(tmp_path):
+    from acco.config.experiments import compose
+    from acco.train.memory import model_shape
+
+    parts = check.paper_shapes_plan(str(tmp_path))
+    assert sum(p.budget_s for p in parts) + check.RESERVE_S <= check.PAPER_BUDGET_S
+    assert [p.name for p in parts if p.name.startswith("throughput_")] == [
+        f"throughput_2p7b_{n}layers" for n in check.DEPTHS
+    ]
+    full = model_shape(compose(["model=gptneo_2p7b", "model.pretrained_path=null"]))
+    for layers in check.DEPTHS:  # the 2.7B width at a few layers: the same layer, fewer of them
+        cut = model_shape(compose(["model=gptneo_2p7b", *check.depth_overrides(layers)]))
+        assert cut.layers == layers and cut.hidden == full.hidden == 2560
+        assert cut.params < full.params
+
+
+def test_the_depth_extrapolation_is_exact_for_a_linear_cost():
+    fixed, per_layer, tokens = 0.03, 0.011, 512 * 4
+    rows = [
+        {"layers": n, "seq_len": 512, "micro_batch_size": 4, "tokens_per_s": tokens / (fixed + per_layer * n)}
+        for n in (4, 2)
+    ]
+    out = check.extrapolate_depth(rows, 32, 2_651_307_520, 989.4)
+    assert abs(out["full_seconds_per_micro_batch"] - (fixed + 32 * per_layer)) < 1e-12
+    assert abs(out["per_layer_s"] - per_layer) < 1e-12 and abs(out["fixed_s"] - fixed) < 1e-12
+    mfu = 6 * 2_651_307_520 * tokens / (fixed + 32 * per_layer) / 989.4e12
+    assert abs(out["mfu"] - mfu) < 1e-12

@@ -11,8 +11,14 @@ torchrun --nproc-per-node=2 experiments/train.py method=acco
 srun -n 4 python experiments/train.py method=acco
 """
 
+# ruff: noqa: E402 - the signal latch goes in before the imports (SignalLatch.install_if_rank)
+
 import sys
 from typing import cast
+
+from acco.train.signals import SignalLatch
+
+SignalLatch.install_if_rank()  # before the imports below: a checkpoint signal must not kill a starting rank
 
 import hydra
 from hydra.core.hydra_config import HydraConfig

@@ -344,7 +344,11 @@ def _finish(
         if late is not None:
             raise late
         return
-    # no barrier here: peers leave while rank 0 merges the trace (destroying a group is local)
+    if status == "preempted":
+        # a barrier after rank 0's files: under srun --kill-on-bad-exit one rank's exit ends the
+        # others, so none may leave while rank 0 still writes (acco.harness.entry: leave_preempted)
+        dist.barrier(group=post_group)
+    # otherwise no barrier: peers leave while rank 0 merges the trace (destroying a group is local)
     if trainer is not None:
         trainer.release()  # DDP's reducer and the optimizer go while their groups still exist
         gc.collect()

@@ -262,12 +262,18 @@ def sbatch_script(
         "",
         "code=0",
         srun + " \\\n    " + " \\\n    ".join(_wrap(args)) + " || code=$?",
-        f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop; requeue, and",
-        "# the restarted job continues from the checkpoint (resume=auto), at most launcher.max_requeues times",
+        f"# {PREEMPTED_EXIT}: Slurm's USR1 (time limit near) made the ranks checkpoint and stop (rank 0's status; the",
+        "# others exit 0 first, so srun reports it); requeue, and the restarted job continues from the",
+        "# checkpoint (resume=auto), at most launcher.max_requeues times",
         f'if [ "$code" -eq {PREEMPTED_EXIT} ]; then',
         f'  if [ "${{SLURM_RESTART_COUNT:-0}}" -lt {requeues} ]; then scontrol requeue "$SLURM_JOB_ID"; exit 0; fi',
         f'  echo "acco: not requeued: {requeues} requeue(s) done (launcher.max_requeues={requeues}); the run '
         f'continues from its checkpoint with resume=auto" >&2',
+        "fi",
+        "# above 128: a task ended by a signal (killed outright, or by the OOM killer): a failure, not a time limit",
+        'if [ "$code" -gt 128 ]; then',
+        "  echo \"acco: a rank was ended by signal $((code - 128)) (srun's lines above name the task and node); not "
+        'requeued: find the cause, then submit again: the run continues from its last checkpoint (resume=auto)" >&2',
         "fi",
         'exit "$code"',
     ]
