@@ -107,6 +107,12 @@ def pytest_part(name: str, budget_s: int, what: str, files: list[str], select: s
     )
 
 
+def prepare_part(name: str, budget_s: int, what: str, caches: list[tuple[str, ...]]) -> Part:
+    """experiments/prepare_data.py for each of `caches` (its overrides), side by side."""
+    prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
+    return Part(name, budget_s, what, tuple((sys.executable, prepare, *c) for c in caches), parallel=True)
+
+
 def internal_part(name: str, budget_s: int, what: str, out: str, *args: str) -> Part:
     """One of this script's own measurements (`--part ...`), its JSON in `out`."""
     me = os.path.abspath(__file__)
@@ -137,19 +143,12 @@ def paper_shapes_plan(out: str) -> list[Part]:
     """`--plan paper-shapes`: ACCO's allocator peaks at fig8's and fig7's per-rank shapes against
     acco/train/memory.py's estimate, and tokens/s at two depths of the 2.7B width, from which the full
     depth's time per micro-batch and MFU are extrapolated (depths.json). Run after the main plan."""
-    prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
     caches = [
         ("data=synthetic", "model=gptneo_2p7b", *WIDE_2P7B, "data.seq_len=512", "data.micro_batch_size=4"),
         ("data=synthetic", "model=gptneo_125m", "data.seq_len=1024", "data.micro_batch_size=24"),
     ]
     parts = [
-        Part(
-            "prepare_paper_shapes",
-            30,
-            "the data caches of the parts below",
-            tuple((sys.executable, prepare, *c) for c in caches),
-            parallel=True,
-        ),
+        prepare_part("prepare_paper_shapes", 30, "the data caches of the parts below", caches),
         internal_part(
             "memory_acco_fig8_shape",
             50,
@@ -250,19 +249,14 @@ def collect_depths(out: str) -> None:
 def plan(out: str) -> list[Part]:
     """The parts in the order they run, with their budgets (together at most BUDGET_S): the most
     decisive first, so a machine lent for less time still answers them."""
-    prepare = os.path.join(ROOT, "experiments", "prepare_data.py")
     caches = [("data=synthetic", *SMALL_LM)] + [
         ("data=synthetic", f"model={m}", f"data.seq_len={seq}", f"data.micro_batch_size={mb}")
         for m, seq, mb in [*THROUGHPUT, ("gptneo_36m", 512, 4)]
     ]
     big, big_seq, big_mb = THROUGHPUT[-1]
     parts = [
-        Part(
-            "prepare",
-            45,
-            "the data caches of every later part, built side by side before anything is timed",
-            tuple((sys.executable, prepare, *c) for c in caches),
-            parallel=True,
+        prepare_part(
+            "prepare", 45, "the data caches of every later part, built side by side before anything is timed", caches
         ),
         pytest_part(
             "correctness",

@@ -92,9 +92,14 @@ def _leading_count(text: str) -> str:
 def external_env(environ=None) -> DistEnv | None:
     """The distributed environment set up by torchrun or srun, or None when started by hand."""
     environ = os.environ if environ is None else environ
-    # torchrun's variables; inside a Slurm step only when torchrun set them (srun torchrun ...): a
-    # RANK left in the environment by something else does not override SLURM_PROCID
-    torchrun = "TORCHELASTIC_RUN_ID" in environ or "SLURM_PROCID" not in environ
+    # torchrun's variables (or submitit's, exported from Slurm's); inside a Slurm step only when
+    # torchrun set them (srun torchrun ...) or they agree with Slurm's: a RANK left in the
+    # environment by something else does not override SLURM_PROCID
+    torchrun = (
+        "TORCHELASTIC_RUN_ID" in environ
+        or "SLURM_PROCID" not in environ
+        or environ.get("RANK") == environ["SLURM_PROCID"]
+    )
     if torchrun and "RANK" in environ and "WORLD_SIZE" in environ and "MASTER_ADDR" in environ:
         world = int(environ["WORLD_SIZE"])
         return DistEnv(

@@ -145,6 +145,9 @@ def test_external_env_torchrun_and_slurm():
     assert (env.rank, env.master_addr, env.master_port, env.source) == (2, "n9", 29555, "slurm")
     env = external_env(dict(stale, TORCHELASTIC_RUN_ID="abc"))
     assert (env.rank, env.source) == (0, "torchrun")
+    # submitit's export of Slurm's own values (one task too, which srun alone does not count as a launch)
+    one = dict(slurm, SLURM_STEP_NUM_TASKS="1", SLURM_PROCID="0", RANK="0", WORLD_SIZE="1", MASTER_ADDR="n3")
+    assert external_env(one).world_size == 1
 
 
 def test_slurm_master_port_is_per_job_and_outside_the_ephemeral_range():
