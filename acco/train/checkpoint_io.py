@@ -40,7 +40,7 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-METADATA = ".metadata"  # DCP's own index of every item (rank 0 writes it last)
+METADATA = ".metadata"  # DCP's own index of every item (rank 0 writes it last; checkpoint.DCP_METADATA)
 SUFFIX = ".distcp"
 
 
