@@ -26,14 +26,16 @@ from tests.helpers.slurm_cluster import follow_job, output, run, sacct_fields
 # the tests on the local Slurm cluster share one pytest-xdist worker (tests/conftest.py)
 pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.integration]
 
-# ~25 s of training on 2 ranks (rank 0 made 6x slower, so steps take ~0.24 s); a 1-minute job
-# signalled 30 s before its limit trains ~20 s a segment (the first may be signalled at once: Slurm
-# sends it up to a minute early), so the run needs 2-4 segments; 3 requeues allow 4
+# ~31 s of training on 2 idle cores (rank 0 made 6x slower: a step ~0.24 s): more than one segment
+# holds, as a 1-minute job signalled 30 s before its limit trains at most ~25 s (Slurm may send the
+# signal up to a minute early, even at once: a segment may stop after one step). On a loaded machine
+# (CI: another test beside it) a segment trained 15-36 steps: 6 requeues allow 7 segments
+STEPS = 130
 RUN = [
     *SMALL_LM,
     "method=acco",
     "layout=2x1",
-    "train.steps=100",
+    f"train.steps={STEPS}",
     "train.trace=false",
     "train.log_every=0",
     "hetero.slow_rank=0",
@@ -41,7 +43,7 @@ RUN = [
     "launcher=slurm_local",
     "launcher.time_min=1",
     "launcher.signal_delay_s=30",
-    "launcher.max_requeues=3",
+    "launcher.max_requeues=6",
 ]
 
 
@@ -72,18 +74,18 @@ def job_log(tmp_path) -> str:
     return "".join(p.read_text() for p in sorted((tmp_path / "logs").glob("*")) if p.is_file())
 
 
-def assert_resumed_to_completion(out: str, nodes: int = 2) -> dict:
+def assert_resumed_to_completion(out: str, total: int = STEPS, nodes: int = 2) -> dict:
     s = summary(out)
-    assert s["status"] == "completed" and s["steps_completed"] == 100, s
-    assert s["resumed_from_step"] and 0 < s["resumed_from_step"] < 100, s
-    assert steps(out) == list(range(1, 101))  # each step once, across the segments
+    assert s["status"] == "completed" and s["steps_completed"] == total, s
+    assert s["resumed_from_step"] and 0 < s["resumed_from_step"] < total, s
+    assert steps(out) == list(range(1, total + 1))  # each step once, across the segments
     assert len({r["node"] for r in s["per_rank"]}) == nodes  # two (virtual) nodes
     return s
 
 
 def test_a_time_limit_requeues_the_generated_script_and_the_run_completes(cluster, tmp_path):
     job, out = submit_script(tmp_path, RUN)
-    states = follow_job(job, timeout=600)
+    states = follow_job(job, timeout=900)
     log = job_log(tmp_path)
     assert sacct_fields(job, "State", want_state="COMPLETED") == ["COMPLETED"], (states, log[-4000:])
     assert_resumed_to_completion(out)
@@ -98,14 +100,24 @@ def test_a_time_limit_requeues_the_generated_script_and_the_run_completes(cluste
         assert yaml.safe_load(f)["launcher"]["profile"] == "slurm_local"
 
 
+# submitit's job process installs its USR2 handler only after it has imported submitit and unpickled
+# the job: a signal before that ends the task (seen here, "task 1: User defined signal 2"). Slurm
+# sends it up to a minute early, so this route is tried with a 2-minute limit (the signal no sooner
+# than 30 s in) and a run 3 times as long (~93 s of training on idle cores: more than the ~85 s a first
+# segment can train)
+SUBMITIT_STEPS = 3 * STEPS
+SUBMITIT_RUN = [*RUN, "launcher.time_min=2", f"train.steps={SUBMITIT_STEPS}"]
+
+
 def test_a_time_limit_requeues_through_submitit_and_the_run_completes(cluster, tmp_path):
     out = str(tmp_path / "run")
-    run_train([*RUN, "launcher.wait=false", f"launcher.log_dir={tmp_path / 'logs'}", f"out_dir={out}"], timeout=120)
+    args = [*SUBMITIT_RUN, "launcher.wait=false", f"launcher.log_dir={tmp_path / 'logs'}", f"out_dir={out}"]
+    run_train(args, timeout=120)
     with open(os.path.join(out, "slurm.json")) as f:
         job = str(json.load(f)["job_id"])
-    states = follow_job(job, timeout=600)
+    states = follow_job(job, timeout=1500)
     assert sacct_fields(job, "State", want_state="COMPLETED") == ["COMPLETED"], states
-    assert_resumed_to_completion(out)
+    assert_resumed_to_completion(out, SUBMITIT_STEPS)
 
 
 def test_a_rank_killed_outright_fails_the_job_once(cluster, tmp_path):
