@@ -279,3 +279,21 @@ def test_the_outer_sweep_picks_the_lowest_mean_final_loss_and_a_tie_goes_to_the_
     assert rows[("DiLoCo H=8", 1.0, 0.0)]["seeds"] == [100, 101]
     fig = outer_sweep.figure(str(tmp_path), "cpu", save=True)
     assert fig.saved_paths and all(os.path.getsize(p) > 1000 for p in fig.saved_paths)
+
+
+def test_the_link_off_times_a_local_method_at_other_outer_settings_by_the_timing_runs(results):
+    """With the link off too, a local method at outer settings other than the paper's takes the
+    seconds per step of the paper settings' timing run (0.4 s here), not those of its own dynamics
+    runs (1 s: longer runs, with evaluations); so do its times to the target."""
+    from analysis import beyond_diloco as bd
+
+    write_run(results, "diloco", 0, 2.0, 0.4, rate=0, steps=16)  # the paper settings' link-off timing run
+    chosen = {"outer_lr": 1.0, "outer_momentum": 0.0}
+    for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):
+        write_run(results, "diloco", seed, d * 1.05, 1.0, settings=chosen)
+    off = bd.timing(results, "cpu")[0]
+    assert off["link"] == "link off" and off["reference"]
+    tuned, paper = off["methods"]["DiLoCo H=8 (outer lr 1, momentum 0)"], off["methods"]["DiLoCo H=8"]
+    assert tuned["s_per_step"] == paper["s_per_step"] == 0.4
+    steps = {r["variant"]: r["steps_to_target"] for r in bd.dynamics(results, "cpu")}
+    assert tuned["time"] == pytest.approx(steps["DiLoCo H=8 (outer lr 1, momentum 0)"] * 0.4)
