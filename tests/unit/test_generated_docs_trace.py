@@ -1,8 +1,8 @@
 """Every commit and every repository file a generated document names exists (issue 49 point 6).
 
 The documents: the Markdown under results/ (REPORT.md and the files beside it, results/sim/,
-results/bench/, results/gpu/) and the experiment configs whose texts the report prints
-(conf/experiment_info/*.yaml, conf/experiment/*/*.yaml, read whole, comments included).
+results/bench/, results/gpu/) and the yaml whose texts the report prints (conf/experiment_info/*.yaml,
+conf/experiment/*/*.yaml, analysis/*.yaml; read whole, comments included).
 
 The rule, kept narrow so that what it reports is a broken name, never prose:
 - a commit: 7-40 hex digits after the word "commit"/"commits" (backticks allowed), or alone in
@@ -37,6 +37,7 @@ def documents(root: str = ROOT) -> list[str]:
     found = glob.glob(os.path.join(root, "results", "**", "*.md"), recursive=True)
     found += glob.glob(os.path.join(root, "conf", "experiment_info", "*.yaml"))
     found += glob.glob(os.path.join(root, "conf", "experiment", "*", "*.yaml"))
+    found += glob.glob(os.path.join(root, "analysis", "*.yaml"))  # the report's own data (its claims' rows)
     return sorted(set(found))
 
 
