@@ -1,10 +1,21 @@
 """ACCO against the local-SGD family (experiment beyond_diloco): which method reaches a target loss
 first, for a given link and memory budget?
 
-Dynamics runs (link off, 5 paired seeds) give each method's loss against samples; timing runs (one
-seed, a whole number of H steps) give its seconds per step on each link. Every run is deterministic,
-so a run's losses do not depend on the link and a step's time not on the seed: the time to a target
-is the steps a seed's dynamics run needs times the seconds per step on that link.
+Dynamics runs (link off, 5 paired seeds) give each method's loss against samples; timing runs (a
+whole number of H steps, repeated: seeds 0, 1, 2, the seed changing only the numbers, not the work)
+give its seconds per step on each link. Every run is deterministic, so a run's losses do not depend
+on the link and a step's time not on the seed: the time to a target is the steps a seed's dynamics
+run needs times the mean seconds per step of the timing runs on that link.
+
+Two noises, both in the intervals: the seeds' steps to the target (the per-seed times' Student-t
+interval) and the timing runs' seconds per step (the mean's relative standard error sd / (mean √k)
+over its k repetitions). A method's time is steps × seconds per step, and its gap to DDP's
+(steps_A t_A) / (steps_DDP t_DDP) − 1, so the timing part is the factor t_A / t_DDP, whose relative
+standard error is √(se_A² + se_DDP²) with Welch–Satterthwaite's degrees of freedom; each part's 95 %
+half-width (relative, its own t quantile) is added in quadrature to the other's, around the same
+mean (first order in the relative errors). One measured timing run has no spread to carry: its
+gaps get no interval and no verdict. Virtual-clock times are modelled, exact (no timing noise), and
+ACCO's adaptive runs are timed end to end per seed (their timing noise is in the seeds' spread).
 
 `dynamics(root, scale)`, `timing(root, scale)`, `memory(root, scale)` give the tables' rows;
 `figure(...)` draws loss against samples, time to the target against the link's measured
@@ -12,7 +23,9 @@ communication/computation ratio, and the model state per rank of all six methods
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -161,6 +174,66 @@ def seconds_per_step(run: Run) -> float:
     return float(run.summary.total_wall_time_s or np.nan) / steps if steps else float("nan")
 
 
+@dataclass(frozen=True)
+class StepTime:
+    """A variant's seconds per step on one link from its timing runs (the repetitions): their mean,
+    standard deviation and number; `exact`: modelled (the virtual clock), without noise."""
+
+    mean: float
+    sd: float
+    reps: int
+    exact: bool = False
+
+    @property
+    def rel_se(self) -> float:
+        """The mean's relative standard error: 0 where exact, nan from one measured run (its noise unknown)."""
+        if self.exact:
+            return 0.0
+        if self.reps < 2 or not self.mean:
+            return float("nan")
+        return self.sd / self.mean / math.sqrt(self.reps)
+
+
+def step_time(runs: list[Run], exact: bool = False) -> StepTime:
+    vals = np.array([seconds_per_step(r) for r in runs], dtype=float)
+    sd = float(vals.std(ddof=1)) if len(vals) > 1 else float("nan")
+    return StepTime(float(vals.mean()), sd, len(vals), exact)
+
+
+def _t(confidence: float, df: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
+
+
+def timing_half_width(*times: StepTime, confidence: float = 0.95) -> float:
+    """The relative half-width the timing runs give a product or ratio of their means: √(Σ se²)
+    times the t quantile at Welch–Satterthwaite's degrees of freedom (0: all exact; nan: a side
+    measured once)."""
+    parts = [(t.rel_se, t.reps - 1) for t in times if not t.exact]
+    if any(not math.isfinite(se) for se, _ in parts):
+        return float("nan")
+    parts = [(se, df) for se, df in parts if se > 0]
+    if not parts:
+        return 0.0
+    u2 = sum(se**2 for se, _ in parts)
+    df = u2**2 / sum(se**4 / df for se, df in parts)
+    return _t(confidence, df) * math.sqrt(u2)
+
+
+def with_timing_noise(gap: PairedGap, *times: StepTime) -> PairedGap:
+    """A paired gap of times (in %) over the seeds, its interval widened by the timing runs' noise
+    (timing_half_width) in quadrature, on the factor 1 + gap / 100; infinite where that noise is
+    unknown."""
+    h_t = timing_half_width(*times, confidence=gap.confidence)
+    if h_t == 0.0 or not gap.n:
+        return gap
+    factor = 1.0 + gap.mean_pct / 100.0
+    h_s = (gap.hi_pct - gap.mean_pct) / 100.0 / factor
+    h = math.hypot(h_s, h_t) if math.isfinite(h_t) else math.inf
+    return dataclasses.replace(gap, lo_pct=100.0 * (factor * (1 - h) - 1), hi_pct=100.0 * (factor * (1 + h) - 1))
+
+
 def link_key(run: Run) -> tuple[float, str]:
     """(emulated link rate in Mbit/s, 0 for none; layout): what a timing run's step time depends on."""
     return rate_of(run), str(run.info.get("layout"))
@@ -176,11 +249,14 @@ def link_label(link: tuple[float, str], layouts: set[str]) -> str:
 def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "real") -> list[dict]:
     """One row per link (an emulated rate, or at the paper scale a layout; the first row is the
     dynamics runs' own setting, the reference): DDP's measured communication/computation ratio
-    against the reference, and per method its seconds per step and time to the target (mean over
-    the seeds that reach it, 95 % interval), its paired gap to DDP's time and the verdict;
+    against the reference, and per method its seconds per step (the mean of its timing runs, their
+    sd and number) and time to the target (mean over the seeds that reach it, 95 % interval with the
+    timing runs' noise: the module's docstring), its paired gap to DDP's time and the verdict;
     `fastest`: the method with the lowest mean time among those reaching the target on every seed.
-    `clock="virtual"`: the seconds per step of the timing runs on the virtual clock (modelled, the
-    link model's; exact, so the intervals hold the seeds' steps to the target only), the steps
+    A local method at outer settings other than the paper's is timed by the paper settings' timing
+    runs on every link, the reference too (the outer step changes the updates, not the seconds per
+    step). `clock="virtual"`: the seconds per step of the timing runs on the virtual clock (modelled,
+    the link model's; exact, so the intervals hold the seeds' steps to the target only), the steps
     from the same (real-clock, deterministic) dynamics runs: their losses do not depend on the clock."""
     runs = _runs(root, scale)
     groups = dynamics_groups(runs)
@@ -188,19 +264,23 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     steps = {v: {s: steps_to(r, goal[s]) for s, r in _seeded(g) if s in goal} for v, g in groups.items()}
     longest = max(int(r.summary.steps_completed or 0) for r in runs)
     timed = runs if clock == "real" else discover_runs(root, EXP, scale, clock=clock)
+    exact = clock != "real"
     short = [r for r in timed if r.method in MAIN and not adaptive(r) and int(r.summary.steps_completed or 0) < longest]
     measured = [r for r in timed if adaptive(r)]  # end to end: each seed's own time to the target
+
+    def paces(link: tuple[float, str]) -> dict[str, StepTime]:
+        at = [r for r in short if link_key(r) == link]
+        return {v: step_time([r for r in at if variant(r) == v], exact) for v in sorted({variant(r) for r in at})}
+
     reference = (0.0, str(next(iter(groups.values())).runs[0].info.get("layout")))
     # the reference: the timing runs' own (measured beside the others; for a local method at other
     # outer settings the paper settings', as on every other link), else the dynamics runs' (on the
     # virtual clock only the timing runs': the dynamics runs' times are measured ones)
-    timed_here = {variant(r): seconds_per_step(r) for r in short if link_key(r) == reference}
-    base_step = {}
+    timed_here = paces(reference)
+    base_step: dict[str, StepTime] = {}
     if clock == "real":
         base_step = {
-            v: float(np.nanmean([seconds_per_step(r) for r in g.runs]))
-            for v, g in groups.items()
-            if v not in timed_here and timed_as(v) not in timed_here
+            v: step_time(g.runs) for v, g in groups.items() if v not in timed_here and timed_as(v) not in timed_here
         }
     base_step.update(timed_here)
     links = {link_key(r) for r in short} - {reference}
@@ -212,7 +292,7 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     order = sorted(links, key=lambda k: (k[0] == 0, -k[0], k[1]))
     out = []
     for link in [reference, *order]:
-        per = {variant(r): seconds_per_step(r) for r in short if link_key(r) == link}
+        per = paces(link)
         if link == reference:
             per = {**base_step, **per}
         if BASELINE not in per:
@@ -220,31 +300,35 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
         for v in steps:  # a local method at other outer settings: the paper settings' seconds per step
             if v not in per and timed_as(v) in per:
                 per[v] = per[timed_as(v)]
-        ratio = (per[BASELINE] - base_step[BASELINE]) / base_step[BASELINE]
-        times = {v: {s: n * per[v] for s, n in steps[v].items()} for v in per if v in steps}
+        ratio = (per[BASELINE].mean - base_step[BASELINE].mean) / base_step[BASELINE].mean
+        times = {v: {s: n * per[v].mean for s, n in steps[v].items()} for v in per if v in steps}
         if OVERLAPPED in per:  # DDP's updates, its own seconds per step
-            times[OVERLAPPED] = {s: n * per[OVERLAPPED] for s, n in steps[BASELINE].items()}
+            times[OVERLAPPED] = {s: n * per[OVERLAPPED].mean for s, n in steps[BASELINE].items()}
+        noise = {v: per[v] for v in times}  # what each time's timing part carries
         own = {int(r.info["seed"]): r for r in measured if link_key(r) == link and int(r.info["seed"]) in goal}
         if own:
-            per[ADAPTIVE] = float(np.mean([seconds_per_step(r) for r in own.values()]))
+            per[ADAPTIVE] = step_time(list(own.values()))
             times[ADAPTIVE] = {s: seconds_to(r, goal[s]) for s, r in own.items()}
+            noise[ADAPTIVE] = StepTime(per[ADAPTIVE].mean, 0.0, len(own), exact=True)  # in its seeds' spread
         methods = {}
         for v, t in times.items():
             vals = np.array(list(t.values()), dtype=float)
             reached = int(np.isfinite(vals).sum())
             entry: dict = {
-                "s_per_step": per[v],
+                "s_per_step": per[v].mean,
+                "s_per_step_sd": per[v].sd,
+                "timing_runs": per[v].reps,
                 "time": float(np.nanmean(vals)) if reached else float("nan"),
-                "ci": _interval(vals),
+                "ci": _interval(vals, noise[v]),
                 "reached": reached,
                 "seeds": len(vals),
             }
             if v != BASELINE and reached == len(vals):  # a method missing the target on a seed has no gap
-                gap = paired_gap(t, times[BASELINE])
-                entry["gap"], entry["verdict"] = gap, decide(gap)
+                gap = with_timing_noise(paired_gap(t, times[BASELINE]), noise[v], noise[BASELINE])
+                entry["gap"], entry["verdict"] = gap, _decide(gap)
                 if OVERLAPPED in times and v != OVERLAPPED:  # against the DDP at its best
-                    best = paired_gap(t, times[OVERLAPPED])
-                    entry["gap_overlapped"], entry["verdict_overlapped"] = best, decide(best)
+                    best = with_timing_noise(paired_gap(t, times[OVERLAPPED]), noise[v], noise[OVERLAPPED])
+                    entry["gap_overlapped"], entry["verdict_overlapped"] = best, _decide(best)
             methods[v] = entry
         everywhere = [v for v, e in methods.items() if _everywhere(e)]
         fastest = min(everywhere, key=lambda v: methods[v]["time"]) if everywhere else "none"
@@ -262,14 +346,27 @@ def timing(root: str, scale: str = "cpu", target: str = "common", clock: str = "
     return out
 
 
-def _interval(vals: np.ndarray) -> tuple[float, float]:
-    from scipy import stats
+def _decide(gap: PairedGap) -> Verdict:
+    """decide(), except that a gap whose timing noise is unknown (one measured timing run: an
+    infinite interval over enough seeds) is inconclusive, not short of seeds."""
+    if gap.n >= 2 and math.isinf(gap.lo_pct) and math.isinf(gap.hi_pct):
+        return Verdict.INCONCLUSIVE
+    return decide(gap)
 
+
+def _interval(vals: np.ndarray, pace: StepTime | None = None) -> tuple[float, float]:
+    """The seeds' 95 % Student-t interval of the mean time, widened by the timing runs' noise of
+    `pace` in quadrature (relative half-widths; nan where that noise is unknown)."""
     vals = vals[np.isfinite(vals)]
     if len(vals) < 2:
         return (float("nan"), float("nan"))
-    half = float(stats.t.ppf(0.975, len(vals) - 1) * vals.std(ddof=1) / math.sqrt(len(vals)))
-    return (float(vals.mean()) - half, float(vals.mean()) + half)
+    mean = float(vals.mean())
+    half = _t(0.95, len(vals) - 1) * float(vals.std(ddof=1)) / math.sqrt(len(vals))
+    h_t = timing_half_width(pace) if pace is not None else 0.0
+    if not math.isfinite(h_t):
+        return (float("nan"), float("nan"))
+    half = mean * math.hypot(half / mean, h_t) if mean else half
+    return (mean - half, mean + half)
 
 
 def memory(root: str, scale: str = "cpu") -> list[dict]:
@@ -410,21 +507,44 @@ def _time_table(rows: list[dict], names: list[str]) -> list[str]:
             if not e["reached"]:
                 cells.append(f"not reached ({e['s_per_step']:.2f} s/step)")
                 continue
-            cell = f"{e['time']:.1f} s ({e['s_per_step']:.2f} s/step)"
+            cell = f"{e['time']:.1f} s ({e['s_per_step']:.2f} s/step{_spread_of(e)})"
             if e["reached"] < e["seeds"]:
                 cell += f"<br>reached on {e['reached']} of {e['seeds']} seeds"
             if "gap" in e:
-                g = e["gap"]
-                cell += f"<br>{g.mean_pct:+.0f} % [{g.lo_pct:+.0f}, {g.hi_pct:+.0f}] **{e['verdict'].value}**"
+                cell += f"<br>{_gap_cell(e['gap'])} **{e['verdict'].value}**"
             if "gap_overlapped" in e:
-                g = e["gap_overlapped"]
-                cell += (
-                    f"<br>vs {OVERLAPPED}: {g.mean_pct:+.0f} % [{g.lo_pct:+.0f}, {g.hi_pct:+.0f}] "
-                    f"**{e['verdict_overlapped'].value}**"
-                )
+                cell += f"<br>vs {OVERLAPPED}: {_gap_cell(e['gap_overlapped'])} **{e['verdict_overlapped'].value}**"
             cells.append(cell)
         out.append(f"| {row['link']} | {_ratio(row)} | " + " | ".join(cells) + f" | {row['fastest']} |")
     return out
+
+
+def _timing_summary(rows: list[dict]) -> str:
+    """How many timing runs each method and link has, and their spread, read off the rows."""
+    entries = [e for row in rows for v, e in row["methods"].items() if v != ADAPTIVE]
+    counts = sorted({int(e.get("timing_runs", 1)) for e in entries})
+    sds = [
+        100 * e["s_per_step_sd"] / e["s_per_step"]
+        for e in entries
+        if e.get("timing_runs", 1) > 1 and math.isfinite(e.get("s_per_step_sd", float("nan")))
+    ]
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    text = f"{n} run(s) per method and link"
+    if sds:
+        text += f"; their sd {float(np.median(sds)):.1f} % of the mean (median), at most {max(sds):.1f} %"
+    return text
+
+
+def _spread_of(e: dict) -> str:
+    """', sd 4 % of 3 runs': the timing runs' spread, where there is one (measured, repeated)."""
+    sd, k = e.get("s_per_step_sd", float("nan")), e.get("timing_runs", 1)
+    return f", sd {100 * sd / e['s_per_step']:.0f} % of {k} runs" if k > 1 and math.isfinite(sd) else ""
+
+
+def _gap_cell(g: PairedGap) -> str:
+    if math.isinf(g.lo_pct) and math.isinf(g.hi_pct) and g.n > 1:
+        return f"{g.mean_pct:+.0f} % (no interval: 1 timing run)"
+    return f"{g.mean_pct:+.0f} % [{g.lo_pct:+.0f}, {g.hi_pct:+.0f}]"
 
 
 def _adaptive_lines(runs: list[Run]) -> list[str]:
@@ -453,7 +573,7 @@ def section(root: str, scale: str) -> list[str]:
         "DiLoCo and Streaming "
         "DiLoCo with 2 micro-batches per worker per step, ACCO with 1 per round (2 rounds per step), so every "
         "method sees the same samples per step. Dynamics runs (link off) give loss against samples over "
-        "paired seeds; timing runs (one seed, a whole number of H steps) give seconds per step on each link. "
+        "paired seeds; timing runs (a whole number of H steps, repeated) give seconds per step on each link. "
         "A run's losses do not depend on the link and a step's time not on the seed, so the time to the "
         "target = steps to it (per seed) × seconds per step (per link): a composition of measurements, not "
         f"one end-to-end run per link and seed ({ADAPTIVE} excepted: see below). Target, per seed: the worst "
@@ -481,13 +601,17 @@ def section(root: str, scale: str) -> list[str]:
     lines += [
         "",
         "**Wall-clock** (seconds to the target; per link DDP's measured communication/computation ratio, "
-        "(its seconds per step on the link − on the reference) / on the reference, from short timing runs "
-        "whose step times vary by ~10 %, so a ratio near 0 is no communication to speak of; gap and verdict: "
-        "the method's time against DDP's, paired by seed, whose interval holds the seeds' steps to the target "
-        f"only: one timing run per method and link; *vs {OVERLAPPED}*: the same against the DDP whose "
+        "(its seconds per step on the link − on the reference) / on the reference; seconds per step: the mean "
+        f"of a method's short timing runs on the link ({_timing_summary(rows)}); gap and verdict: the method's "
+        "time against DDP's, paired by seed, whose 95 % interval holds the seeds' steps to the target (Student "
+        "t over the seeds) and the timing runs' noise (the relative standard error of the ratio of the two "
+        "means of seconds per step, Welch–Satterthwaite's degrees of freedom), their half-widths added in "
+        "quadrature; a gap resting on a single timing run has no interval and no verdict; "
+        f"*vs {OVERLAPPED}*: the same against the DDP whose "
         "reduce-scatter overlaps its last backward, the baseline at its best, whose updates are DDP's, so its "
         "steps to the target are DDP's; a local method at outer settings other than the paper's is timed by "
-        "its timing runs at the paper's: the outer step changes the updates, not the seconds per step):",
+        "the timing runs at the paper's on every link, the link off too: the outer step changes the updates, "
+        "not the seconds per step):",
         "",
         *_time_table(rows, names),
         "",

@@ -40,9 +40,10 @@ def write_run(
     layout=None,
     deterministic: bool = True,
     settings: dict | None = None,
+    clock: str = "real",
 ):
     tag = "_".join(f"{k}={v}" for k, v in sorted((settings or {}).items()))
-    name = f"{method}_seed={seed}_rate={rate:g}_steps={steps}_layout={layout}_det={deterministic}{tag}"
+    name = f"{method}_seed={seed}_rate={rate:g}_steps={steps}_layout={layout}_det={deterministic}_{clock}{tag}"
     folder = os.path.join(root, "cpu", "beyond_diloco", name)
     os.makedirs(folder)
     step = np.arange(1, steps + 1)
@@ -58,6 +59,7 @@ def write_run(
         "layout": layout,
         "train": {"steps": steps, "accum": 2, "deterministic": deterministic},
         "link": {"rate_mbit": rate},
+        "clock": {"mode": clock},
         "model": {"name": "gptneo_tiny"},
         "data": {"name": "synthetic"},
     }
@@ -77,6 +79,9 @@ def write_run(
         json.dump(summary, f)
 
 
+TIMING_REPS = (0, 1, 2)  # the seeds of a timing run's repetitions
+
+
 @pytest.fixture
 def results(tmp_path):
     """5 seeds: ACCO's loss equal to DDP's, DiLoCo's 10 % higher (so it sets the target, reached
@@ -89,10 +94,11 @@ def results(tmp_path):
         write_run(tmp_path, "acco", seed, d * (1 + (seed - 2) * 0.002), 1.0)
         write_run(tmp_path, "diloco", seed, d * 1.10, 1.0)
     links = {100: {"ddp": 1.5, "acco": 1.2, "diloco": 1.05}, 5: {"ddp": 9.0, "acco": 8.0, "diloco": 1.5}}
-    for rate, per_step in links.items():
-        for method, s in per_step.items():
-            write_run(tmp_path, method, 0, 2.0, s, rate=rate, steps=16)
-    write_run(tmp_path, "ddp", 0, 2.0, 0.5, rate=0, steps=16)  # the link off, measured beside the timing runs
+    for rep in TIMING_REPS:  # each timing run repeated, here without noise
+        for rate, per_step in links.items():
+            for method, s in per_step.items():
+                write_run(tmp_path, method, rep, 2.0, s, rate=rate, steps=16)
+        write_run(tmp_path, "ddp", rep, 2.0, 0.5, rate=0, steps=16)  # the link off, measured beside the timing runs
     for method in ("dpu", "wp", "streaming_diloco"):
         write_run(tmp_path, method, 0, 2.0, 1.0, steps=16)
     return str(tmp_path)
@@ -229,7 +235,8 @@ def test_the_overlapped_ddp_and_local_methods_at_chosen_outer_settings(results):
 
     overlap = {"impl": "flat", "overlap_backward": True, "bucket_mb": 0.11}
     for rate, s in ((100, 1.1), (5, 8.5), (0, 0.5)):
-        write_run(results, "ddp", 0, 2.0, s, rate=rate, steps=16, settings=overlap)
+        for rep in TIMING_REPS:
+            write_run(results, "ddp", rep, 2.0, s, rate=rate, steps=16, settings=overlap)
     chosen = {"outer_lr": 1.0, "outer_momentum": 0.0}
     for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):
         write_run(results, "diloco", seed, d * 1.05, 1.0, settings=chosen)
@@ -287,13 +294,92 @@ def test_the_link_off_times_a_local_method_at_other_outer_settings_by_the_timing
     runs (1 s: longer runs, with evaluations); so do its times to the target."""
     from analysis import beyond_diloco as bd
 
-    write_run(results, "diloco", 0, 2.0, 0.4, rate=0, steps=16)  # the paper settings' link-off timing run
+    for rep in TIMING_REPS:  # the paper settings' link-off timing runs
+        write_run(results, "diloco", rep, 2.0, 0.4, rate=0, steps=16)
     chosen = {"outer_lr": 1.0, "outer_momentum": 0.0}
     for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):
         write_run(results, "diloco", seed, d * 1.05, 1.0, settings=chosen)
     off = bd.timing(results, "cpu")[0]
     assert off["link"] == "link off" and off["reference"]
     tuned, paper = off["methods"]["DiLoCo H=8 (outer lr 1, momentum 0)"], off["methods"]["DiLoCo H=8"]
-    assert tuned["s_per_step"] == paper["s_per_step"] == 0.4
+    assert tuned["s_per_step"] == paper["s_per_step"] == pytest.approx(0.4)
     steps = {r["variant"]: r["steps_to_target"] for r in bd.dynamics(results, "cpu")}
     assert tuned["time"] == pytest.approx(steps["DiLoCo H=8 (outer lr 1, momentum 0)"] * 0.4)
+
+
+def _timing_results(tmp_path, reps: dict) -> str:
+    """DDP, ACCO and the overlapped DDP with equal losses (so equal steps to the target) on 5 seeds;
+    `reps`: (method, overlapped) -> the seconds per step of its repeated timing runs at 100 Mbit/s."""
+    overlap = {"impl": "flat", "overlap_backward": True, "bucket_mb": 0.11}
+    for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):
+        write_run(tmp_path, "ddp", seed, d, 1.0)
+        write_run(tmp_path, "acco", seed, d, 1.0)
+    for (method, overlapped), _ in reps.items():  # the link off: 0.5 s per step, three runs each
+        for rep in TIMING_REPS:
+            write_run(tmp_path, method, rep, 2.0, 0.5, rate=0, steps=16, settings=overlap if overlapped else None)
+    for (method, overlapped), seconds in reps.items():
+        for rep, s in enumerate(seconds):
+            write_run(tmp_path, method, rep, 2.0, s, rate=100, steps=16, settings=overlap if overlapped else None)
+    return str(tmp_path)
+
+
+def test_the_timing_runs_noise_enters_the_intervals(tmp_path):
+    """Three timing runs per method and link: the seconds per step are their mean, and the gap's
+    interval holds their noise as well as the seeds'. The overlapped DDP has DDP's steps on every
+    seed, so its seeds' interval has no width: its whole interval is the timing runs' (the ratio of
+    the means, 1.1 / 1.5, ± t(Welch df) x its relative standard error), and a 27 % gap measured on
+    runs this noisy is still decided. With ACCO's three runs as noisy, its per-step time 1.45 against
+    DDP's 1.5 is no longer a decided gap (a 5-seed interval straddling the margin: more seeds)."""
+    from scipy import stats
+
+    from analysis import beyond_diloco as bd
+    from analysis.stats import decide, paired_gap
+
+    root = _timing_results(
+        tmp_path, {("ddp", False): [1.4, 1.5, 1.6], ("ddp", True): [1.0, 1.1, 1.2], ("acco", False): [1.35, 1.45, 1.55]}
+    )
+    fast = {r["link"]: r for r in bd.timing(root, "cpu")}["100 Mbit/s"]["methods"]
+    ddp, overlapped, acco = fast["DDP"], fast["DDP (overlapped)"], fast["ACCO"]
+    assert ddp["s_per_step"] == pytest.approx(1.5) and ddp["s_per_step_sd"] == pytest.approx(0.1)
+    assert ddp["timing_runs"] == 3
+    se_o, se_d = 0.1 / 1.1 / np.sqrt(3), 0.1 / 1.5 / np.sqrt(3)
+    u = np.hypot(se_o, se_d)
+    df = u**4 / (se_o**4 / 2 + se_d**4 / 2)
+    half = stats.t.ppf(0.975, df) * u
+    gap = overlapped["gap"]
+    assert gap.mean_pct == pytest.approx(100 * (1.1 / 1.5 - 1))
+    assert (gap.lo_pct, gap.hi_pct) == pytest.approx(
+        (100 * (1.1 / 1.5 * (1 - half) - 1), 100 * (1.1 / 1.5 * (1 + half) - 1))
+    )
+    assert gap.hi_pct - gap.lo_pct > 20 and overlapped["verdict"] is Verdict.BETTER
+    # ACCO: DDP's steps on every seed, so the seeds alone would give -3.3 % on each, a decided
+    # "better" (decide: beyond the 2 % margin); with the timing runs' noise it is not decided
+    seeds_only = paired_gap({s: 1.45 for s in range(5)}, {s: 1.5 for s in range(5)})
+    assert decide(seeds_only) is Verdict.BETTER
+    assert acco["gap"].mean_pct == pytest.approx(seeds_only.mean_pct)
+    assert acco["gap"].lo_pct < -10 and acco["gap"].hi_pct > 2
+    assert acco["verdict"] is Verdict.MORE_SEEDS
+    lo, hi = ddp["ci"]
+    assert lo < ddp["time"] < hi and (hi - lo) / ddp["time"] > 0.1  # the time's own interval holds the noise too
+    text = "\n".join(bd.section(root, "cpu"))
+    assert "3 run(s) per method and link" in text and "(1.50 s/step, sd 7 % of 3 runs)" in text
+
+
+def test_one_timing_run_has_no_interval_and_a_modelled_one_needs_none(tmp_path):
+    """A single measured timing run says nothing about its noise: the gaps resting on it get no
+    interval and no verdict. On the virtual clock a step's time is modelled, exact: one timing run
+    per method and link is all there is, and the intervals hold the seeds' steps only."""
+    from analysis import beyond_diloco as bd
+
+    root = _timing_results(tmp_path, {("ddp", False): [1.5, 1.5, 1.5], ("acco", False): [1.2]})
+    fast = {r["link"]: r for r in bd.timing(root, "cpu")}["100 Mbit/s"]["methods"]
+    gap = fast["ACCO"]["gap"]
+    assert gap.mean_pct == pytest.approx(-20) and np.isinf(gap.lo_pct) and np.isinf(gap.hi_pct)
+    assert fast["ACCO"]["verdict"] is Verdict.INCONCLUSIVE and all(np.isnan(fast["ACCO"]["ci"]))
+    assert "(no interval: 1 timing run) **inconclusive**" in "\n".join(bd.section(root, "cpu"))
+    for rate, per_step in ((0, {"ddp": 0.5, "acco": 0.6}), (100, {"ddp": 1.5, "acco": 1.2})):
+        for method, s in per_step.items():
+            write_run(tmp_path, method, 0, 2.0, s, rate=rate, steps=16, clock="virtual")
+    virtual = {r["link"]: r for r in bd.timing(root, "cpu", clock="virtual")}["100 Mbit/s"]["methods"]
+    assert virtual["ACCO"]["s_per_step"] == 1.2 and virtual["ACCO"]["verdict"] is Verdict.BETTER
+    assert virtual["ACCO"]["gap"].hi_pct < -15
