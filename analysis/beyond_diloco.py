@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.comparisons import Group, compare, describe_runs, values_by_seed
+from acco.config.experiments import experiment_block
+from analysis.comparisons import Group, compare, describe_runs, peak_lr, values_by_seed
 from analysis.load import Run, discover_runs
 from analysis.measures import SMOOTH_STEPS, final_loss, train_loss_frame
 from analysis.render import MissingRuns, finish_figure, plt
@@ -149,6 +150,81 @@ def dynamics(root: str, scale: str = "cpu") -> list[dict]:
             row["verdict"], row["gap"] = compare(g, groups[BASELINE], final_loss)
         out.append(row)
     return out
+
+
+# -- DDP's and ACCO's learning rate, by the rule written before the runs -------------------------
+LR_NAMES = {"ddp": BASELINE, "acco": "ACCO"}
+
+
+def lr_choice(scale: str = "cpu") -> dict:
+    """The rule (conf/experiment_info/beyond_diloco.yaml lr_choice): where its grid runs are, which
+    methods, the grid."""
+    return dict(experiment_block(EXP, scale).get("lr_choice") or {})
+
+
+def lr_grid(root: str, scale: str = "cpu") -> dict[str, dict[float, tuple[float, list[int]]]]:
+    """Per method of the rule (ddp, acco), per peak rate of its grid runs: the mean final training
+    loss over the tuning seeds, and the seeds."""
+    choice = lr_choice(scale)
+    if not choice:
+        return {}
+    methods = list(choice.get("methods") or [])
+    runs = [r for r in discover_runs(root, choice["from"], scale) if r.method in methods]
+    out: dict[str, dict[float, tuple[float, list[int]]]] = {}
+    for m in methods:
+        mine = [r for r in runs if r.method == m]
+        for lr in sorted({peak_lr(r) for r in mine}):
+            at = [r for r in mine if peak_lr(r) == lr]
+            seeds = sorted(int(r.info["seed"]) for r in at)
+            out.setdefault(m, {})[lr] = (float(np.mean([final_loss(r) for r in at])), seeds)
+    return out
+
+
+def lr_picks(grid: dict[str, dict[float, tuple[float, list[int]]]]) -> dict[str, float]:
+    """The rule's pick per method: the lowest mean final loss; equal to 4 decimals, the smaller rate."""
+    return {m: min(rates, key=lambda lr: (round(rates[lr][0], 4), lr)) for m, rates in grid.items() if rates}
+
+
+def lr_choice_lines(root: str, scale: str, runs: list[Run]) -> list[str]:
+    """The rule, its grid's means, its pick per method, and whether this experiment's runs of that
+    method (its dynamics runs, and ACCO's adaptive runs) use it."""
+    choice = lr_choice(scale)
+    if not choice:
+        return []
+    grid = lr_grid(root, scale)
+    head = f"- Learning rates of DDP and ACCO, by the rule written before their runs (`lr_choice`): {choice['rule']}"
+    if not grid:
+        return [f"{head} — no {choice['from']} runs of theirs here to apply it to."]
+    picks = lr_picks(grid)
+    groups = dynamics_groups(runs)
+    parts = []
+    for m, rates in grid.items():
+        listed = ", ".join(
+            f"{lr:g}: {mean:.4f} (seeds {', '.join(map(str, seeds))})" for lr, (mean, seeds) in rates.items()
+        )
+        name = LR_NAMES.get(m, m)
+        used = {name: sorted({peak_lr(r) for r in groups[name].runs}) if name in groups else []}
+        if m == "acco":
+            used[ADAPTIVE] = sorted({peak_lr(r) for r in runs if adaptive(r)})
+        checks = []
+        for who, lrs in used.items():
+            if not lrs:
+                continue
+            ok = lrs == [picks[m]]
+            rates_used = ", ".join(f"{x:g}" for x in lrs)
+            checks.append(f"{who}'s runs use {rates_used}: " + ("the rule's pick" if ok else "**not the rule's pick**"))
+        missing = [f"{lr:g}" for lr in choice.get("grid") or [] if float(lr) not in rates]
+        provisional = f" (**the grid is incomplete**: no runs at {', '.join(missing)})" if missing else ""
+        parts.append(
+            f"{name}'s mean final loss per rate in {choice['from']}: {listed} → the rule picks {picks[m]:g}"
+            f"{provisional}; " + ("; ".join(checks) or f"no {name} runs here")
+        )
+    local = sorted({peak_lr(r) for v, g in groups.items() if v not in LR_NAMES.values() for r in g.runs})
+    return [
+        f"{head}. " + ". ".join(parts) + ". The local methods' inner rate is not tuned by it: "
+        f"{', '.join(f'{lr:g}' for lr in local) or 'none here'}, the rate their outer settings were chosen at "
+        "(`outer_choice`)."
+    ]
 
 
 def _seeded(g: Group) -> list[tuple[int, Run]]:
@@ -594,6 +670,7 @@ def section(root: str, scale: str) -> list[str]:
             f"| {r['variant']} | {r['final_cell']} | {r['spread_pct']:.1f} % | {r['steps_to_target']:.0f} | "
             f"{gap} | {verdict} |"
         )
+    lines += ["", *lr_choice_lines(root, scale, runs)]
     rows, hard = timing(root, scale), timing(root, scale, "baseline")
     names = [r["variant"] for r in dyn] + ([ADAPTIVE] if any(adaptive(r) for r in runs) else [])
     if any(r.method == "ddp_overlap" for r in runs):  # the DDP at its best, beside the paper's

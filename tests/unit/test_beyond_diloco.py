@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -41,9 +42,12 @@ def write_run(
     deterministic: bool = True,
     settings: dict | None = None,
     clock: str = "real",
+    lr: float = 5e-4,
 ):
     tag = "_".join(f"{k}={v}" for k, v in sorted((settings or {}).items()))
-    name = f"{method}_seed={seed}_rate={rate:g}_steps={steps}_layout={layout}_det={deterministic}_{clock}{tag}"
+    name = (
+        f"{method}_seed={seed}_rate={rate:g}_steps={steps}_layout={layout}_det={deterministic}_{clock}_lr={lr:g}{tag}"
+    )
     folder = os.path.join(root, "cpu", "beyond_diloco", name)
     os.makedirs(folder)
     step = np.arange(1, steps + 1)
@@ -60,6 +64,7 @@ def write_run(
         "train": {"steps": steps, "accum": 2, "deterministic": deterministic},
         "link": {"rate_mbit": rate},
         "clock": {"mode": clock},
+        "optim": {"lr": lr},
         "model": {"name": "gptneo_tiny"},
         "data": {"name": "synthetic"},
     }
@@ -383,3 +388,52 @@ def test_one_timing_run_has_no_interval_and_a_modelled_one_needs_none(tmp_path):
     virtual = {r["link"]: r for r in bd.timing(root, "cpu", clock="virtual")}["100 Mbit/s"]["methods"]
     assert virtual["ACCO"]["s_per_step"] == 1.2 and virtual["ACCO"]["verdict"] is Verdict.BETTER
     assert virtual["ACCO"]["gap"].hi_pct < -15
+
+
+def _lr_sweep_run(root, method: str, lr: float, seed: int, final: float) -> None:
+    """A grid run of beyond_diloco's lr_choice, in outer_sweep."""
+    folder = os.path.join(root, "cpu", "outer_sweep", f"{method}_{lr:g}_{seed}")
+    os.makedirs(folder)
+    step = np.arange(1, 51)
+    pd.DataFrame({"step": step, "train_loss": final + 3.0 * np.exp(-step / 2.0), "samples": step * 16}).to_csv(
+        os.path.join(folder, "metrics.csv"), index=False
+    )
+    cfg = {"method": {"name": method}, "seed": seed, "world_size": 2, "optim": {"lr": lr}}
+    cfg["train"] = {"steps": 50, "accum": 2 if method == "ddp" else 1, "deterministic": True}
+    with open(os.path.join(folder, "config.yaml"), "w") as f:
+        yaml.safe_dump(cfg, f)
+    with open(os.path.join(folder, "summary.json"), "w") as f:
+        json.dump({"method": method, "world_size": 2, "status": "completed", "steps_completed": 50}, f)
+
+
+def test_ddp_and_acco_learning_rates_by_the_written_rule(results):
+    """beyond_diloco's lr_choice on outer_sweep's grid runs: per method the rate with the lowest mean
+    final loss over the tuning seeds (equal to 4 decimals: the smaller rate); the report's line gives
+    the means and the pick and checks the dynamics runs against it: DDP's (2e-3) are at its pick,
+    ACCO's (5e-4) are not; a rate of the written grid without runs is named."""
+    from analysis import beyond_diloco as bd
+
+    finals = {
+        "ddp": {5e-4: 3.2, 1e-3: 2.9, 2e-3: 2.6, 4e-3: 2.6},  # 2e-3 and 4e-3 tie: the smaller
+        "acco": {5e-4: 3.2, 1e-3: 2.8, 2e-3: 2.9},  # 4e-3 not run
+    }
+    for method, rates in finals.items():
+        for lr, final in rates.items():
+            for seed in (100, 101):
+                _lr_sweep_run(results, method, lr, seed, final + 0.1 * (seed - 100))
+    grid = bd.lr_grid(results, "cpu")
+    assert grid["ddp"][2e-3] == (pytest.approx(2.65), [100, 101])
+    assert bd.lr_picks(grid) == {"ddp": 2e-3, "acco": 1e-3}
+    for seed, d in enumerate([2.0, 2.1, 1.95, 2.05, 2.02]):  # DDP's dynamics runs again, at its pick
+        write_run(results, "ddp", seed, d, 1.0, lr=2e-3)
+    folder = os.path.join(results, "cpu", "beyond_diloco")
+    for name in os.listdir(folder):  # DDP's dynamics runs at 5e-4 leave
+        if name.startswith("ddp_") and "_steps=50_" in name and "_lr=0.0005" in name:
+            shutil.rmtree(os.path.join(folder, name))
+    (line,) = bd.lr_choice_lines(results, "cpu", bd._runs(results, "cpu"))
+    assert "DDP's mean final loss per rate in outer_sweep: 0.0005: 3.2500 (seeds 100, 101)" in line
+    assert "→ the rule picks 0.002; DDP's runs use 0.002: the rule's pick" in line
+    assert "→ the rule picks 0.001 (**the grid is incomplete**: no runs at 0.004); " in line
+    assert "ACCO's runs use 0.0005: **not the rule's pick**" in line
+    assert "The local methods' inner rate is not tuned by it: 0.0005" in line
+    assert line in bd.section(results, "cpu")
