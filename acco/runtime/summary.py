@@ -52,6 +52,8 @@ class RunSummary:
     per_rank: list[dict | None] = field(default_factory=list)  # memory, busy time, micro-batches
     resumed_from_step: int | None = None
     last_checkpoint: str | None = None
+    # where and when it ran: CPUs, load averages at start and end, torch, UTC times (worker.py)
+    host: dict | None = None
     rank_errors: list | None = None  # launcher only: each rank's own failure note
     exit_codes: list | None = None  # launcher only: each rank's exit code
     extra: dict[str, Any] = field(default_factory=dict)

@@ -132,6 +132,7 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
     final_eval_error = None
     metrics = None
     t0 = time.time()
+    load_at_start = _load_average()
     preempted = None
     try:
         resume = resume_point(cfg, world)
@@ -176,7 +177,10 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         write_failure(out_dir, rank, error)
         raise
     finally:
-        _finish(cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error)
+        _finish(
+            cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error,
+            load_at_start,
+        )
     SignalLatch.uninstall()
     if audit is not None:
         audit.uninstall()
@@ -249,6 +253,28 @@ def save_outputs(cfg: DictConfig, task, final: torch.Tensor | None, out_dir: str
             shutil.rmtree(partial, ignore_errors=True)
 
 
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not on every platform
+        return None
+
+
+def _host_report(t0: float, load_at_start: list[float] | None) -> dict:
+    """Where and when the run ran, for a report's provenance: the machine's CPUs and its load averages
+    (1/5/15 min) at the start and the end (a busy machine slows every measured time), torch's
+    version, the start and end in UTC."""
+    stamp = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    return {
+        "cpus": os.cpu_count(),
+        "load_avg_start": load_at_start,
+        "load_avg_end": _load_average(),
+        "torch": torch.__version__,
+        "started_utc": stamp(t0),
+        "ended_utc": stamp(time.time()),
+    }
+
+
 def _link_report(cfg: DictConfig) -> dict:
     """summary.json's `link` block; on the virtual clock it says the link was not emulated."""
     note = (cfg.link.get("runtime") or {}).get("note")
@@ -256,7 +282,8 @@ def _link_report(cfg: DictConfig) -> dict:
 
 
 def _finish(
-    cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error=None
+    cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error=None,
+    load_at_start=None,
 ) -> None:
     out_dir, rank = cfg.out_dir, env.rank
     if metrics is not None:
@@ -329,6 +356,7 @@ def _finish(
             if trainer is None
             else (trainer.start_step or None),
             last_checkpoint=getattr(trainer, "last_checkpoint", None),
+            host=_host_report(t0, load_at_start),
         )
         release(out_dir)  # the reserve's room goes to the summary
         write_report(out_dir, os.path.join(out_dir, SUMMARY_FILE), summary.to_json())
