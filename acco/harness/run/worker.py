@@ -178,7 +178,18 @@ def run_rank(cfg: dict | DictConfig, env: DistEnv) -> str:
         raise
     finally:
         _finish(
-            cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error,
+            cfg,
+            env,
+            backend,
+            device,
+            trainer,
+            tracer,
+            metrics,
+            status,
+            error,
+            t0,
+            post_group,
+            final_eval_error,
             load_at_start,
         )
     SignalLatch.uninstall()
@@ -282,7 +293,18 @@ def _link_report(cfg: DictConfig) -> dict:
 
 
 def _finish(
-    cfg, env, backend, device, trainer, tracer, metrics, status, error, t0, post_group, final_eval_error=None,
+    cfg,
+    env,
+    backend,
+    device,
+    trainer,
+    tracer,
+    metrics,
+    status,
+    error,
+    t0,
+    post_group,
+    final_eval_error=None,
     load_at_start=None,
 ) -> None:
     out_dir, rank = cfg.out_dir, env.rank
