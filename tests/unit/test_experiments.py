@@ -147,9 +147,15 @@ def test_fig9_fig10_fig4_and_tables():
         runs = {tuple(sorted(r)) for r in expand_runs(cfg["experiment"])}
         if scale == "paper":
             assert runs == {("method=ddp",), ("method=acco",)}
-        else:  # 5 paired seeds against the flat DDP, blocking and overlapped, and 3 on the virtual clock
+        else:  # 5 paired seeds against the flat DDP (blocking and overlapped) and PyTorch's DDP, 3 virtual
             overlapped = ("method.bucket_mb=0.135", "method.impl=flat", "method.overlap_backward=True", "method=ddp")
-            measured = {("method.impl=flat", "method=ddp"), ("method=acco",), overlapped}
+            torch_ddp = (
+                "method.bucket_mb=0.135",
+                "method.comm_hook=reduce_scatter_bf16",
+                "method.impl=torch",
+                "method=ddp",
+            )
+            measured = {("method.impl=flat", "method=ddp"), ("method=acco",), overlapped, torch_ddp}
             assert {r for r in runs if not any(o.startswith("clock.") for o in r)} == {
                 tuple(sorted((*m, f"seed={s}"))) for m in measured for s in range(5)
             }
