@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
 
@@ -55,6 +55,8 @@ class Verdict(Enum):
     BETTER = "better"
     MORE_SEEDS = "needs more seeds"
     INCONCLUSIVE = "inconclusive"
+    # a modelled comparison outside what its model was validated on (analysis/modelled.py): no verdict
+    UNVALIDATED = "outside the validated range"
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,20 @@ class PairedGap:
     lo_pct: float
     hi_pct: float
     confidence: float = CONFIDENCE
+    # a modelled number's validated error (analysis/modelled.py), added to each end of the interval:
+    # a gap inside the model's own error is no evidence either way
+    widen_pct: float = 0.0
+    sd_pct: float = math.nan  # the per-seed gaps' standard deviation (nan below 2 seeds)
 
     @property
     def n(self) -> int:
         return len(self.seeds)
+
+    def widened(self, pct: float) -> PairedGap:
+        """The same gap with `pct` more on each end of its interval (pct >= 0)."""
+        if pct <= 0:
+            return self
+        return replace(self, lo_pct=self.lo_pct - pct, hi_pct=self.hi_pct + pct, widen_pct=self.widen_pct + pct)
 
     def describe(self) -> str:
         """'+1.3 % [−0.4, +3.0] (n = 5)' as the report prints it."""
@@ -109,7 +121,8 @@ class PairedGap:
             return "no paired seeds"
         if self.n == 1:
             return f"{self.mean_pct:+.1f} % (n = 1: no interval)"
-        return f"{self.mean_pct:+.1f} % [{self.lo_pct:+.1f}, {self.hi_pct:+.1f}] (n = {self.n})"
+        model = f", ±{self.widen_pct:.1f} model error" if self.widen_pct > 0 else ""
+        return f"{self.mean_pct:+.1f} % [{self.lo_pct:+.1f}, {self.hi_pct:+.1f}] (n = {self.n}{model})"
 
 
 @lru_cache(maxsize=256)
@@ -129,7 +142,7 @@ def interval(gaps: Mapping[int, float], confidence: float = CONFIDENCE) -> Paire
         return PairedGap(seeds, values, mean, -math.inf, math.inf, confidence)
     sd = math.sqrt(sum((g - mean) ** 2 for g in values) / (n - 1))
     half = _t_quantile(0.5 + confidence / 2, n - 1) * sd / math.sqrt(n)
-    return PairedGap(seeds, values, mean, mean - half, mean + half, confidence)
+    return PairedGap(seeds, values, mean, mean - half, mean + half, confidence, sd_pct=sd)
 
 
 def relative_gaps(a: Mapping[int, float], b: Mapping[int, float]) -> dict[int, float]:
@@ -237,10 +250,12 @@ def sequential(
     margin: Margin = TOL_PCT,
     tests: str = "size",
     higher_is_better: bool = False,
+    widen_pct: float = 0.0,
 ) -> Look:
     """The stopping rule on per-seed gaps (seed -> %): the looks in order, each on the n smallest
     paired seeds at its confidence, until one decides. `margin`: a number, or a function of the
-    look's seeds (a margin computed from those runs)."""
+    look's seeds (a margin computed from those runs). `widen_pct`: a modelled number's validated
+    error, added to each end of every look's interval (PairedGap.widened)."""
     finite = {s: g for s, g in gaps.items() if math.isfinite(g)}
     seeds = sorted(finite)
 
@@ -250,9 +265,9 @@ def sequential(
     last: tuple[PairedGap, float] | None = None  # the last look taken (an undecided one)
     for index, n in enumerate(design.looks, 1):
         if len(seeds) < n:  # the interval of the last look taken; before the first, of what is there
-            gap, m = last if last is not None else (interval(finite, design.confidence), math.nan)
+            gap, m = last if last is not None else (interval(finite, design.confidence).widened(widen_pct), math.nan)
             return Look(Verdict.MORE_SEEDS, gap, margin_at(gap.seeds) if last is None else m, index - 1, design, tests)
-        gap = interval({s: finite[s] for s in seeds[:n]}, design.confidence)
+        gap = interval({s: finite[s] for s in seeds[:n]}, design.confidence).widened(widen_pct)
         m = margin_at(gap.seeds)
         last = (gap, m)
         v = verdict_at(gap, m, tests, higher_is_better)
@@ -261,6 +276,46 @@ def sequential(
         if index == len(design.looks):
             return Look(Verdict.INCONCLUSIVE, gap, m, index, design, tests)
     raise AssertionError("unreachable: a design has at least one look")
+
+
+def p_value(look: Look, higher_is_better: bool = False) -> float:
+    """The smallest α at which the look's verdict would still be taken (1.0 for an undecided one):
+    its one-sided Student-t p-value against the boundary the verdict crossed (0 for a sign, ±m for a
+    size, both ends for *matches*), moved inward by the look's model error, times 2K for the K
+    planned looks (the interval at each look has 1 − α/K confidence). The verdict holds at α exactly
+    when this is at most α, so these are what Holm's procedure (`holm`) ranks."""
+    gap, v, m, w = look.gap, look.verdict, look.margin_pct, look.gap.widen_pct
+    if v not in (Verdict.MATCHES, Verdict.BETTER, Verdict.WORSE) or gap.n < 2:
+        return 1.0
+    se = gap.sd_pct / math.sqrt(gap.n)
+    df = gap.n - 1
+
+    def beyond(distance: float) -> float:  # P(T > distance / se): the mean this far past a boundary
+        if se == 0 or not math.isfinite(se):
+            return 0.0 if distance > 0 else 1.0
+        return float(scipy_stats.t.sf(distance / se, df))
+
+    k2 = 2 * len(look.design.looks)
+    if v is Verdict.MATCHES:
+        return min(1.0, k2 * max(beyond(gap.mean_pct + m - w), beyond(m - w - gap.mean_pct)))
+    above = (v is Verdict.WORSE) != higher_is_better  # the gap is positive for this verdict
+    by_size = look.tests == "size"
+    edge = (m if by_size else 0.0) + w
+    return min(1.0, k2 * beyond((gap.mean_pct if above else -gap.mean_pct) - edge))
+
+
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure over a family of tests: which hypotheses are rejected (verdicts
+    kept) with the chance of any false one at most α, whatever their dependence. Sorted ascending,
+    the j-th smallest (from 0) is kept when it and every smaller one is at most α / (m − j)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    kept = [False] * len(p_values)
+    m = len(p_values)
+    for j, i in enumerate(order):
+        if p_values[i] > alpha / (m - j):
+            break
+        kept[i] = True
+    return kept
 
 
 def decide(

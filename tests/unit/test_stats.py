@@ -296,3 +296,87 @@ def test_lr_sweep_gives_each_rate_its_verdict_and_draws_it(tmp_path):
     assert lr_sweep.ddp_best_lr(str(tmp_path), "cpu") == 5e-4  # equal DDP runs at both: the first lowest
     fig = lr_sweep.figure(str(tmp_path), "cpu", save=True)
     assert fig.saved_paths and all(os.path.getsize(p) > 1000 for p in fig.saved_paths)
+
+
+# -- a modelled number's validated error, p-values and Holm's procedure (issue 49) -----------------
+
+
+def test_a_widened_gap_carries_the_model_error_on_each_end_and_can_lose_its_verdict():
+    gaps = {s: -10.0 + 0.5 * (s % 3) for s in range(5)}  # ~-9.6 %, tight: better on its own
+    plain = sequential(gaps, Design(looks=(5,)), 2.0, "sign")
+    assert plain.verdict is Verdict.BETTER
+    widened = sequential(gaps, Design(looks=(5,)), 2.0, "sign", widen_pct=12.0)
+    assert widened.gap.lo_pct == pytest.approx(plain.gap.lo_pct - 12.0)
+    assert widened.gap.hi_pct == pytest.approx(plain.gap.hi_pct + 12.0)
+    assert widened.gap.widen_pct == 12.0 and "±12.0 model error" in widened.gap.describe()
+    assert widened.verdict is Verdict.INCONCLUSIVE  # inside the model's own error: no evidence
+    # a zero-spread modelled gap (a closed form) is decided only beyond its model error
+    exact = {s: -13.0 for s in range(3)}
+    assert sequential(exact, Design(looks=(3,)), 1.0, "sign", widen_pct=17.0).verdict is Verdict.INCONCLUSIVE
+    assert sequential(exact, Design(looks=(3,)), 1.0, "sign", widen_pct=5.0).verdict is Verdict.BETTER
+
+
+@pytest.mark.parametrize("tests", ["sign", "size"])
+@pytest.mark.parametrize("widen", [0.0, 1.5])
+def test_a_verdict_is_taken_exactly_when_its_p_value_is_at_most_alpha(tests, widen):
+    """p_value is the α at which the look's verdict just holds: on random gaps, the same rule at
+    α = 1.02 p decides, at α = 0.98 p it does not give that verdict; at α = 0.05 a decided look has
+    p <= α and an undecided one p = 1 (planned looks at 5 and 10: the factor 2K)."""
+    from analysis.stats import p_value
+
+    rng = np.random.default_rng(7)
+    decided = 0
+    for _ in range(300):
+        gaps = dict(enumerate(rng.normal(rng.uniform(-6, 6), rng.uniform(0.3, 4), 10)))
+        look = sequential(gaps, DEFAULT_DESIGN, 1.0, tests, widen_pct=widen)
+        p = p_value(look)
+        if look.verdict in (Verdict.MATCHES, Verdict.BETTER, Verdict.WORSE):
+            assert p <= ALPHA + 1e-12, (look, p)
+        else:
+            assert p == 1.0
+        one = sequential(gaps, Design(looks=(10,)), 1.0, tests, widen_pct=widen)
+        p1 = p_value(one)
+        if one.verdict not in (Verdict.MATCHES, Verdict.BETTER, Verdict.WORSE) or not 1e-9 < p1 < 0.5:
+            continue
+        decided += 1
+        above = sequential(gaps, Design(looks=(10,), alpha=p1 * 1.02), 1.0, tests, widen_pct=widen)
+        below = sequential(gaps, Design(looks=(10,), alpha=p1 * 0.98), 1.0, tests, widen_pct=widen)
+        assert above.verdict in (Verdict.MATCHES, Verdict.BETTER, Verdict.WORSE), (one, p1)
+        assert below.verdict is not one.verdict, (one, p1)
+    assert decided > 20  # the random gaps decide often enough for the check to mean something
+
+
+def test_holm_keeps_the_smallest_p_values_step_down():
+    from analysis.stats import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]  # 0.03 > 0.05 / 2 stops it
+    assert holm([0.01, 0.02, 0.03, 0.04], alpha=0.2) == [True, True, True, True]
+    assert holm([0.5, 1.0]) == [False, False]
+    assert holm([]) == []
+    # never fewer than Bonferroni keeps, never more than the unadjusted test
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        p = list(rng.uniform(0, 0.1, rng.integers(1, 12)))
+        kept = holm(p)
+        assert all(k for k, x in zip(kept, p) if x <= ALPHA / len(p))
+        assert not any(k for k, x in zip(kept, p) if x > ALPHA)
+
+
+def test_holm_keeps_the_familywise_error_at_alpha_on_null_claims():
+    """20 claims whose true gap is 0, each tested by the sign rule at its planned looks: Holm over
+    their p-values makes any false verdict rare (at most α), where taking each at α does not."""
+    from analysis.stats import holm, p_value
+
+    rng = np.random.default_rng(11)
+    any_false_holm = any_false_each = 0
+    trials = 400
+    for _ in range(trials):
+        ps, decided = [], []
+        for _ in range(20):
+            look = sequential(dict(enumerate(rng.normal(0, 2, 10))), DEFAULT_DESIGN, 0.0, "sign")
+            ps.append(p_value(look))
+            decided.append(look.verdict in (Verdict.BETTER, Verdict.WORSE))
+        any_false_each += any(decided)
+        any_false_holm += any(holm(ps))
+    assert any_false_each / trials > 0.3  # uncorrected: a false verdict somewhere most of the time
+    assert any_false_holm / trials <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / trials)
