@@ -57,12 +57,14 @@ from analysis.measures import (
     time_to,
     wall_time,
 )
+from analysis.modelled import modelled_check
 from analysis.stats import (
     LOOKS,
     TESTS,
     Design,
     Look,
     Verdict,
+    p_value,
     relative_gaps,
     sequential,
 )
@@ -185,10 +187,18 @@ def _sort_key(v) -> tuple:
     return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
 
 
+BASELINE_IMPL = "baseline"  # `impl: baseline`: the paper's DDP as the scale runs it (resolve)
+
+
 def resolve(selector: Mapping, infos: Iterable[Mapping]) -> dict:
     """The selector with min / 2nd / max replaced by that value among the infos (the experiment's
-    runs at this scale: fig5's smallest step budget, DPU's second warmup, fig8's one-node layout)."""
+    runs at this scale: fig5's smallest step budget, DPU's second warmup, fig8's one-node layout), and
+    `impl: baseline` by the paper's DDP as this scale runs it: the flat engine where the experiment
+    has flat DDP runs (the CPU scale, beside a PyTorch DDP arm), else PyTorch's (the paper scale)."""
     infos = list(infos)
+    if selector.get("impl") == BASELINE_IMPL:
+        impls = {i.get("impl") for i in infos if i.get("method") == selector.get("method")}
+        selector = {**selector, "impl": "flat" if "flat" in impls else "torch"}
     out = {}
     for key, want in selector.items():
         if isinstance(want, str) and want in ORDINALS:
@@ -299,12 +309,24 @@ class ClaimOutcome:
     def mean_b(self) -> float:
         return _mean(self.values_b.values())
 
+    # a modelled claim outside the clock's validated range: why (analysis/modelled.py); its verdict
+    # is then Verdict.UNVALIDATED, the look kept for the numbers
+    unvalidated: str = ""
+
     @property
     def reproduced(self) -> bool | None:
-        """True / False once decided; None while more seeds are needed or runs are missing."""
-        if self.verdict is None or self.verdict is Verdict.MORE_SEEDS:
+        """True / False once decided; None while more seeds are needed, runs are missing, or the
+        claim is outside what its model was validated on."""
+        if self.verdict is None or self.verdict in (Verdict.MORE_SEEDS, Verdict.UNVALIDATED):
             return None
         return self.verdict is self.claim.expect
+
+    @property
+    def p_value(self) -> float:
+        """The smallest α at which the verdict holds (analysis/stats.py p_value; 1.0 undecided)."""
+        if self.look is None or self.verdict in (None, Verdict.UNVALIDATED):
+            return 1.0
+        return p_value(self.look, METRICS[self.claim.metric].higher_is_better)
 
 
 def claims_of(block: Mapping, scale: str) -> list[Claim]:
@@ -346,13 +368,20 @@ def evaluate(claim: Claim, runs: list[Run]) -> ClaimOutcome:
         def margin(seeds: tuple[int, ...]) -> float:
             return fn([gb[s] for s in seeds if s in gb])
 
-    look = sequential(gaps, claim.design, margin, claim.tests, METRICS[claim.metric].higher_is_better)
+    widen, outside = 0.0, ""
+    if claim_clock(claim) == "virtual":  # modelled: the clock's validated error, or no verdict
+        widen, outside = modelled_check(list(ga.values()), list(gb.values()))
+    look = sequential(
+        gaps, claim.design, margin, claim.tests, METRICS[claim.metric].higher_is_better, 0.0 if outside else widen
+    )
+    if outside:
+        return ClaimOutcome(claim, Verdict.UNVALIDATED, look, va, vb, outside)
     return ClaimOutcome(claim, look.verdict, look, va, vb)
 
 
 def seeds_wanted(outcome: ClaimOutcome) -> int:
     """How many paired seeds the claim's groups should have next: the next planned look's n while
     undecided, 0 once decided (or at its last look, or with a side missing)."""
-    if outcome.look is None:
+    if outcome.look is None or outcome.verdict is Verdict.UNVALIDATED:
         return 0
     return outcome.look.next_n
