@@ -2,7 +2,8 @@
 
 One rung per `train.samples` among the experiment's runs; at each, the same paired comparisons the
 claims make (analysis/claims.py, by the rule of analysis/stats.py with the experiment's fixed n): the
-final-loss gap and the early-loss gap of accum 1 against accum 2, and how much of the training set the
+final-loss gap and the early-loss gap of accum 2 against accum 1 (the paper's sentence read literally:
+the arm with two accumulation steps is A), and how much of the training set the
 rung reads (`epochs`: samples over the training blocks, from the data the runs were made from), so a
 rung that re-reads data says so."""
 
@@ -27,10 +28,10 @@ def budget_of(run: Run) -> int | None:
 def _claim(metric: str, samples: int, expect: Verdict) -> Claim:
     return Claim(
         exp=EXP,
-        name=f"accum 1 vs 2 at {samples} samples ({metric})",
+        name=f"accum 2 vs 1 at {samples} samples ({metric})",
         paper="",
-        a={"method": "dpu", "accum": 1, "samples": samples},
-        b={"method": "dpu", "accum": 2, "samples": samples},
+        a={"method": "dpu", "accum": 2, "samples": samples},
+        b={"method": "dpu", "accum": 1, "samples": samples},
         metric=metric,
         expect=expect,
         tests="sign",
