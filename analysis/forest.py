@@ -32,6 +32,8 @@ VERDICT_COLORS = {
     "inconclusive": "#757575",
     "needs more seeds": "#ef6c00",
     "not run": "#bdbdbd",
+    "inconclusive (Holm)": "#9e9e9e",
+    "outside the validated range": "#d7ccc8",
 }
 BLOCKS = (
     ("dynamics", "loss at equal work"),

@@ -126,7 +126,8 @@ def test_virtual_clock_claims_are_the_cpu_scales_and_read_virtual_runs():
     virtual = [c.name for c in cpu if claim_clock(c) == "virtual"]
     assert virtual and all(claim_clock(c) == "real" for c in paper)
     # (the measured claims against the overlapped DDP, a third arm the CPU scale runs, are the CPU scale's too)
-    overlapped = {c.name for c in cpu if c.name.endswith("(vs the overlapped DDP)")}
+    # and against PyTorch's DDP, a fourth arm (issue 49)
+    overlapped = {c.name for c in cpu if c.name.endswith(("(vs the overlapped DDP)", "(vs PyTorch DDP)"))}
     assert {c.name for c in paper} == {c.name for c in cpu} - set(virtual) - overlapped
     block = {"id": "x", "claims": [{"name": "n", "a": {}, "b": {}, "metric": "final_loss", "expect": "better"}]}
     assert [c.scales for c in claims_of(block, "paper")] == [()]  # no scales: every scale
