@@ -1134,7 +1134,8 @@ def rerun_lines(root: str, scale: str) -> list[str]:
         "(`--plan` first shows what it would run).",
         f"- The ids: {', '.join(ids)}.",
         f"- This report, claims.md, claims.csv, details.md and every figure: `make figures` "
-        f"(`python analysis/report.py {root} --scale {scale}` for the documents alone).",
+        f"(`python analysis/report.py results --scale {scale}` for the documents alone, from the default "
+        "results folder).",
         "- The clock's calibration and validation: `python experiments/calibrate_clock.py`; the simulator's "
         "tables: `python experiments/simulate.py --validation results/sim`.",
         "",
@@ -1228,11 +1229,14 @@ def details_document(root: str, scale: str) -> list[str]:
         out.append("")
     # modelled time, kept apart from the measured sections above: the virtual clock's readings of the
     # wall-clock claims (issue 31), and the schedules simulated past this machine (issue 34)
-    clock = clock_section(root, scale)
-    if clock:
-        out += ['<a id="virtual-clock"></a>', "", clock, ""]
+    # both anchors always: the first screen links to them whether or not there is anything to show
+    clock = clock_section(root, scale) or "## The virtual clock\n\nNo virtual-clock runs here."
+    out += ['<a id="virtual-clock"></a>', "", clock, ""]
     if scale != "rehearsal" and os.path.isdir(os.path.join(root, "sim")):
         out += ['<a id="simulated"></a>', "", simulation_section(root), ""]
+    else:
+        where = os.path.join(root, "sim")
+        out += ['<a id="simulated"></a>', "", "## The simulator", "", f"No simulator tables under `{where}`.", ""]
     return out
 
 

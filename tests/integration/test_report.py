@@ -82,6 +82,7 @@ def test_make_figures_regenerates_the_committed_cpu_reproduction(tmp_path):
         ignore=shutil.ignore_patterns("figures", "tables", "REPORT.md", "claims.md", "claims.csv", "details.md"),
     )
     shutil.copytree(os.path.join(os.path.dirname(COMMITTED), "sim"), dst / "sim")  # the simulator's section
+    shutil.copytree(os.path.join(os.path.dirname(COMMITTED), "bench"), dst / "bench")  # the bench beside fig7
     # runs of other settings beside the experiment's own (a sweep made before sweeps had folders of
     # their own, or put there by hand): left out, the report unchanged (issue 41)
     for exp, run, extra in (

@@ -146,8 +146,8 @@ def test_a_plan_at_the_cpu_scale_says_what_will_train(tmp_path, capsys):
     main = reproduce_main()
     assert main(["fig8", "--dry-run"]) == 0  # the committed results: every run complete
     out = capsys.readouterr().out
-    # fig8's run list up to its first planned look, the overlapped DDP's arms included
-    assert "plan: 65 runs, 65 complete (skipped), 0 to train: nothing trains" in out
+    # fig8's run list up to its first planned look, the overlapped DDP's and PyTorch DDP's arms included
+    assert "plan: 75 runs, 75 complete (skipped), 0 to train: nothing trains" in out
     root = tmp_path / "results"
     assert main(["fig5", "--plan", "--results", str(root)]) == 0  # nothing there yet
     out = capsys.readouterr().out

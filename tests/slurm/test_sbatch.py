@@ -343,8 +343,9 @@ def test_generated_scripts_pass_sbatch_test_only(cluster, tmp_path):
         assert proc.returncode == 0, output(proc)
     scripts = sorted((tmp_path / "gen").glob("*/cpu/*.sbatch"))
     # fig8: ddp and acco on 2 layouts x 5 seeds, dpu once per layout, the overlapped ddp on 2 layouts x 5
-    # seeds; 24 more on the virtual clock (8 groups x 3 seeds) and the overlapped ddp's 9 (3 groups x 3)
-    assert len(scripts) == 35 + 22 + 10 + 24 + 9
+    # seeds, PyTorch's DDP on 2 layouts x 5 seeds; 24 more on the virtual clock (8 groups x 3 seeds) and
+    # the overlapped ddp's 9 (3 groups x 3)
+    assert len(scripts) == 35 + 22 + 10 + 10 + 24 + 9
     for path in scripts:
         proc = run(["sbatch", "--test-only", str(path)], timeout=30)
         assert proc.returncode == 0 and "to start at" in proc.stderr, f"{path.name}: {output(proc)}"
