@@ -101,3 +101,15 @@ def test_a_completed_run_whose_job_is_still_completing_is_complete_not_running(t
     assert resubmission(_cfg(out)).skip == "completed"
     monkeypatch.setattr(status, "squeue_state", lambda job: "RUNNING")  # a requeued job: still its folder's
     assert resubmission(_cfg(out)).skip == "running"
+
+
+def test_a_wait_ends_when_slurm_says_the_job_has_ended_not_when_its_tasks_return(monkeypatch):
+    """submitit's results() come back while srun winds down (the job still RUNNING): a submission
+    right after `--wait` returned skipped a completed run as running (CI, 2026-12-05). The wait
+    goes on until Slurm reports the job out of its active states, and gives up after its limit."""
+    seen = iter(["RUNNING", "RUNNING", "COMPLETING", None])
+    monkeypatch.setattr(status, "squeue_state", lambda job: next(seen))
+    monkeypatch.setattr(status, "sacct_state", lambda job: ("COMPLETED", "0:0"))
+    assert status.wait_until_ended("504_1", poll_s=0.0) == "COMPLETED"
+    monkeypatch.setattr(status, "squeue_state", lambda job: "RUNNING")
+    assert status.wait_until_ended("504_1", limit_s=0.05, poll_s=0.01) == "RUNNING"

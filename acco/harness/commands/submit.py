@@ -139,11 +139,15 @@ def attach(record: dict):
 
 def wait_submitted(job: MultiRun, submitted: list[tuple[str, Any]]) -> None:
     """Wait for the jobs in order of submission. A run's wall time is how long the wait for it
-    took (jobs run side by side: the later ones often end soon after the first)."""
+    took (jobs run side by side: the later ones often end soon after the first). A job counts as
+    ended when Slurm says so, not only when its tasks have returned (wait_until_ended)."""
+    from acco.harness.slurm.status import wait_until_ended
+
     for name, sjob in submitted:
         job.begin(name)
         try:
             sjob.results()  # every task's result (one per rank)
+            wait_until_ended(str(sjob.job_id))
         except Exception as exc:  # noqa: BLE001 - submitit's job error carries the remote traceback
             log = str(sjob.paths.stderr)  # task 0's (rank 0)
             error = log_error_line(log) or last_error_line(str(exc)) or type(exc).__name__

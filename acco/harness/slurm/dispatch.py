@@ -246,10 +246,13 @@ def sbatch_refusal(stderr: str) -> str:
 
 def wait_for(jobs) -> int:
     """Block until every job ends; 0 when all completed."""
+    from .status import wait_until_ended
+
     failed = 0
     for job in jobs:
         try:
             job.results()  # every task's result (one per rank)
+            wait_until_ended(str(job.job_id))
         except Exception as exc:  # noqa: BLE001 - submitit's job error carries the remote traceback
             failed += 1
             last = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]

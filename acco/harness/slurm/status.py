@@ -67,6 +67,21 @@ def job_state(job_id: str) -> tuple[str, str]:
     return (live, code if state == live else "") if live else (state, code)
 
 
+def wait_until_ended(job_id: str, limit_s: float = 60.0, poll_s: float = 1.0) -> str:
+    """Wait (at most `limit_s`) for a job to leave Slurm's active states; its last state seen.
+    submitit returns a job's results once every task has written them, while srun and the batch
+    step still wind down: a submission right after a wait that stopped there would find the job
+    RUNNING and skip a run that has completed."""
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while True:
+        state = squeue_state(job_id) or sacct_state(job_id)[0]
+        if state not in ACTIVE_STATES or time.monotonic() >= deadline:
+            return state
+        time.sleep(poll_s)
+
+
 def recorded_job(out_dir: str) -> dict | None:
     """What slurm.json says of the run's last submitted job (job_id, log paths, shape), or None."""
     try:
