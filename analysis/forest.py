@@ -69,7 +69,7 @@ def row_of(exp: str, claim, outcome) -> Row:
     return Row(exp, block, claim.name, verdict, outcome.reproduced, gap.mean_pct, lo, hi, margin)
 
 
-def forest_figure(rows: list[Row]):
+def forest_figure(rows: list[Row], caption: str | None = None):
     """The matplotlib figure of the rows (blocks in BLOCKS' order, figures in the rows' order)."""
     ordered: list[tuple[str, Row | None]] = []  # (a heading, or a row)
     for block, title in BLOCKS:
@@ -151,15 +151,16 @@ def forest_figure(rows: list[Row]):
         handles=handles, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False
     )
     reproduced = sum(r.reproduced is True for r in rows)
-    ax.set_title(f"{reproduced} of {len(rows)} claims reproduced (verdict as the paper's)", fontsize=10, pad=22)
+    caption = caption or f"{reproduced} of {len(rows)} claims reproduced (verdict as the paper's)"
+    ax.set_title(caption, fontsize=10, pad=22)
     return fig
 
 
-def write_forest(rows: list[Row], directory: str) -> list[str]:
+def write_forest(rows: list[Row], directory: str, caption: str | None = None) -> list[str]:
     """claims.png and claims.pdf in `directory` (byte-identical from the same rows); [] without rows."""
     if not rows:
         return []
-    fig = forest_figure(rows)
+    fig = forest_figure(rows, caption)
     paths = save_figure(fig, directory, "claims")
     plt.close(fig)
     return paths

@@ -388,6 +388,9 @@ def forest_rows(rows: list[PaperRow]) -> list[Row]:
                 continue
             t = tests[0]
             base = row_of(t.exp, t.outcome.claim, t.outcome)
-            out.append(replace(base, figure=r.figure, name=r.claim[:70], verdict=t.verdict, reproduced=t.reproduced))
+            # filled or hollow as the table's cell: a claim with two tests (fig9's, vs each DDP) is
+            # reproduced only if both are, so its first test alone must not fill the marker
+            status = r.cells[kind].status
+            out.append(replace(base, figure=r.figure, name=r.claim[:70], verdict=t.verdict, reproduced=status is True))
             break
     return out

@@ -10,6 +10,7 @@ nothing is typed in by hand, so a re-run of the experiments rewrites the report 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import textwrap
@@ -879,8 +880,15 @@ def comm_section(root: str, scale: str) -> list[str]:
 
 def forest_lines(root: str, scale: str, rows: list) -> list[str]:
     """The picture under the first table (analysis/forest.py): one row per paper claim, written beside
-    the report in figures/."""
-    paths = write_forest(forest_rows(rows), os.path.join(root, scale, "figures"))
+    the report in figures/, its title the abstract's measured counts (headline_counts)."""
+    plotted = forest_rows(rows)
+    m = headline_counts(rows, scale)["measured"]
+    caption = (
+        f"Measured here ({scale}): {len(m['reproduced'])} of {m['spoke']} paper claims reproduced, "
+        f"{len(m['against'])} decided against, {len(m['inconclusive'])} inconclusive "
+        f"(the {len(plotted)} with a paired test shown)"
+    )
+    paths = write_forest(plotted, os.path.join(root, scale, "figures"), caption)
     if not paths:
         return []
     return [
@@ -914,7 +922,7 @@ def build_documents(root: str, scale: str = "cpu") -> dict[str, str]:
         return _build_documents(root, scale)
 
 
-DOCUMENTS = ("REPORT.md", "claims.md", "claims.csv", "details.md")
+DOCUMENTS = ("REPORT.md", "claims.md", "claims.csv", "details.md", "headline.json")
 SECTION_IDS = {"fig4": "fig4", "table1": "table1"}  # details.md's anchors: the experiment ids
 
 
@@ -926,6 +934,7 @@ def _build_documents(root: str, scale: str) -> dict[str, str]:
         "claims.md": "\n".join(claims_document(root, scale, outcomes)) + "\n",
         "claims.csv": claims_csv(outcomes),
         "details.md": "\n".join(details_document(root, scale)) + "\n",
+        "headline.json": json.dumps(headline_counts(rows, scale), indent=1) + "\n",
     }
 
 
@@ -952,13 +961,33 @@ def front_page(root: str, scale: str, rows: list) -> list[str]:
     return out
 
 
-def abstract(rows: list, scale: str) -> list[str]:
-    n = len(rows)
-    parts = []
+def headline_counts(rows: list, scale: str) -> dict:
+    """What the abstract counts, as data (headline.json; README's results block, analysis/readme_block.py):
+    per kind of evidence how many claims it speaks to and its verdicts' counts, and the measured
+    claims' ids by outcome."""
+    no = [r for r in rows if r.cells["measured"].status is False]
+    kinds = {}
     for kind in KINDS:
         c = counts(rows, kind)
-        spoke = n - c["none"]
-        if not spoke:
+        kinds[kind] = {"title": KIND_TITLES[kind], "spoke": len(rows) - c["none"], **c}
+    return {
+        "scale": scale,
+        "claims": len(rows),
+        "kinds": kinds,
+        "measured": {
+            "spoke": kinds["measured"]["spoke"],
+            "reproduced": [r.id for r in rows if r.cells["measured"].status is True],
+            "against": [r.id for r in no if decided_against(r.cells["measured"])],
+            "inconclusive": [r.id for r in no if not decided_against(r.cells["measured"])],
+        },
+    }
+
+
+def abstract(rows: list, scale: str) -> list[str]:
+    head = headline_counts(rows, scale)
+    parts = []
+    for c in head["kinds"].values():
+        if not c["spoke"]:
             continue
         bits = [f"{c['reproduced']} reproduced", f"{c['not reproduced']} not reproduced"]
         if c["undecided"]:
@@ -967,11 +996,9 @@ def abstract(rows: list, scale: str) -> list[str]:
             bits.append(f"{c['outside']} outside the model's validated range")
         if c["words"]:
             bits.append(f"{c['words']} without a verdict")
-        parts.append(f"*{KIND_TITLES[kind]}* speaks to {spoke}: " + ", ".join(bits))
-    yes = [r.id for r in rows if r.cells["measured"].status is True]
-    no = [r for r in rows if r.cells["measured"].status is False]
-    against = [r.id for r in no if decided_against(r.cells["measured"])]
-    open_ = [r.id for r in no if not decided_against(r.cells["measured"])]
+        parts.append(f"*{c['title']}* speaks to {c['spoke']}: " + ", ".join(bits))
+    yes, against, open_ = (head["measured"][k] for k in ("reproduced", "against", "inconclusive"))
+    n = head["claims"]
     setting = (
         "a ~0.5M-parameter GPT-Neo on generated stories, 2–4 worker processes on a 2-core machine: absolute "
         "losses and times are not the paper's, the comparisons between methods are what is tested"
