@@ -26,6 +26,11 @@ def _writers():
     return WRITERS
 
 
+def generator_names() -> tuple[str, ...]:
+    """Every value a source's `generator` may take (data.source, final_eval.lambada_source)."""
+    return tuple(_writers())
+
+
 def generated_source(source: dict, seed: int, cache_dir: str) -> dict:
     """A source dict naming a `generator` becomes one naming the generated file (written once)."""
     kind = source.get("generator")

@@ -47,6 +47,7 @@ class ModelShape:
     vocab: int
     attention: str  # eager (scores stored: a·s² per layer) | sdpa | flash_attention_2
     groups: tuple[tuple[int, ...], ...]  # trainable tensors' sizes per AdamW parameter group, model order
+    gated_mlp: bool = False  # a gated MLP (SwiGLU: Llama, Qwen2, ...; a `gate_proj`), else GELU's two matrices
 
     @property
     def params(self) -> int:
@@ -89,7 +90,8 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
     from transformers.utils import logging as hf_logging
 
     from ..engine.torch_ddp import adamw_param_groups
-    from ..models.causal_lm import FAMILIES, hf_config
+    from ..models.causal_lm import fresh_model, hf_config
+    from ..models.dimensions import model_dims
 
     spec = json.loads(key)
     verbosity = hf_logging.get_verbosity()
@@ -97,7 +99,7 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
     try:
         config = hf_config(spec, vocab_size=vocab, eos_id=0)
         with torch.device("meta"):
-            model = FAMILIES[spec["family"]][1](config)
+            model = fresh_model(spec["family"], config)
     finally:
         hf_logging.set_verbosity(verbosity)
     # the groups PyTorch's ZeRO partitions, in the order it sees them (the flat engine's order is
@@ -105,17 +107,17 @@ def _model_shape(key: str, vocab: int, decay_all: bool) -> ModelShape:
     groups = tuple(
         tuple(p.numel() for p in g["params"]) for g in adamw_param_groups(model, 0.1, decay_all) if g["params"]
     )
-    hidden = config.hidden_size
-    inter = getattr(config, "intermediate_size", None) or 4 * hidden
+    dims = model_dims(config)  # the built config's sizes, under whatever names its family uses
     return ModelShape(
         spec["family"],
-        hidden,
-        config.num_hidden_layers,
-        config.num_attention_heads,
-        inter,
-        config.vocab_size,
-        config._attn_implementation or "eager",
+        dims.hidden,
+        dims.layers,
+        dims.heads,
+        dims.intermediate,
+        dims.vocab,
+        config._attn_implementation or "eager",  # the model's: set on its config as it was built
         groups,
+        gated_mlp=any(name.endswith("gate_proj") for name, _ in model.named_modules()),
     )
 
 
@@ -262,10 +264,10 @@ def sequence_length(cfg: dict) -> int:
 def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool, act_bytes: int = 2) -> dict:
     """One micro-batch's activations kept for backward (an estimate; see the module docstring).
     Per layer at 16 bit: attention 11·sbh (+ 5·a·s²·b when the scores are materialised: eager
-    attention), MLP 3·sbh + 4·sbi (GELU) or 2·sbh + 8·sbi (SwiGLU), two norms 4·sbh; that is
+    attention), MLP 3·sbh + 4·sbi (GELU) or 2·sbh + 8·sbi (gated: SwiGLU), two norms 4·sbh; that is
     34·sbh + 5·a·s²·b for a GELU MLP of width 4h (Korthikanti et al. 2022). fp32 compute doubles it."""
     s, b, h, i, a = seq, micro_batch, shape.hidden, shape.intermediate, shape.heads
-    mlp = 2 * s * b * h + 8 * s * b * i if shape.family == "llama" else 3 * s * b * h + 4 * s * b * i
+    mlp = 2 * s * b * h + 8 * s * b * i if shape.gated_mlp else 3 * s * b * h + 4 * s * b * i
     scores = 5 * a * s * s * b if shape.attention == "eager" else 0
     layer16 = 11 * s * b * h + mlp + 4 * s * b * h + scores
     scale = act_bytes / 2

@@ -9,22 +9,12 @@ import pytest
 import torch
 
 from acco.train.reference import replay
+from tests.helpers.methods import METHODS
 from tests.helpers.rounding import rounding_mismatch
 from tests.helpers.runs import SMALL_LM, load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
-METHODS = {
-    "ddp": ["method=ddp"],
-    "ddp_flat": ["method=ddp", "method.impl=flat"],
-    # the reduce-scatter bucket by bucket in the last backward (buckets of 0.05 MiB: 6-7 of them)
-    "ddp_overlap": ["method=ddp", "method.impl=flat", "method.overlap_backward=true", "method.bucket_mb=0.05"],
-    "dpu": ["method=dpu", "method.warmup_steps=4"],
-    "wp": ["method=wp"],
-    "acco": ["method=acco"],
-    "diloco": ["method=diloco", "method.sync_every=4"],
-    "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
-}
 STEPS = 10
 
 

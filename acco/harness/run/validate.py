@@ -3,7 +3,8 @@ prints the first one and exits with code 2 before any worker starts or any file 
 
 `validate` runs the config's own checks (acco/config/validate.py) and those of each layer the run
 uses, each kept with what it is about: the method's (acco/train/settings.py), the clock's, the
-link's (acco/harness/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's."""
+link's (acco/harness/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's;
+and every setting that selects code against its choices (acco/harness/run/choices.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ...engine.virtual_clock import check_clock
 from ...runtime.summary import run_completed
 from ...train.settings import check_method, check_optimizer, check_precision_and_budget
 from ..launch import START_METHODS, external_env, gpu_shortage, usable_cores
+from .choices import check_choices
 
 
 def check_gpus_per_node(
@@ -313,6 +315,7 @@ def validate(
     check_run_settings(cfg, world)
     if (cfg.get("launcher") or {}).get("name") == "slurm":  # a Slurm profile's setup, options, env, signal
         check_profile(cfg["launcher"])
+    check_choices(cfg)  # after the layers' own checks of theirs: each says it in its own words
     check_model_shape(cfg)
     check_unused_settings(cfg)
     check_pretrained_source(cfg)
