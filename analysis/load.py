@@ -23,6 +23,7 @@ import yaml
 
 from acco.config.experiments import SCALES, experiment_block, experiment_dir, in_run_list
 from acco.runtime.files import METRIC_FIELDS
+from acco.runtime.saved_config import load_yaml
 from acco.runtime.summary import RunSummary, read_summary
 
 METRIC_COLUMNS = METRIC_FIELDS  # the columns every run's metrics.csv has (acco/runtime/files.py)
@@ -57,8 +58,7 @@ METHOD_LABELS = {
 
 def _read_yaml(path: str) -> dict:
     try:
-        with open(path) as f:
-            return yaml.safe_load(f) or {}
+        return load_yaml(path)  # libyaml's loader where there is one: the plan reads hundreds
     except (OSError, yaml.YAMLError):
         return {}
 

@@ -32,14 +32,10 @@ import re
 import subprocess
 import sys
 
-import yaml
-
 from acco.config.experiments import (
     CONF_DIR,
-    changed_keys,
     compose,
-    compose_runs,
-    expand_runs,
+    compose_run_list,
     experiment_block,
     experiment_ids,
     results_root_override,
@@ -50,7 +46,7 @@ from acco.config.experiments import (
 from acco.config.validate import ConfigError, check_overrides
 from acco.harness import TRAIN
 from acco.harness.multirun import MultiRun, log_error_line, run_logged
-from acco.runtime.summary import RunSummary, read_summary
+from acco.harness.preview import plan_text, run_cost, run_state, weigh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -88,7 +84,7 @@ def error(message: str) -> int:
 def plan_run(exp: str, scale: str, base: list[str], run: list[str], cfg: dict | None = None) -> dict:
     """One run composed (a bad override fails here, before any run): its name, overrides, folder, cost
     for the ETA (steps x workers), whether it is complete, and its identity (analysis/load.py run_info).
-    `cfg`: the run composed already (compose_runs)."""
+    `cfg`: the run composed already (compose_run_list)."""
     from analysis.claims import identity
     from analysis.load import run_info
 
@@ -96,72 +92,32 @@ def plan_run(exp: str, scale: str, base: list[str], run: list[str], cfg: dict | 
     if cfg is None:
         cfg = compose([*common, *run], in_experiment=True)  # the experiment's own folder under results_root
     out_dir = cfg["out_dir"]
-    summary = read_summary(out_dir) or RunSummary()
-    completed = summary.completed
-    stale = stale_settings(out_dir, cfg) if completed else []
     return {
         "name": f"{exp}/{os.path.basename(os.path.normpath(out_dir))}",
+        "exp": exp,
+        "scale": scale,
         "args": [*common, *run],
         "run": list(run),
         "out_dir": out_dir,
         "cost": run_cost(cfg),
-        # a completed run made from other settings (the experiment's file changed since) is run again
-        "stale": stale,
-        "complete": completed and not stale,
-        "status": summary.status,
-        "wall_s": summary.total_wall_time_s if (cfg.get("clock") or {}).get("mode") != "virtual" else None,
+        # complete, status, wall time; a completed run made from other settings (the experiment's
+        # file changed since) is run again: "stale" says in which
+        **run_state(out_dir, cfg),
         "info": identity(run_info(cfg), cfg),
     }
-
-
-def run_cost(cfg: dict) -> float:
-    """A run's weight for the ETA: its steps x workers, or for a budget its samples x workers over
-    the samples a committed step holds without adaptive extras (0: unknown)."""
-    train = cfg.get("train") or {}
-    world = int(cfg.get("world_size") or 1)
-    if train.get("steps"):
-        return float(train["steps"]) * world
-    data = cfg.get("data") or {}
-    per_step = world * int(train.get("accum") or 1) * int(data.get("micro_batch_size") or 1)
-    per_step *= 2 if (cfg.get("method") or {}).get("name") == "acco" else 1
-    if train.get("samples"):
-        return float(train["samples"]) / per_step * world
-    if train.get("tokens") and data.get("seq_len"):  # packed pretraining: seq_len tokens a sample
-        return float(train["tokens"]) / (per_step * int(data["seq_len"])) * world
-    return 0.0
-
-
-def stale_settings(out_dir: str, cfg: dict) -> list[str]:
-    """The settings in which the run in `out_dir` was made differently from `cfg` (acco/config/
-    experiments.py changed_keys); [] without a saved config.yaml."""
-    path = os.path.join(out_dir, "config.yaml")
-    if not os.path.isfile(path):
-        return []
-    with open(path) as f:
-        saved = yaml.safe_load(f) or {}
-    return changed_keys(saved, cfg)
-
-
-def weigh(runs: list[dict]) -> list[dict]:
-    if any(r["cost"] <= 0 for r in runs):  # a run of unknown length somewhere: weigh runs alike
-        for r in runs:
-            r["cost"] = 1.0
-    return runs
 
 
 _PLANNED: dict[tuple, list[dict]] = {}
 
 
 def local_runs(todo: list[str], scale: str, base: list[str]) -> list[dict]:
-    """Every run of the experiments, composed up front (plan_run; compose_runs: Hydra composes once
-    per method, not once per run). Cached: the seeds' passes plan the same runs again."""
+    """Every run of the experiments, composed up front (plan_run; compose_run_list: Hydra composes
+    once per method, not once per run). Cached: the seeds' passes plan the same runs again."""
     runs = []
     for exp in todo:
         key = (exp, scale, tuple(base))
         if key not in _PLANNED:
-            common = [f"experiment={exp}/{scale}", *base]
-            listed = expand_runs(compose(common)["experiment"])
-            cfgs = compose_runs(common, listed, in_experiment=True)
+            listed, cfgs = compose_run_list([f"experiment={exp}/{scale}", *base], in_experiment=True)
             _PLANNED[key] = [plan_run(exp, scale, base, run, cfg) for run, cfg in zip(listed, cfgs)]
         runs += [dict(r) for r in _PLANNED[key]]
     return weigh(runs)
@@ -177,6 +133,7 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
     its next planned look (seeds_wanted; paired: both groups get the same seeds), those not already
     there."""
     from analysis.claims import claim_clock, claims_of, evaluate, resolve, runs_for, seeds_wanted, selected
+    from analysis.load import loaded_once
 
     extra: dict[tuple, dict] = {}
     for exp in todo:
@@ -184,7 +141,8 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
         if not claims:
             continue
         planned = local_runs([exp], scale, base)
-        done = runs_for(claims, results, exp, scale)
+        with loaded_once():  # each run folder read once, whichever clocks the claims read
+            done = runs_for(claims, results, exp, scale)
         infos = [r["info"] for r in planned]
         for claim in claims:
             want = seeds_wanted(evaluate(claim, done[claim_clock(claim)]))
@@ -200,74 +158,6 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
                         if seed not in have and key not in extra:
                             extra[key] = plan_run(exp, scale, base, [*unseeded, f"seed={seed}"])
     return weigh(list(extra.values()))
-
-
-def seconds_per_cost(runs: list[dict], exp: str, scale: str) -> tuple[float, str] | None:
-    """Seconds per unit of cost (steps x workers) the complete runs of `exp` took on the machine:
-    those of this plan, else the committed ones (results/<scale>/<exp>, from another machine);
-    None with neither. A run on the virtual clock says nothing of the machine's time."""
-    timed = [(r["wall_s"], r["cost"]) for r in runs if r["name"].startswith(exp + "/") and r["complete"]]
-    timed = [(w, c) for w, c in timed if w and c]
-    source = "this results folder's complete runs"
-    if not timed:
-        folder = os.path.join(ROOT, "results", scale, exp)
-        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            summary = read_summary(os.path.join(folder, name)) or RunSummary()
-            cfg_path = os.path.join(folder, name, "config.yaml")
-            if not summary.completed or not os.path.isfile(cfg_path):
-                continue
-            with open(cfg_path) as f:
-                cfg = yaml.safe_load(f) or {}
-            if (cfg.get("clock") or {}).get("mode") != "virtual" and summary.total_wall_time_s:
-                timed.append((float(summary.total_wall_time_s), run_cost(cfg)))
-        timed = [(w, c) for w, c in timed if c]
-        source = f"the committed runs' times in results/{scale}/{exp}"
-    if not timed:
-        return None
-    return sum(w for w, _ in timed) / sum(c for _, c in timed), source
-
-
-def plan_text(runs: list[dict], scale: str, seeds: list[dict] | None) -> str:
-    """What `reproduce` would do, before it does it: each run complete (skipped), to train, or to
-    train again (made with other settings), with the ETA of what trains (seconds_per_cost); `seeds`:
-    the runs the undecided claims add next (None: not known before the runs above are made)."""
-    from acco.harness.multirun import duration
-
-    rates = {e: seconds_per_cost(runs, e, scale) for e in dict.fromkeys(r["name"].split("/")[0] for r in runs)}
-    lines, todo_s, unknown = [], 0.0, 0
-    width = max(len(r["name"]) for r in runs) if runs else 0
-    for r in runs:
-        rate = rates[r["name"].split("/")[0]]
-        if r["complete"]:
-            what, eta = "complete: skipped", ""
-        else:
-            what = "to train again" if r["stale"] else "to train"
-            what += f" ({r['status']})" if r["status"] and not r["stale"] else ""
-            est = rate[0] * r["cost"] if rate else None
-            todo_s += est or 0.0
-            unknown += est is None
-            eta = f"~{duration(est)}" if est is not None else "?"
-        lines.append(f"  {r['name']:<{width}}  {what:<24}  {eta}")
-        if r["stale"]:
-            more = ", …" if len(r["stale"]) > 4 else ""
-            lines.append(f"  {'':<{width}}    changed: {', '.join(r['stale'][:4])}{more}")
-    done = sum(r["complete"] for r in runs)
-    head = f"plan: {len(runs)} runs, {done} complete (skipped), {len(runs) - done} to train"
-    if len(runs) > done:
-        head += f", ETA ~{duration(todo_s)}" if todo_s else ""
-        head += f" ({unknown} of unknown length)" if unknown else ""
-        sources = sorted({rate[1] for rate in rates.values() if rate})
-        head += f" (from {'; '.join(sources)})" if todo_s else ""
-    elif not seeds:
-        head += ": nothing trains; the figures are drawn again"
-    tail = []
-    if seeds is None:
-        tail.append("then, for each claim undecided at a planned look, the seeds of its next look")
-    elif seeds:
-        todo = [r for r in seeds if not r["complete"]]
-        tail.append(f"then {len(seeds)} more runs for claims undecided at a planned look, {len(todo)} to train:")
-        tail += [f"  {r['name']}" for r in todo]
-    return "\n".join([head, *lines, *tail])
 
 
 def run_here(title: str, runs: list[dict]) -> MultiRun:

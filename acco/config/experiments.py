@@ -93,14 +93,30 @@ def old_form_problem(argv) -> str | None:
 
 def parse_overrides(overrides: list[str]) -> list[tuple[str, object]]:
     """(key, value) for each command-line override, in Hydra's own grammar (sweeps and deletions left out)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     out: list[tuple[str, object]] = []
-    for ov in OverridesParser.create().parse_overrides(list(overrides)):
-        if ov.is_delete() or ov.key_or_group.startswith("hydra") or ov.is_sweep_override():
-            continue  # a multirun sweep: every job gets its own concrete value
-        out.append((ov.key_or_group, ov.value()))
+    for text in overrides:
+        parsed = _parsed_override(text)
+        if parsed is not None:
+            key, value = parsed
+            out.append((key, list(value) if isinstance(value, list) else value))  # a caller's own list
     return out
+
+
+_PARSED: dict[str, tuple[str, object] | None] = {}
+
+
+def _parsed_override(text: str) -> tuple[str, object] | None:
+    """One override's (key, value), None for a sweep, a deletion or a hydra key. Cached: a plan
+    names every run's folder from its overrides, the same few strings thousands of times, and
+    Hydra's parser takes milliseconds per override."""
+    if text not in _PARSED:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        ov = OverridesParser.create().parse_overrides([text])[0]  # its errors as for a list
+        skip = ov.is_delete() or ov.key_or_group.startswith("hydra") or ov.is_sweep_override()
+        # a multirun sweep: every job gets its own concrete value
+        _PARSED[text] = None if skip else (ov.key_or_group, ov.value())
+    return _PARSED[text]
 
 
 def run_name(cfg: dict, overrides: list[str]) -> str:
@@ -113,7 +129,20 @@ def run_name(cfg: dict, overrides: list[str]) -> str:
         text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
         parts[key] = f"{key}={text}"
     name = "_".join([cfg["method"]["name"], *sorted(parts.values())])
-    return re.sub(r"[^A-Za-z0-9=.,_+-]", "-", name)
+    return short_enough(re.sub(r"[^A-Za-z0-9=.,_+-]", "-", name))
+
+
+MAX_NAME = 120  # a folder name a terminal shows whole; a run list's long runs get a `label` instead
+
+
+def short_enough(name: str) -> str:
+    """`name`, or past MAX_NAME characters its head and a hash of the whole (still one name per
+    run: two runs that differ only in the cut tail get different hashes)."""
+    if len(name) <= MAX_NAME:
+        return name
+    import hashlib
+
+    return f"{name[: MAX_NAME - 9]}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 def experiment_dir(results_root: str, scale: str, exp: str) -> str:
@@ -213,12 +242,7 @@ def sweep_label(exp: Mapping | None, scale: str, jobs: list[list[str]]) -> str:
                     values[key].append(text)
     head = [f"{exp['id']}-{scale}"] if exp else []
     label = "_".join([*head, *(f"{k}={','.join(v)}" for k, v in sorted(values.items()))]) or "sweep"
-    label = re.sub(r"[^A-Za-z0-9=.,_+-]", "-", label)
-    if len(label.encode()) > 150:
-        import hashlib
-
-        label = f"{label[:140]}-{hashlib.sha1(label.encode()).hexdigest()[:8]}"
-    return label
+    return short_enough(re.sub(r"[^A-Za-z0-9=.,_+-]", "-", label))
 
 
 def run_list_keys(exp: Mapping) -> set[str]:
@@ -317,18 +341,28 @@ def _is_group_override(override) -> bool:
 def compose_runs(common: list[str], runs: list[list[str]], in_experiment: bool = False) -> list[dict]:
     """compose([*common, *run]) for each run, the same configs at a fraction of the time: Hydra
     composes once per distinct choice of config groups (a run list varies values: seeds, rates,
-    layouts; methods choose a group), and each run's value overrides are applied to a copy of that
-    composition by Hydra's own code for them (ConfigLoaderImpl._apply_overrides_to_config), as
+    layouts; methods choose a group), and each run's value overrides are applied to that
+    composition by Hydra's own code for them and taken back (acco/config/value_overrides.py), as
     Hydra applies them after the composition. A plan of 46 runs then takes seconds, not a minute."""
-    import copy
+    return _compose_runs(common, runs, in_experiment)[1]
 
+
+def compose_run_list(common: list[str], in_experiment: bool = False) -> tuple[list[list[str]], list[dict]]:
+    """The run list of the experiment `common` names (expand_runs) and each run's config
+    (compose_runs), Hydra composing `common` once for both."""
+    return _compose_runs(common, None, in_experiment)
+
+
+def _compose_runs(
+    common: list[str], runs: list[list[str]] | None, in_experiment: bool
+) -> tuple[list[list[str]], list[dict]]:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from .schema import register
+    from .value_overrides import overridden
 
     register()
     parser = OverridesParser.create()
@@ -336,17 +370,22 @@ def compose_runs(common: list[str], runs: list[list[str]], in_experiment: bool =
     out = []
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        if runs is None:  # the run list of what `common` composes, itself the composition of its runs' groups ()
+            composed[()] = hydra_compose(config_name="config", overrides=list(common))
+            whole = OmegaConf.to_container(composed[()], resolve=True)
+            assert isinstance(whole, dict)
+            block = whole.get("experiment")
+            runs = expand_runs(block) if isinstance(block, dict) else []
         for run in runs:
             parsed = parser.parse_overrides(list(run))
             groups = tuple(str(o.input_line) for o in parsed if _is_group_override(o))
             if groups not in composed:
                 composed[groups] = hydra_compose(config_name="config", overrides=[*common, *groups])
-            cfg = copy.deepcopy(composed[groups])
-            ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _is_group_override(o)], cfg)
-            plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+            with overridden(composed[groups], [o for o in parsed if not _is_group_override(o)]) as cfg:
+                plain_cfg = OmegaConf.to_container(cfg, resolve=True)
             assert isinstance(plain_cfg, dict)
             out.append(with_out_dir(plain_cfg, [*common, *run], in_experiment))
-    return out
+    return runs, out
 
 
 def run_specs(exp: dict) -> list[dict]:
@@ -369,8 +408,8 @@ def expand_runs(exp: dict) -> list[list[str]]:
 
 def expanded_runs(exp: dict) -> list[tuple[list[str], str]]:
     """Each run of the block with its folder name. An entry's `label` (not a setting) names its
-    folders short: the label, then what the entry varies (its list values, seed last among them as
-    run_name sorts), e.g. `label: acco_virtual, seed: [0, 1, 2]` -> acco_virtual_seed=0; config.yaml
+    folders short: the label, then what the entry varies (its list values) and the seed it sets, as
+    run_name sorts them, e.g. `label: acco_virtual, seed: [0, 1, 2]` -> acco_virtual_seed=0; config.yaml
     keeps every value. Without a label the folder is run_name's (the method, then every override)."""
     runs = []
     for spec in run_specs(exp):
@@ -382,8 +421,8 @@ def expanded_runs(exp: dict) -> list[tuple[list[str], str]]:
         for combo in itertools.product(*values):
             overrides = [f"{k}={'null' if v is None else v}" for k, v in zip(keys, combo)]  # Hydra's None
             method = next((o.split("=", 1)[1] for o in overrides if o.startswith("method=")), "acco")
-            if label:
-                chosen = [o for o in overrides if o.split("=", 1)[0] in varied]
+            if label:  # what the entry varies, and its seed where it sets one (a repetition's)
+                chosen = [o for o in overrides if o.split("=", 1)[0] in varied or o.startswith("seed=")]
                 folder = run_name({"method": {"name": str(label)}}, chosen)
             else:
                 folder = run_name({"method": {"name": method}}, overrides)

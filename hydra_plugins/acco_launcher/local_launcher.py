@@ -22,10 +22,14 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
 from omegaconf import OmegaConf, open_dict
+
+if TYPE_CHECKING:
+    from acco.harness.sweep_preview import CheckedJob
 
 
 def run_config(sweep_config) -> tuple[dict, list[str]]:
@@ -47,10 +51,11 @@ def discard_sweep_dir(sweep_dir: str) -> None:
             os.rmdir(parent)
 
 
-def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[tuple[str, bool]]:
-    """(out_dir, complete already) for every job, after the checks train.py makes on each (the first
-    bad job: one line naming it, exit 2, before any job starts)."""
+def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[CheckedJob]:
+    """Every job (its folder, whether it is complete already, its checked config), after the checks
+    train.py makes on each (the first bad job: one line naming it, exit 2, before any job starts)."""
     from acco.harness.entry import named_and_checked, precheck
+    from acco.harness.sweep_preview import CheckedJob
     from acco.runtime.summary import run_completed
 
     def fail_config(message: str):
@@ -68,15 +73,20 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
             raise
         complete = not cfg.get("overwrite") and run_completed(cfg["out_dir"])
         if not complete:
-            _, _, problem = precheck(cfg)
+            checked, _, problem = precheck(cfg)
             if problem:
                 job = " ".join(o for o in filter_overrides(overrides) if not o.startswith("out_dir="))
                 fail_config(f"job {i} of the sweep ({job}): {problem}" if len(configs) > 1 else problem)
-        out.append((cfg["out_dir"], complete))
+            cfg = checked or cfg  # with its world size
+        out.append(CheckedJob(cfg["out_dir"], complete, cfg))
     return out
 
 
 class LocalLauncher(BasicLauncher):
+    def __init__(self, plan: bool = False) -> None:
+        super().__init__()
+        self.plan = plan  # hydra.launcher.plan (train.py's --plan): preview the sweep, run nothing
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from acco.harness.entry import sweep_out_dirs, with_sweep_out_dir
         from acco.harness.multirun import MultiRun
@@ -91,6 +101,8 @@ class LocalLauncher(BasicLauncher):
         for (cfg, _), d in zip(configs, placed):
             if d is not None:
                 cfg["out_dir"] = d
+        if self.plan:
+            return preview_sweep(configs, job_overrides, placed, str(self.config.hydra.sweep.dir))
         if to_slurm(configs, str(self.config.hydra.sweep.dir)):
             return submit_sweep(configs, job_overrides, placed, str(self.config.hydra.sweep.dir))
         folders = checked_jobs(configs, str(self.config.hydra.sweep.dir))
@@ -98,11 +110,11 @@ class LocalLauncher(BasicLauncher):
         for folder in sweeps:  # where the runs outside the experiment's run list go
             print(f"acco: sweep folder {folder}", file=sys.stderr, flush=True)
         # a run in the sweep folder by its name, any other by its folder
-        names = [os.path.basename(d) if os.path.dirname(d) in sweeps else d for d, _ in folders]
+        names = [os.path.basename(j.out_dir) if os.path.dirname(j.out_dir) in sweeps else j.out_dir for j in folders]
         title = f"sweep of {len(names)} run{'s' if len(names) != 1 else ''}"
         job = MultiRun(title, names, stream=sys.stderr, bar=False)
         returns: list[JobReturn] = []
-        for idx, (overrides, name, (out_dir, complete)) in enumerate(zip(job_overrides, names, folders)):
+        for idx, (overrides, name, (out_dir, complete, _)) in enumerate(zip(job_overrides, names, folders)):
             if complete:
                 job.skip(name)
                 ret = JobReturn()
@@ -181,12 +193,39 @@ def submit_sweep(
     code = submit_runs(title, planned, wait, stream=sys.stderr)
     if code:
         sys.exit(code)
+    return done_returns(job_overrides)
+
+
+def done_returns(job_overrides: Sequence[Sequence[str]]) -> list[JobReturn]:
+    """Hydra's record of jobs this process did not run itself (submitted, or only previewed): done."""
     returns = []
     for job in job_overrides:
         ret = JobReturn()
         ret.status, ret.return_value, ret.overrides = JobStatus.COMPLETED, 0, list(job)
         returns.append(ret)
     return returns
+
+
+def preview_sweep(
+    configs: list[tuple[dict, list[str]]],
+    job_overrides: Sequence[Sequence[str]],
+    placed: list[str | None],
+    sweep_dir: str,
+) -> Sequence[JobReturn]:
+    """--plan: every job checked as the sweep would check it (bad input: one line, exit 2), then its
+    folder, complete or to train, and the ETA (acco/harness/sweep_preview.py); on Slurm the job
+    arrays submitting would make. No worker starts, nothing is submitted, and the folder Hydra made
+    for the sweep is removed: nothing is left under results_root."""
+    from acco.harness.sweep_preview import sweep_preview
+
+    on_slurm = to_slurm(configs, sweep_dir)
+    jobs = checked_jobs(configs, sweep_dir)
+    sweeps = sorted({os.path.dirname(d) for d in placed if d is not None})
+    try:
+        print(sweep_preview(jobs, sweeps, on_slurm), flush=True)
+    finally:
+        discard_sweep_dir(sweep_dir)
+    return done_returns(job_overrides)
 
 
 def _error_of(ret: JobReturn, out_dir: str) -> str:

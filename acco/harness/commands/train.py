@@ -6,6 +6,7 @@ python experiments/train.py method=dpu method.warmup_steps=5 world_size=2
 python experiments/train.py experiment=fig5/cpu method=acco
 python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
 python experiments/train.py -m experiment=fig5/cpu method=ddp,acco seed=0,1 launcher=slurm   # to Slurm
+python experiments/train.py -m experiment=fig5/cpu method=ddp,acco seed=0,1 --plan   # a preview, runs nothing
 python experiments/train.py experiment=fig5/cpu method=acco --cfg job    # the config the run will use
 torchrun --nproc-per-node=2 experiments/train.py method=acco
 srun -n 4 python experiments/train.py method=acco
@@ -19,6 +20,9 @@ from typing import cast
 from acco.train.signals import SignalLatch
 
 SignalLatch.install_if_rank()  # before the imports below: a checkpoint signal must not kill a starting rank
+
+import shutil
+import tempfile
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -57,13 +61,49 @@ def main(cfg: DictConfig) -> int:
 
 
 def cli() -> None:
-    """The command line: the overrides checked (bad input: one line, exit 2), then Hydra's main."""
+    """The command line: the overrides checked (bad input: one line, exit 2), a sweep's --plan made
+    Hydra overrides (sweep_flags), then Hydra's main."""
+    argv, scratch = sweep_flags(sys.argv[1:])
+    sys.argv[1:] = argv
     try:
-        check_overrides(sys.argv[1:], conf_dir())
+        check_overrides(argv, conf_dir())
     except ConfigError as exc:
         fail_config(str(exc))
     register()  # the schema in Hydra's ConfigStore: conf/config.yaml's defaults start with it
-    main()
+    try:
+        main()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def sweep_flags(argv: list[str]) -> tuple[list[str], str | None]:
+    """`-m ... --plan` (a sweep's preview, hydra_plugins/acco_launcher/local_launcher.py) as the
+    launcher's setting hydra.launcher.plan=true, Hydra's sweep folder (its multirun.yaml) in a
+    scratch folder of its own: a preview leaves nothing under results_root. (argv, that folder to
+    remove afterwards, or None). `-m ... --cfg`, which Hydra refuses with a traceback, and --plan
+    without -m: one line pointing at the preview, exit 2."""
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    shows_cfg = any(a in ("-c", "--cfg") or a.startswith("--cfg=") for a in argv)
+    if multirun and shows_cfg:
+        fail_config(
+            "--cfg shows one run's config, -m runs a sweep: preview the sweep's jobs (folders, complete or "
+            "to train, ETA) with --plan instead of --cfg, or drop -m and give one job's values to see its config"
+        )
+    if "--plan" not in argv:
+        return argv, None
+    if not multirun:
+        fail_config("--plan previews a sweep (-m ...); one run's config: --cfg job")
+    other = [a for a in argv if a.startswith("hydra/launcher=") and a != "hydra/launcher=acco_local"]
+    if other:  # Hydra's own launchers have no preview: they would run the sweep
+        fail_config(f"--plan is acco's sweep launcher's preview; drop {other[0]}")
+    argv = [a for a in argv if a != "--plan"]
+    argv.append("hydra.launcher.plan=true")
+    scratch = None
+    if not any(a.startswith("hydra.sweep.dir=") for a in argv):
+        scratch = tempfile.mkdtemp(prefix="acco-plan-")
+        argv.append(f"hydra.sweep.dir={scratch}")
+    return argv, scratch
 
 
 if __name__ == "__main__":

@@ -187,6 +187,17 @@ def record_job(out_dir: str, job, shape: dict) -> None:
         json.dump(info, f, indent=2)
 
 
+def job_arrays(cfgs: list[dict], worlds: list[int]) -> list[list[tuple[dict, dict]]]:
+    """The runs grouped as submit() sends them: one group, one job array (one job for a group of
+    one), per shape (job_shape: nodes, tasks and GPUs per node); each member is (config, shape).
+    Pure: what a sweep's preview says would be submitted, without Slurm."""
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for cfg, world in zip(cfgs, worlds):
+        shape = job_shape(cfg, world)
+        groups.setdefault(tuple(sorted(shape.items())), []).append((cfg, shape))
+    return list(groups.values())
+
+
 def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     """Submit runs (each already validated); runs of one shape go out together as one job array.
     `prepare(cfg)` lays out each run's folder first. Returns the submitit jobs."""
@@ -201,14 +212,11 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
             warnings = [f"acco: no time estimate for {cfg['out_dir']}: {exc}"]
         for line in warnings:
             print(line, file=sys.stderr, flush=True)
-    groups: dict[tuple, list[tuple[dict, dict]]] = {}
-    for cfg, world in zip(cfgs, worlds):
-        shape = job_shape(cfg, world)
-        groups.setdefault(tuple(sorted(shape.items())), []).append((cfg, shape))
+    arrays = job_arrays(cfgs, worlds)  # a bad shape: refused before anything is queued
     import submitit
 
     jobs = []
-    for members in groups.values():
+    for members in arrays:
         first_cfg, shape = members[0]
         exp = (first_cfg.get("experiment") or {}).get("id", "run")
         from ..run.plan import signal_delay
