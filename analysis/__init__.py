@@ -11,5 +11,12 @@ A pipeline, each layer importing only those below it (pyproject.toml, the import
 - claims: `claims` (the paper's claims as data, evaluated), `comparisons` (groups of runs compared);
 - per-experiment analyses: `lr_sweep`, `outer_sweep`, `beyond_diloco`, `ladder`, `tables`, `sim_published`;
 - figures and sections: `figures`, `forest`, `clock_report`, `sim_figures`, `sim_validation`;
-- the report: `report`; the commands: `make_figures`, `plot_runs`, `slim_results`, `trace_summary`.
+- the report: `report`; the commands: `make_figures`, `plot_runs`, `slim_results`, `readme_block`
+  (`trace_summary`, a command too, sits with `load`: the tests import its summary).
+
+Commands and library modules apart: the commands are exactly make_figures.py, plot_runs.py,
+slim_results.py, report.py, readme_block.py and trace_summary.py. Each has an
+`if __name__ == "__main__":` block and answers `--help` with its whole docstring. Every other module
+here is a library module and has no such block (`python analysis/<it>.py` runs nothing); use the
+commands above. tests/integration/test_docs_commands.py holds this list to the files.
 """

@@ -6,7 +6,8 @@
 
 Figures go to `<root>/<scale>/<exp>/figures/<exp>.{png,pdf}` (plus, per method, an overlap timeline
 `timeline_<run>.{png,pdf}` from a run's trace.json), tables to `<root>/<scale>/tables/tableN.{md,csv}`,
-and the report beside the paper's claims to `<root>/<scale>/REPORT.md` (analysis/report.py).
+and the report beside the paper's claims to `<root>/<scale>/REPORT.md` with claims.md, claims.csv,
+details.md, headline.json and its picture figures/claims.{png,pdf} (analysis/report.py).
 Prints each file written and each figure or table skipped, with the reason (no runs yet); a missing
 experiment never makes it fail. Exit status 1 only if a figure or table raised an unexpected error.
 """
@@ -82,9 +83,9 @@ def _make_all(root, scale, only, timelines, timeline_seconds, out, report) -> di
     for u in unknown:
         out(f"skipped {u}: unknown id (choose from {', '.join(ALL)})")
     if report:  # the report reads every experiment of this scale, whatever was redrawn now
-        path = write_reproduction_report(root, scale)
-        out(f"wrote {path}")
-        written.append(path)
+        for path in write_reproduction_report(root, scale):
+            out(f"wrote {path}")
+            written.append(path)
     return {"written": written, "skipped": skipped, "errors": errors}
 
 
@@ -134,7 +135,7 @@ def log_to_wandb(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root", help="results folder (holds <scale>/<exp>/<run>/)")
     ap.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     ap.add_argument("--only", default="", help=f"comma-separated ids among {','.join(ALL)}")

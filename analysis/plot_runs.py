@@ -12,8 +12,11 @@ labelled by what sets it apart from the others (the settings that differ between
 run's config.yaml); `--by KEY` (method, seed, optim.lr, ...) colours the lines by one setting instead.
 Writes runs.png and runs.pdf (three panels: training loss, and validation loss where evaluated,
 against committed steps, samples and wall-clock seconds; a run on the virtual clock is marked, its
-seconds are modelled) and runs.md (the table) to `--out` (default: the folder the runs share, in
-plots/), and prints the table. Exit code 2 when no run is found.
+seconds are modelled) and runs.md (the table) to `--out`, and prints the table. By default they go
+to plots/ in the folder the runs share (of one run: the folder holding it); for runs under the
+committed results (results/cpu, bench, gpu, sim), which only their own commands write, to
+results/plots/<that folder, its path joined by _>, e.g. results/plots/cpu_fig5. Exit code 2 when no
+run is found.
 """
 
 from __future__ import annotations
@@ -185,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("paths", nargs="+", help="run folders, folders holding runs, or globs of either")
-    ap.add_argument("--out", help="where runs.png/.pdf/.md go (default: <the runs' common folder>/plots)")
+    ap.add_argument(
+        "--out", help="where runs.png/.pdf/.md go (default: <the runs' common folder>/plots, or results/plots/...)"
+    )
     ap.add_argument("--by", help="colour the lines by one setting (a dotted key: method.name, seed, optim.lr)")
     args = ap.parse_args(argv)
     folders = run_folders(args.paths)

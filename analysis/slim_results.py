@@ -85,7 +85,7 @@ def slim(root: str, scale: str, seconds: float) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
     ap.add_argument("--scale", default="cpu", choices=["cpu", "paper"])
     ap.add_argument("--seconds", type=float, default=8.0)

@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Evaluate the saved model of finished runs again (Table 2): LAMBADA perplexity and accuracy on
 the whole test set, and perplexity on the held-out validation blocks of the run's training data.
-Writes <run>/eval.json and prints one line per run.
+Writes <run>/eval.json and prints one line per run. A run keeps its model (model/) only when trained
+with train.save_model=true; the committed runs of results/cpu keep none. fig8's CPU fine-tuning saves
+its pretraining run's model in the data cache ($ACCO_CACHE, default ~/.cache/acco):
 
-    python experiments/evaluate.py "results/cpu/fig7/ddp_method.impl=flat_seed=0" results/cpu/fig7/acco_seed=0
+    python experiments/evaluate.py "${ACCO_CACHE:-$HOME/.cache/acco}/pretrained/cpu/fig7/ddp_method.impl=flat_seed=0"
     python experiments/evaluate.py RUN_DIR --lambada-path data/lambada_openai --device cuda
     python experiments/evaluate.py RUN_DIR --harness     # also lm-evaluation-harness's lambada_openai
 
@@ -64,8 +66,17 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     for run in args.runs:
         cfg_path, model_dir = os.path.join(run, "config.yaml"), os.path.join(run, "model")
-        if not os.path.exists(cfg_path) or not os.path.isdir(model_dir):
-            print(f"error: {run} has no config.yaml and model/ (train with train.save_model=true)", file=sys.stderr)
+        if not os.path.exists(cfg_path):
+            print(f"error: {run} is not a run folder (no config.yaml)", file=sys.stderr)
+            return 2
+        if not os.path.isdir(model_dir):
+            # a run saves its model only when asked, and the committed runs (results/cpu) keep none
+            print(
+                f"error: {run} kept no model/ (a run saves one only with train.save_model=true); train it "
+                f"again with train.save_model=true, or evaluate a run that saved one, e.g. fig8's CPU "
+                f"pretraining, $ACCO_CACHE/pretrained/cpu/fig7/ddp_method.impl=flat_seed=0 (docs/experiments.md)",
+                file=sys.stderr,
+            )
             return 2
         with open(cfg_path) as f:
             cfg = yaml.safe_load(f)

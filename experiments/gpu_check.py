@@ -239,9 +239,8 @@ def collect_depths(out: str) -> None:
     from acco.train.memory import model_shape
 
     full = compose(["model=gptneo_2p7b", "model.pretrained_path=null"])
-    result = extrapolate_depth(
-        rows, int(full["model"]["config"]["num_layers"]), model_shape(full).params, rows[0].get("peak_tflops")
-    )
+    shape = model_shape(full)  # layers and parameters from the built config
+    result = extrapolate_depth(rows, shape.layers, shape.params, rows[0].get("peak_tflops"))
     with open(os.path.join(out, "depths.json"), "w") as f:
         json.dump(result, f, indent=1)
 
@@ -669,7 +668,7 @@ def emit(text: str, path: str | None) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=os.path.join(ROOT, "results", "gpu"))
     parser.add_argument(
         "--budget-s", type=float, default=None, help=f"default: {BUDGET_S} (main), {PAPER_BUDGET_S} (paper-shapes)"

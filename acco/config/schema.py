@@ -94,7 +94,7 @@ class PretrainedFrom:  # a model trained by another experiment's run (fig8 <- fi
 @dataclass
 class ModelConfig:  # conf/model/*.yaml
     name: str = MISSING
-    family: str = MISSING  # gpt_neo | llama
+    family: str = MISSING  # gpt_neo | llama | auto (any causal LM transformers knows: config.model_type)
     pretrained_path: str | None = None
     hub_id: str | None = None
     config: dict[str, Any] = MISSING  # the Hugging Face config's keys (open-ended)
@@ -156,8 +156,9 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     wait: bool = MISSING
     log_dir: str = MISSING
     # what a real cluster needs besides the shape (acco/config/slurm_profile.py): shell lines before the run
-    # (`module load ...`), extra `#SBATCH` options in long form (`--exclusive`, `--gres=gpu:4`), and
-    # environment variables for the job (`NAME`: the submitting shell's value; `NAME=value`: that value)
+    # (`module load ...`), extra `#SBATCH` options in long form (`--exclusive`, `--gres=nvme:1`; not GPUs:
+    # acco asks for one per task with --gpus-per-node), and environment variables for the job (`NAME`:
+    # the submitting shell's value; `NAME=value`: that value)
     setup: list[str] = MISSING
     sbatch_options: list[str] = MISSING
     env: list[str] = MISSING

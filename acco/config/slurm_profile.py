@@ -2,7 +2,8 @@
 the generated sbatch scripts (acco/harness/slurm/sbatch.py) and for submitit (acco/harness/slurm/dispatch.py):
 
     setup:          shell lines run before the ranks start   (`module load cuda`, `source venv/bin/activate`)
-    sbatch_options: extra #SBATCH options, long form        (`--exclusive`, `--gres=gpu:4`, `--mem=0`)
+    sbatch_options: extra #SBATCH options, long form        (`--exclusive`, `--gres=nvme:1`, `--mem=0`; not
+                                                             GPUs: acco asks for them, --gpus-per-node)
     env:            variables the job gets                  (`HF_HOME`: the submitting shell's value,
                                                              `NCCL_SOCKET_IFNAME=ib0`: that value)
 
@@ -68,7 +69,7 @@ def sbatch_options(profile: dict) -> list[tuple[str, str | None]]:
         if not match or "\n" in text:
             raise ConfigError(
                 f"launcher.sbatch_options: {raw!r} is not an sbatch option; write the long form, "
-                f"e.g. --gres=gpu:4 or --exclusive"
+                f"e.g. --reservation=mine or --exclusive"
             )
         key, value = match.group(1), match.group(2)
         if key in ACCO_SETS:

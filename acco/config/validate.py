@@ -52,7 +52,13 @@ def check_overrides(argv: Iterable[str], conf_dir: str) -> None:
         options = group_options(conf_dir, key)
         for choice in value.split(","):
             if choice and choice not in options and not choice.startswith(("range(", "choice(", "glob(")):
-                raise ConfigError(f"unknown {key} {choice!r} ({arg}); choose one of: {', '.join(options)}")
+                hint = (
+                    f"; a profile of your cluster goes in conf/launcher/{choice}.yaml (copy conf/launcher/slurm.yaml; "
+                    "docs/cluster.md)"
+                    if key == "launcher"
+                    else ""
+                )
+                raise ConfigError(f"unknown {key} {choice!r} ({arg}); choose one of: {', '.join(options)}{hint}")
             if choice in options:
                 check_option_file(conf_dir, key, choice)
 

@@ -316,14 +316,21 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
 
 
 def main(argv: list[str]) -> int:
+    import argparse
     import os
 
     import yaml
 
-    if len(argv) != 1:
-        print("usage: python -m acco.train.reference RUN_DIR", file=sys.stderr)
+    parser = argparse.ArgumentParser(
+        prog="python -m acco.train.reference", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "run_dir", help="a deterministic run's folder (config.yaml, and final_params.pt: train.save_final_params=true)"
+    )
+    run_dir = parser.parse_args(argv).run_dir
+    if not os.path.isfile(os.path.join(run_dir, "config.yaml")):
+        print(f"error: {run_dir} is not a run folder (no config.yaml)", file=sys.stderr)
         return 2
-    run_dir = argv[0]
     with open(os.path.join(run_dir, "config.yaml")) as f:
         cfg = yaml.safe_load(f)
     if not cfg["train"]["deterministic"]:

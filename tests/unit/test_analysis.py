@@ -377,6 +377,10 @@ def test_make_figures_writes_everything(results):
     for t in ("table1", "table2", "table3"):
         for ext in ("md", "csv"):
             assert os.path.join(results, "cpu", "tables", f"{t}.{ext}") in written
+    for name in ("REPORT.md", "claims.md", "claims.csv", "details.md", "headline.json"):  # the report's every file
+        assert os.path.join(results, "cpu", name) in written
+    # the count the command prints is of these: one "wrote" line per file written, none missing
+    assert sorted(line.removeprefix("wrote ") for line in lines if line.startswith("wrote ")) == sorted(out["written"])
     skipped = dict(out["skipped"])
     assert set(skipped) == {"fig10", "fig11", "lr_sweep", "outer_sweep", "beyond_diloco"}  # the fixture has none
     assert any(line.startswith("skipped fig10") for line in lines)

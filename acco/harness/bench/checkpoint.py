@@ -244,7 +244,7 @@ def _write(path: str, result: dict) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="results/bench", help="where checkpoint.json goes (targets.md there gets its line)")
     p.add_argument("--work", default=None, help="where the runs go (default: <out>/checkpoint-runs, removed after)")
     p.add_argument("--methods", default=",".join(METHODS), help=f"comma list of {', '.join(METHODS)}")

@@ -26,7 +26,7 @@ from .runner import METHODS, RunSpec, row_from_folder, run_one
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="results/bench")
     p.add_argument("--worlds", default="2,4")
     # 12 minutes on 2 cores hold 3 ratios in 2 link modes (every run costs ~6 s of start-up): 0.25

@@ -2,4 +2,4 @@
 clone's experiments/<name>.py are thin wrappers over them (the same arguments, the same output):
 
 - train: one training run or a Hydra sweep (experiments/train.py);
-- submit: an experiment's runs to Slurm as job arrays (experiments/submit.py; reproduce.py --slurm)."""
+- submit: an experiment's runs to Slurm as job arrays (experiments/submit.py; reproduce.py --launcher slurm)."""

@@ -9,7 +9,7 @@ failure's log and last error line), exit code 1 if a job failed.
     python experiments/submit.py experiment=fig5/cpu launcher=slurm_local
     python experiments/submit.py experiment=fig8/paper launcher=slurm launcher.partition=gpu --wait
 
-(experiments/submit.py runs this module, acco.harness.commands.submit; so does reproduce.py --slurm.)
+(experiments/submit.py runs this module, acco.harness.commands.submit; so does reproduce.py --launcher slurm.)
 """
 
 import os

@@ -98,7 +98,7 @@ def probe(
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--rate", type=float, default=100.0, help="Mbit/s")
     p.add_argument("--delay-ms", type=float, default=0.0)
