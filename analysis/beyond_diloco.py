@@ -31,7 +31,7 @@ import numpy as np
 
 from acco.config.experiments import experiment_block
 from analysis.comparisons import Group, compare, describe_runs, peak_lr, values_by_seed
-from analysis.load import Run, discover_runs
+from analysis.load import Run, clock_of, discover_runs
 from analysis.measures import SMOOTH_STEPS, final_loss, train_loss_frame
 from analysis.render import MissingRuns, finish_figure, plt
 from analysis.stats import PairedGap, Verdict, decide, paired_gap
@@ -447,10 +447,16 @@ def _interval(vals: np.ndarray, pace: StepTime | None = None) -> tuple[float, fl
 
 def memory(root: str, scale: str = "cpu") -> list[dict]:
     """Per method (all six, one run each, link off): the model state per rank as summary.json
-    reports it, and the rank's peak RSS during training."""
+    reports it, and the rank's peak RSS during training. The run by a rule that does not depend on
+    folder names: the most steps, the real clock before the virtual one, the lowest seed."""
     runs = [r for r in _runs(root, scale) if rate_of(r) == 0]
     out, seen = [], set()
-    for r in sorted(runs, key=lambda r: (r.method, -int(r.summary.steps_completed or 0))):
+
+    def rule(r: Run) -> tuple:
+        steps = -int(r.summary.steps_completed or 0)
+        return (r.method, steps, clock_of(r.config) == "virtual", int(r.config.get("seed") or 0), r.name)
+
+    for r in sorted(runs, key=rule):
         v = variant(r)
         if v in seen or not r.summary.ranks():
             continue

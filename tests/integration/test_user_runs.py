@@ -148,6 +148,7 @@ def test_a_plan_at_the_cpu_scale_says_what_will_train(tmp_path, capsys):
     out = capsys.readouterr().out
     # fig8's run list up to its first planned look, the overlapped DDP's and PyTorch DDP's arms included
     assert "plan: 75 runs, 75 complete (skipped), 0 to train: nothing trains" in out
+    assert max(len(line) for line in out.splitlines()) <= 120  # a terminal's width, whatever the folder names
     root = tmp_path / "results"
     assert main(["fig5", "--plan", "--results", str(root)]) == 0  # nothing there yet
     out = capsys.readouterr().out
@@ -156,26 +157,7 @@ def test_a_plan_at_the_cpu_scale_says_what_will_train(tmp_path, capsys):
     assert "fig5/ddp_seed=0 " in out and not root.exists()
 
 
-SCRIPTS = sorted(f for f in os.listdir(os.path.join(ROOT, "experiments")) if f.endswith(".py"))
-
-
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_every_entry_point_answers_help(script):
-    """`--help` says what the script does and gives an example, exit 0 (before: status.py, submit.py and
-    prepare_data.py ended in a Hydra traceback)."""
-    proc = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "experiments", script), "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    text = proc.stdout
-    assert len(text.strip().splitlines()) >= 3, text
-    if script != "simulate.py":  # its help is acco/harness/simulation/cli.py's (the simulator's owner)
-        assert f"experiments/{script}" in text or "make " in text, text[:2000]  # an example
+# every script's --help: tests/integration/test_docs_commands.py
 
 
 def test_what_cannot_be_meant_is_refused_or_said(tmp_path):
@@ -209,8 +191,8 @@ def test_the_worker_limit_follows_the_cores():
 
 def test_a_run_list_label_names_the_folder_short(tmp_path):
     """fig7's virtual-clock entries carry `label:` (acco_virtual, ddp_virtual): their folders are
-    `acco_virtual_seed=1`, not the 150-character list of every override, config.yaml keeps every
-    value; a run made before the label keeps its long-named folder."""
+    `acco_virtual_seed=1`, not the 138-character list of every override (cut to 120 with a hash),
+    config.yaml keeps every value; a run made before the label keeps its folder."""
     from acco.config.experiments import compose, expanded_runs, in_run_list, run_name
 
     runs = expanded_runs(compose(["experiment=fig7/cpu"])["experiment"])
@@ -228,6 +210,34 @@ def test_a_run_list_label_names_the_folder_short(tmp_path):
     block = compose(["experiment=fig7/cpu"])["experiment"]
     assert in_run_list("acco_virtual_seed=1", block) and in_run_list(long, block)
     assert in_run_list("acco_virtual_seed=7", block)  # a seed added to an undecided claim
+
+
+def test_every_run_folder_of_every_experiment_is_short_and_its_own():
+    """No run list names a folder longer than a terminal shows (120 characters: a long entry gets a
+    `label`), no two runs of an experiment share one, and every committed run folder is one of its
+    experiment's run list (the committed runs were moved to their labels in one commit)."""
+    import os
+
+    from acco.config.experiments import (
+        MAX_NAME,
+        expanded_runs,
+        experiment_block,
+        experiment_ids,
+        in_run_list,
+        scales_of,
+    )
+
+    for exp in experiment_ids():
+        for scale in scales_of(exp):
+            block = experiment_block(exp, scale)
+            folders = [folder for _, folder in expanded_runs(block)]
+            assert all(len(f) <= MAX_NAME for f in folders), (exp, scale, max(folders, key=len))
+            assert len(set(folders)) == len(folders), (exp, scale)
+            committed = os.path.join(os.path.dirname(__file__), "..", "..", "results", scale, exp)
+            if os.path.isdir(committed):
+                runs = [n for n in os.listdir(committed) if os.path.exists(os.path.join(committed, n, "config.yaml"))]
+                assert all(len(n) <= MAX_NAME for n in runs), (exp, max(runs, key=len))
+                assert all(in_run_list(n, block) for n in runs), (exp, [n for n in runs if not in_run_list(n, block)])
 
 
 @pytest.mark.parametrize("exp", ["fig8/cpu", "fig5/rehearsal"])
