@@ -143,8 +143,8 @@ def forest_figure(rows: list[Row], caption: str | None = None):
         if any(r.verdict == v for r in rows)
     ]
     handles += [
-        plt.Line2D([], [], color="black", marker="o", lw=0, markerfacecolor="black", label="the paper's verdict"),
-        plt.Line2D([], [], color="black", marker="o", lw=0, markerfacecolor="white", label="not the paper's"),
+        plt.Line2D([], [], color="black", marker="o", lw=0, markerfacecolor="black", label="claim reproduced"),
+        plt.Line2D([], [], color="black", marker="o", lw=0, markerfacecolor="white", label="not reproduced"),
         plt.Rectangle((0, 0), 1, 1, color="0.88", label="margin ±m"),
     ]
     ax.legend(

@@ -23,21 +23,23 @@ def block(headline: dict, scale_dir: str = "results/cpu") -> str:
     kinds = headline["kinds"]
     m = headline["measured"]
 
-    def other(kind: str) -> str:
+    def other(kind: str, who: str) -> str:
         c = kinds[kind]
         bits = [f"{c['reproduced']} reproduced", f"{c['not reproduced']} not"]
         if c["outside"]:
             bits.append(f"{c['outside']} outside its validated range")
         if c["words"] or c["undecided"]:
             bits.append(f"{c['words'] + c['undecided']} without a verdict")
-        return f"{c['title'].split(' (')[0]} speaks to {c['spoke']} ({', '.join(bits)})"
+        return f"{who} speaks to {c['spoke']} ({', '.join(bits)})"
 
     text = (
         f"**What the committed {headline['scale'].upper()}-scale reproduction found** "
         f"([{scale_dir}/REPORT.md]({scale_dir}/REPORT.md)): of the paper's {headline['claims']} claims, "
-        f"the runs measured on this 2-core machine speak to {m['spoke']}: {len(m['reproduced'])} reproduced, "
-        f"{len(m['against'])} decided against the paper, {len(m['inconclusive'])} inconclusive. "
-        f"The {other('modelled')}; the {other('simulated')}."
+        f"the runs measured on a 2-core machine speak to {m['spoke']}: {len(m['reproduced'])} reproduced, "
+        f"{len(m['against'])} decided against the paper, {len(m['inconclusive'])} "
+        "not decided (inconclusive, or no test of their own). "
+        f"The {other('modelled', 'virtual clock (time modelled from the runs)')}; "
+        f"the {other('simulated', 'simulator at the paper scale')}."
     )
     image = f"![Per paper claim: ACCO against its baseline, paired by seed]({scale_dir}/figures/claims.png)"
     return "\n".join([START, image, "", text, END])

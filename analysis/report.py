@@ -878,9 +878,10 @@ def comm_section(root: str, scale: str) -> list[str]:
     ]
 
 
-def forest_lines(root: str, scale: str, rows: list) -> list[str]:
+def forest_lines(root: str, scale: str, rows: list, written: list[str] | None = None) -> list[str]:
     """The picture under the first table (analysis/forest.py): one row per paper claim, written beside
-    the report in figures/, its title the abstract's measured counts (headline_counts)."""
+    the report in figures/, its title the abstract's measured counts (headline_counts). The files it
+    wrote are added to `written`."""
     plotted = forest_rows(rows)
     m = headline_counts(rows, scale)["measured"]
     caption = (
@@ -889,6 +890,8 @@ def forest_lines(root: str, scale: str, rows: list) -> list[str]:
         f"(the {len(plotted)} with a paired test shown)"
     )
     paths = write_forest(plotted, os.path.join(root, scale, "figures"), caption)
+    if written is not None:
+        written += paths
     if not paths:
         return []
     return [
@@ -897,7 +900,8 @@ def forest_lines(root: str, scale: str, rows: list) -> list[str]:
         *wrap(
             "*The table at a glance:* per paper claim, the paired gap of its first measured test (else its "
             "first modelled one) with the interval at its look, over its margin ±m (grey), coloured by the "
-            "verdict the table gives (Holm's included); filled where it is the paper's, hollow where not."
+            "verdict of that test (Holm's included); filled where the table's cell says reproduced, hollow where not "
+            "(a claim with two tests, fig9's, is reproduced only if both are)."
         ),
         "",
     ]
@@ -915,22 +919,23 @@ def build_report(root: str, scale: str = "cpu") -> str:
     return "\n".join(docs[name] for name in DOCUMENTS if name.endswith(".md"))
 
 
-def build_documents(root: str, scale: str = "cpu") -> dict[str, str]:
+def build_documents(root: str, scale: str = "cpu", figures: list[str] | None = None) -> dict[str, str]:
     """REPORT.md (the first screen), claims.md and claims.csv (every claim), details.md (every
-    section): every document reads the one loaded set of runs (analysis/load.py loaded_once)."""
+    section): every document reads the one loaded set of runs (analysis/load.py loaded_once).
+    REPORT.md's picture is written on the way (figures/claims.{png,pdf}): its paths are added to `figures`."""
     with loaded_once():
-        return _build_documents(root, scale)
+        return _build_documents(root, scale, figures)
 
 
 DOCUMENTS = ("REPORT.md", "claims.md", "claims.csv", "details.md", "headline.json")
 SECTION_IDS = {"fig4": "fig4", "table1": "table1"}  # details.md's anchors: the experiment ids
 
 
-def _build_documents(root: str, scale: str) -> dict[str, str]:
+def _build_documents(root: str, scale: str, figures: list[str] | None) -> dict[str, str]:
     outcomes = claim_outcomes(root, scale)
     rows = build_rows(outcomes, root, scale)
     return {
-        "REPORT.md": "\n".join(front_page(root, scale, rows)) + "\n",
+        "REPORT.md": "\n".join(front_page(root, scale, rows, figures)) + "\n",
         "claims.md": "\n".join(claims_document(root, scale, outcomes)) + "\n",
         "claims.csv": claims_csv(outcomes),
         "details.md": "\n".join(details_document(root, scale)) + "\n",
@@ -938,7 +943,7 @@ def _build_documents(root: str, scale: str) -> dict[str, str]:
     }
 
 
-def front_page(root: str, scale: str, rows: list) -> list[str]:
+def front_page(root: str, scale: str, rows: list, figures: list[str] | None = None) -> list[str]:
     """REPORT.md: the abstract, one row per paper claim with a column per kind of evidence, the
     picture, how to read it, provenance and the commands that re-run each part."""
     out = [
@@ -953,7 +958,7 @@ def front_page(root: str, scale: str, rows: list) -> list[str]:
         "",
         *headline_table(rows),
         "",
-        *forest_lines(root, scale, rows),
+        *forest_lines(root, scale, rows, figures),
         *reading_lines(root, scale, rows),
         *provenance_lines(root, scale),
         *rerun_lines(root, scale),
@@ -1267,24 +1272,30 @@ def details_document(root: str, scale: str) -> list[str]:
     return out
 
 
-def write_reproduction_report(root: str, scale: str = "cpu") -> str:
-    """Every document into <root>/<scale>/; the path of REPORT.md."""
+def write_reproduction_report(root: str, scale: str = "cpu") -> list[str]:
+    """Every document into <root>/<scale>/ (and REPORT.md's picture into its figures/); every path
+    written, REPORT.md first."""
     folder = os.path.join(root, scale)
     os.makedirs(folder, exist_ok=True)
-    for name, text in build_documents(root, scale).items():
+    figures: list[str] = []
+    documents = build_documents(root, scale, figures)
+    written = []
+    for name, text in documents.items():
         atomic_write(os.path.join(folder, name), text)
-    return os.path.join(folder, "REPORT.md")
+        written.append(os.path.join(folder, name))
+    return [*written, *figures]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("root")
     ap.add_argument("--scale", default="cpu", choices=["cpu", "paper", "rehearsal"])
     args = ap.parse_args(argv)
     if not os.path.isdir(args.root):
         print(f"error: no results folder {args.root}", file=sys.stderr)
         return 2
-    print(f"wrote {write_reproduction_report(args.root, args.scale)}")
+    for path in write_reproduction_report(args.root, args.scale):
+        print(f"wrote {path}")
     return 0
 
 
