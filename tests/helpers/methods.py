@@ -12,3 +12,23 @@ METHODS = {
     "diloco": ["method=diloco", "method.sync_every=4"],
     "streaming_diloco": ["method=streaming_diloco", "method.sync_every=4", "method.fragments=2"],
 }
+
+
+def reference_run(method: str, world: int, steps: int, out_dir: str, *extra: str) -> list[str]:
+    """The overrides of a run the reference replays: `method` on `world` ranks, deterministic,
+    2 micro-batches a step, its final parameters saved; `extra` adds the test's own settings."""
+    from tests.helpers.runs import SMALL_LM
+
+    return [
+        *METHODS[method],
+        *SMALL_LM,
+        f"world_size={world}",
+        f"train.steps={steps}",
+        "train.accum=2",
+        "train.deterministic=true",
+        "train.save_final_params=true",
+        "optim.lr=2e-3",
+        "optim.clip_norm=1.0",
+        *extra,
+        f"out_dir={out_dir}",
+    ]

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from acco.train.reference import replay
-from tests.helpers.methods import METHODS
+from tests.helpers.methods import METHODS, reference_run
 from tests.helpers.rounding import rounding_mismatch
-from tests.helpers.runs import SMALL_LM, load_run, run_train
+from tests.helpers.runs import load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -23,21 +23,7 @@ STEPS = 6  # past DPU's 4 warm-up steps and the local methods' first sync (sync_
 @pytest.mark.parametrize("method", list(METHODS))
 def test_qwen2_equals_reference(tmp_path, method):
     out = str(tmp_path / "run")
-    run_train(
-        [
-            "model=qwen2_tiny",
-            *METHODS[method],
-            *SMALL_LM,
-            "world_size=2",
-            f"train.steps={STEPS}",
-            "train.accum=2",
-            "train.deterministic=true",
-            "train.save_final_params=true",
-            "optim.lr=2e-3",
-            "optim.clip_norm=1.0",
-            f"out_dir={out}",
-        ]
-    )
+    run_train(["model=qwen2_tiny", *reference_run(method, 2, STEPS, out)])
     run = load_run(out)
     assert run["summary"]["status"] == "completed" and run["summary"]["steps_completed"] == STEPS
     assert run["cfg"]["model"]["config"]["model_type"] == "qwen2"

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from acco.train.reference import replay
-from tests.helpers.methods import METHODS
+from tests.helpers.methods import METHODS, reference_run
 from tests.helpers.rounding import rounding_mismatch
-from tests.helpers.runs import SMALL_LM, load_run, run_train
+from tests.helpers.runs import load_run, run_train
 
 pytestmark = pytest.mark.integration  # every test here starts processes
 
@@ -27,22 +27,7 @@ def references():
 @pytest.mark.parametrize("method", list(METHODS))
 def test_distributed_equals_reference(tmp_path, method, world, references):
     out = str(tmp_path / "run")
-    run_train(
-        [
-            *METHODS[method],
-            *SMALL_LM,
-            f"world_size={world}",
-            f"train.steps={STEPS}",
-            "train.accum=2",
-            "train.deterministic=true",
-            "train.save_final_params=true",
-            "optim.lr=2e-3",
-            "optim.clip_norm=1.0",
-            "optim.schedule=cosine",
-            "optim.warmup_steps=3",
-            f"out_dir={out}",
-        ]
-    )
+    run_train(reference_run(method, world, STEPS, out, "optim.schedule=cosine", "optim.warmup_steps=3"))
     run = load_run(out)
     assert run["summary"]["status"] == "completed" and run["summary"]["steps_completed"] == STEPS
     final = torch.load(os.path.join(out, "final_params.pt"))
