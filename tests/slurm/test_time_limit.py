@@ -43,7 +43,7 @@ RUN = [
     "launcher=slurm_local",
     "launcher.time_min=1",
     "launcher.signal_delay_s=30",
-    "launcher.max_requeues=6",
+    "launcher.max_requeues=12",
 ]
 
 
@@ -83,9 +83,13 @@ def assert_resumed_to_completion(out: str, total: int = STEPS, nodes: int = 2) -
     return s
 
 
+# `alone` (make test's second phase): beside the other tests a segment's start-up outlasted the signal
+# and 12 requeues trained 42 steps. The per-test limit (pytest-timeout) is above follow_job's
+@pytest.mark.alone
+@pytest.mark.timeout(1700)
 def test_a_time_limit_requeues_the_generated_script_and_the_run_completes(cluster, tmp_path):
     job, out = submit_script(tmp_path, RUN)
-    states = follow_job(job, timeout=900)
+    states = follow_job(job, timeout=1500)  # up to 13 segments of a 1-minute job and their requeues
     log = job_log(tmp_path)
     assert sacct_fields(job, "State", want_state="COMPLETED") == ["COMPLETED"], (states, log[-4000:])
     assert_resumed_to_completion(out)
@@ -109,6 +113,8 @@ SUBMITIT_STEPS = 3 * STEPS
 SUBMITIT_RUN = [*RUN, "launcher.time_min=2", f"train.steps={SUBMITIT_STEPS}"]
 
 
+@pytest.mark.alone
+@pytest.mark.timeout(1700)
 def test_a_time_limit_requeues_through_submitit_and_the_run_completes(cluster, tmp_path):
     out = str(tmp_path / "run")
     args = [*SUBMITIT_RUN, "launcher.wait=false", f"launcher.log_dir={tmp_path / 'logs'}", f"out_dir={out}"]
