@@ -36,6 +36,7 @@ from acco.config.experiments import (
     CONF_DIR,
     compose,
     compose_run_list,
+    compose_runs,
     experiment_block,
     experiment_ids,
     results_root_override,
@@ -135,7 +136,7 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
     from analysis.claims import claim_clock, claims_of, evaluate, resolve, runs_for, seeds_wanted, selected
     from analysis.load import loaded_once
 
-    extra: dict[tuple, dict] = {}
+    extra: dict[tuple, list[str]] = {}  # (exp, *overrides, seed) -> the run's overrides
     for exp in todo:
         claims = claims_of(experiment_block(exp, scale), scale)
         if not claims:
@@ -156,8 +157,17 @@ def more_seed_runs(todo: list[str], scale: str, base: list[str], results: str) -
                     for seed in range(want):
                         key = (exp, *unseeded, seed)
                         if seed not in have and key not in extra:
-                            extra[key] = plan_run(exp, scale, base, [*unseeded, f"seed={seed}"])
-    return weigh(list(extra.values()))
+                            extra[key] = [*unseeded, f"seed={seed}"]
+    return weigh([p for exp in todo for p in _plan_runs(exp, scale, base, [k for k in extra if k[0] == exp], extra)])
+
+
+def _plan_runs(exp: str, scale: str, base: list[str], keys: list[tuple], runs: dict[tuple, list[str]]) -> list[dict]:
+    """plan_run for each of `exp`'s runs, composed together (compose_runs: once per method)."""
+    if not keys:
+        return []
+    listed = [runs[k] for k in keys]
+    cfgs = compose_runs([f"experiment={exp}/{scale}", *base], listed, in_experiment=True)
+    return [plan_run(exp, scale, base, run, cfg) for run, cfg in zip(listed, cfgs)]
 
 
 def run_here(title: str, runs: list[dict]) -> MultiRun:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from .compose_cache import cached
 from .location import conf_dir
 
 CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
@@ -322,13 +323,16 @@ def compose(overrides: list[str], in_experiment: bool = False) -> dict:
 
     from .schema import register
 
-    register()  # conf/config.yaml's defaults start with the schema
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    plain_cfg = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(plain_cfg, dict)  # the root config is a mapping
-    return with_out_dir(plain_cfg, overrides, in_experiment)
+    def plain() -> dict:
+        register()  # conf/config.yaml's defaults start with the schema
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(plain_cfg, dict)  # the root config is a mapping
+        return plain_cfg
+
+    return with_out_dir(cached("compose", (list(overrides),), plain), overrides, in_experiment)
 
 
 def _is_group_override(override) -> bool:
@@ -356,6 +360,13 @@ def compose_run_list(common: list[str], in_experiment: bool = False) -> tuple[li
 def _compose_runs(
     common: list[str], runs: list[list[str]] | None, in_experiment: bool
 ) -> tuple[list[list[str]], list[dict]]:
+    # a list, not a tuple: the cache keeps only what JSON gives back equal
+    listed, plain = cached("compose_runs", (list(common), runs), lambda: list(_compose_plain_runs(common, runs)))
+    return listed, [with_out_dir(cfg, [*common, *run], in_experiment) for run, cfg in zip(listed, plain)]
+
+
+def _compose_plain_runs(common: list[str], runs: list[list[str]] | None) -> tuple[list[list[str]], list[dict]]:
+    """_compose_runs' configs before their out_dir is filled in (that may read the clock)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -384,8 +395,8 @@ def _compose_runs(
             with overridden(composed[groups], [o for o in parsed if not _is_group_override(o)]) as cfg:
                 plain_cfg = OmegaConf.to_container(cfg, resolve=True)
             assert isinstance(plain_cfg, dict)
-            out.append(with_out_dir(plain_cfg, [*common, *run], in_experiment))
-    return runs, out
+            out.append(plain_cfg)
+    return [list(run) for run in runs], out
 
 
 def run_specs(exp: dict) -> list[dict]:

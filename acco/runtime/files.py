@@ -10,9 +10,10 @@ import math
 import os
 import resource
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a GPU's figures are read: the analysis reads these files without it
+    import torch
 
 from ..atomic import atomic_open, atomic_write_json
 
@@ -197,6 +198,8 @@ def reset_peak_memory(device: torch.device) -> bool:
     the process's lifetime peak (getrusage) and summary.json says so."""
     global _RSS_PEAK_RESET
     if device.type == "cuda":
+        import torch
+
         torch.cuda.reset_peak_memory_stats(device)
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -220,6 +223,8 @@ def peak_memory_bytes(device: torch.device) -> dict:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
         out = {"peak_rss_bytes": rss, "peak_rss_scope": "process"}
     if device.type == "cuda":
+        import torch
+
         out["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
         out["cuda_max_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
         out["cuda_alloc_retries"] = int(torch.cuda.memory_stats(device).get("num_alloc_retries", 0))

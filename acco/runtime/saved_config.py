@@ -8,12 +8,21 @@ import os
 
 import yaml
 
+from ..config.compose_cache import cached
+
 # the C loader where this PyYAML has libyaml, else the pure-Python one (the same safe subset)
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_yaml(path: str) -> dict:
-    """The mapping a YAML file holds ({} for an empty file); OSError and yaml.YAMLError propagate."""
+    """The mapping a YAML file holds ({} for an empty file); OSError and yaml.YAMLError propagate.
+    Kept as JSON in the compose cache (acco/config/compose_cache.py) under the file's path, inode,
+    size and modification time: a plan reads every committed run's config.yaml each time."""
+    st = os.stat(path)
+    return cached("yaml", (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns), lambda: _parse(path))
+
+
+def _parse(path: str) -> dict:
     with open(path) as f:
         return yaml.load(f, Loader=SAFE_LOADER) or {}  # noqa: S506 - a safe loader, C or Python
 
