@@ -3,7 +3,7 @@ numbers that test the claim, and a verdict computed from those numbers by a rule
 
     python analysis/report.py results --scale cpu        # -> results/cpu/REPORT.md
 
-Everything comes from the results folder (and the paper's numbers kept in conf/experiment/*.yaml);
+Everything comes from the results folder (and the paper's numbers kept in conf/experiment_info/*.yaml);
 nothing is typed in by hand, so a re-run of the experiments rewrites the report honestly.
 """
 

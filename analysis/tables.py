@@ -2,7 +2,7 @@
 
 Each `tableN(root, scale)` returns DataFrames and (with `save=True`) writes Markdown and CSV to
 `<root>/<scale>/tables/tableN.{md,csv}`. The paper's numbers come from the project's own
-`conf/experiment/tableN.yaml`; everything measured comes from the results folder alone.
+`conf/experiment_info/<id>.yaml`; everything measured comes from the results folder alone.
 
 Table 1 — memory per replica, bytes per parameter, with Ψ parameters, N workers, K = 12 bytes of
 AdamW state per parameter (fp32 master, m, v), bf16 parameters / gradients / buffers (2 bytes):
@@ -56,7 +56,7 @@ MEASURED_AS = {
 
 # -- small utilities ---------------------------------------------------------------------------
 def paper_block(exp_id: str) -> dict:
-    """The `paper` block of conf/experiment/<exp_id>.yaml (the paper's own numbers)."""
+    """The `paper` block of conf/experiment_info/<exp_id>.yaml (the paper's own numbers)."""
     return experiment_conf(exp_id).get("paper") or {}
 
 

@@ -5,7 +5,7 @@ results/gpu/. Without a CUDA GPU it says so and exits 0.
     python experiments/gpu_check.py [--out results/gpu] [--budget-s 510]
 
 On a machine with no internet and its own PyTorch (no virtual environment), with the wheel folder
-`make wheels` made beforehand on a machine with the registry (README, "GPU check"):
+`make wheels` made beforehand on a machine with the registry (docs/gpu-check.md):
 
     python -m pip install --no-index --no-deps --target .gpu-deps wheels/*.whl
     PYTHONPATH=.gpu-deps python experiments/gpu_check.py --out results/gpu
@@ -55,7 +55,7 @@ sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (P
 # the small model of the test parts (its cache is built by `prepare`); acco.harness.bench imports nothing
 from acco.harness.bench import SMALL_LM  # noqa: E402
 
-# the paper's settings (conf/experiment/fig5.yaml, fig7.yaml): model, sequence length, micro-batch
+# the paper's settings (conf/experiment/fig5/, fig7/): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
 BUDGET_S = 510  # the whole check on one H200 (measured parts: results/gpu/2026-12-04-second)
 RESERVE_S = 10  # for writing the summary

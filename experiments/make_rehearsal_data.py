@@ -3,7 +3,7 @@
 
     python experiments/make_rehearsal_data.py --out data/rehearsal [--force]
 
-The rehearsal's experiment overlays (conf/experiment/*.yaml, `rehearsal:`) read them from
+The rehearsal's experiment overlays (conf/experiment/*/rehearsal.yaml) read them from
 $ACCO_REHEARSAL_DATA (default data/rehearsal)."""
 
 import argparse

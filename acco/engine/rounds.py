@@ -1,4 +1,4 @@
-"""Rounds on shared machinery, and the methods as schedules of rounds (SPEC §2).
+"""Rounds on shared machinery, and the methods as schedules of rounds (docs/rounds.md).
 
 A round hands the gradient accumulator to a sync on the communication thread and, meanwhile,
 computes micro-batches; at its end the parameters the sync produced are loaded into the model.

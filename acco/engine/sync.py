@@ -1,4 +1,4 @@
-"""One *sync* (SPEC §2): reduce-scatter of the gradient sum, all-reduce of the micro-batch counts
+"""One *sync* (docs/rounds.md): reduce-scatter of the gradient sum, all-reduce of the micro-batch counts
 (which also carries this rank's finiteness of its gradient shard and any per-rank votes, so the
 ranks agree on them with no collective of their own), division by the global count, optional
 global-norm clipping across shards, an AdamW step on this rank's shard (committed, tentative, or

@@ -1,4 +1,4 @@
-"""What every run leaves in its folder (SPEC §4): config.yaml, metrics.csv (one row per committed
+"""What every run leaves in its folder (docs/outputs.md): config.yaml, metrics.csv (one row per committed
 optimizer step, flushed as it is written so a crash keeps every completed step), summary.json,
 trace.json."""
 

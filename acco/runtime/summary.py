@@ -48,7 +48,7 @@ class RunSummary:
     final_eval: dict | None = None  # eval.json's numbers
     # a final evaluation that failed after a completed training (experiments/evaluate.py redoes it)
     final_eval_error: str | None = None
-    precision: dict | None = None  # each buffer's dtype (docs/rounds.md "Precision")
+    precision: dict | None = None  # each buffer's dtype (docs/rounds.md: precision)
     per_rank: list[dict | None] = field(default_factory=list)  # memory, busy time, micro-batches
     resumed_from_step: int | None = None
     last_checkpoint: str | None = None

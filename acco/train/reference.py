@@ -1,4 +1,4 @@
-"""A single-process reference of each method's update rule (SPEC §2): sequential, no threads, no
+"""A single-process reference of each method's update rule (docs/rounds.md): sequential, no threads, no
 process group, any number of simulated workers, PyTorch's own torch.optim.AdamW on the whole model.
 
 It shares nothing with the engine's rounds, buffers or sharded optimizer, so agreement between the
