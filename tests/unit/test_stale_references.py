@@ -22,7 +22,8 @@ OWN = ("acco/", "analysis/", "experiments/", "tests/", "docs/", "conf/", "hydra_
 WRITTEN = ("slurm/generated/",)  # made by commands, not in a clone
 # a user's own file, which the comment tells them to make
 USERS = {"conf/launcher/mycluster.yaml"}
-PATH = re.compile(r"(?<![\w./-])((?:%s)[\w./<>*-]*[\w>*])" % "|".join(re.escape(t) for t in OWN))
+OWN_PREFIX = "|".join(re.escape(t) for t in OWN)
+PATH = re.compile(r"(?<![\w./-])((?:" + OWN_PREFIX + r")[\w./<>*-]*[\w>*])")
 SECTION = re.compile(r"\b(README(?:\.md)?|docs/[\w-]+\.md),? [\"“]([^\"”]{3,80})[\"”]")
 REPO = re.compile(r"[\w.-]+/[\w.-]+,?")  # owner/repo before another repository's path
 
