@@ -38,6 +38,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 from torch import nn
 
+from . import methods
 from .config.location import conf_dir
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
@@ -49,13 +50,12 @@ from .engine.trace import TraceRecorder
 from .runtime.process_group import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
-from .train.backend_flat import FLAT_METHODS
-from .train.backend_local import LOCAL_METHODS, local_schedule
+from .train.backend_local import local_schedule
 from .train.build import build_backend
 from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 
-METHODS = (*FLAT_METHODS, *LOCAL_METHODS)
+METHODS = tuple(methods.METHODS)  # the registry's names (acco/methods/), as acco.METHODS lists them
 CONF_DIR = conf_dir()  # acco/conf, shipped with the package (acco/config/location.py)
 # conf/config.yaml's optim keys that are not the optimizer's: the schedule's length is `steps`
 OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "decay_bias_and_norm", "clip_norm")
@@ -84,7 +84,7 @@ def method_defaults(method: str) -> dict:
     the other methods), torch (PyTorch's DDP + ZeroRedundancyOptimizer) in the suite."""
     options = dict(_suite_defaults(os.path.join(CONF_DIR, "method", f"{method}.yaml")))
     options.pop("name", None)
-    if method == "ddp":
+    if methods.get(method).impls:  # ddp: a choice of implementation
         options["impl"] = "flat"
     return options
 
@@ -167,8 +167,8 @@ def _check_arguments(
         raise TypeError(
             f"data must be an iterable of micro-batches or have .batch(k) (k-th micro-batch), got {type(data).__name__}"
         )
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: choose one of {', '.join(METHODS)}")
+    if not isinstance(method, str) or method not in methods.METHODS:  # the registry, with methods added
+        raise ValueError(f"unknown method {method!r}: choose one of {', '.join(methods.METHODS)}")
     if not _is_int(steps) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1 (committed optimizer steps of the run), got {steps!r}")
     if not _is_int(accum) or accum < 1:
@@ -279,7 +279,8 @@ class Overlapped:
         )
         opt = _merged("optimizer", optimizer_defaults(), optimizer, OPTIMIZER_KEYS + SCHEDULE_KEYS)
         _check_optimizer(opt)
-        adaptive_keys = ("max_accum_factor",) if method in FLAT_METHODS else ()
+        spec = methods.get(method)
+        adaptive_keys = ("max_accum_factor",) if spec.backend == methods.FLAT else ()
         options = _merged(
             f"{method}", method_defaults(method), method_options, (*method_defaults(method), *adaptive_keys)
         )
@@ -287,24 +288,30 @@ class Overlapped:
         for key in ("warmup_steps", "sync_every", "fragments", "overlap_steps"):
             if key in options and (not _is_int(options[key]) or options[key] < 0):
                 raise ValueError(f"{method} option {key} must be a whole number >= 0, got {options[key]!r}")
-        if method == "ddp" and options["impl"] not in ("flat", "torch"):
+        if spec.impls and options["impl"] not in spec.impl_names:
             raise ValueError(
-                f"ddp option impl must be flat (the flat engine) or torch (PyTorch's DDP), got {options['impl']!r}"
+                f"{method} option impl must be flat (the flat engine) or torch (PyTorch's DDP), got {options['impl']!r}"
             )
-        if method == "ddp" and options["comm_hook"] not in COMM_HOOKS:
+        if "comm_hook" in spec.settings and options["comm_hook"] not in COMM_HOOKS:
             raise ValueError(
-                f"ddp option comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options['comm_hook']!r}"
+                f"{method} option comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options['comm_hook']!r}"
             )
-        if method == "ddp" and not isinstance(options["overlap_backward"], bool):
-            raise TypeError(f"ddp option overlap_backward must be True or False, got {options['overlap_backward']!r}")
+        if "overlap_backward" in spec.settings and not isinstance(options["overlap_backward"], bool):
+            raise TypeError(
+                f"{method} option overlap_backward must be True or False, got {options['overlap_backward']!r}"
+            )
         bucket_mb = options.get("bucket_mb")
-        if method == "ddp" and bucket_mb is not None and (isinstance(bucket_mb, bool) or not bucket_mb > 0):
+        if (
+            "bucket_mb" in spec.settings
+            and bucket_mb is not None
+            and (isinstance(bucket_mb, bool) or not bucket_mb > 0)
+        ):
             raise ValueError(
-                f"ddp option bucket_mb must be a number > 0 (MiB) or None (DDP's defaults), got {bucket_mb!r}"
+                f"{method} option bucket_mb must be a number > 0 (MiB) or None (DDP's defaults), got {bucket_mb!r}"
             )
         if not _is_int(max_accum_factor) or max_accum_factor < 1:
             raise ValueError(f"max_accum_factor must be a whole number >= 1, got {max_accum_factor!r}")
-        if method in LOCAL_METHODS:
+        if spec.local:
             problem = check_schedule(local_schedule(options))
             if problem:
                 raise ValueError(f"{method}: {problem}")
@@ -333,9 +340,7 @@ class Overlapped:
         task = Task(model=model, loss_fn=_checked_loss(loss_fn, self.device), train_stream=self._stream)
         lr_at = per_step(make_lr_schedule(opt["lr"], opt["schedule"], opt["warmup_steps"], steps, opt["min_lr_ratio"]))
         # the local methods agree on the inner steps' counts on the caller's thread, on a host group
-        step_group = (
-            dist.new_group(ranks, backend="gloo", use_local_synchronization=local) if method in LOCAL_METHODS else None
-        )
+        step_group = dist.new_group(ranks, backend="gloo", use_local_synchronization=local) if spec.local else None
         self.backend = build_backend(
             task,
             method,

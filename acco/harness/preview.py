@@ -13,6 +13,7 @@ import os
 import re
 import textwrap
 
+from ..methods import METHODS
 from ..runtime.progress import duration
 from ..runtime.saved_config import saved_config
 from ..runtime.summary import RunSummary, read_summary
@@ -32,7 +33,8 @@ def run_cost(cfg: dict) -> float:
         return float(train["steps"]) * world
     data = cfg.get("data") or {}
     per_step = world * int(train.get("accum") or 1) * int(data.get("micro_batch_size") or 1)
-    per_step *= 2 if (cfg.get("method") or {}).get("name") == "acco" else 1
+    spec = METHODS.get(str((cfg.get("method") or {}).get("name")))  # unknown: the run's own check says so
+    per_step *= spec.rounds_per_step if spec else 1
     if train.get("samples"):
         return float(train["samples"]) / per_step * world
     if train.get("tokens") and data.get("seq_len"):  # packed pretraining: seq_len tokens a sample

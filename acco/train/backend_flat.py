@@ -19,18 +19,23 @@ from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
 from ..engine.sync import Syncer, SyncKind
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_overlap_costs, flat_sync_costs
+from ..methods import FLAT, get
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
 from .signals import CHECKPOINT_SIGNALS
 
-FLAT_METHODS = ("ddp", "dpu", "wp", "acco")
-# the kinds of sync each method's rounds launch (the virtual clock needs a cost for each)
-SYNC_KINDS = {
-    "ddp": (SyncKind.COMMIT,),
-    "dpu": (SyncKind.COMMIT,),
-    "wp": (SyncKind.COMMIT, SyncKind.COMMIT_PREDICT),
-    "acco": (SyncKind.ESTIMATE, SyncKind.COMMIT),
+# the schedules of rounds on this engine, by the name a method's spec gives (acco/methods/):
+# (engine, until, on_step, start, warmup_steps)
+SCHEDULES: dict[str, Callable[[RoundEngine, StopRule, StepCallback, int, int], None]] = {
+    "sequential": lambda engine, until, on_step, start, warmup: run_sequential(engine, until, on_step, start),
+    "delayed": lambda engine, until, on_step, start, warmup: run_delayed(
+        engine, until, on_step, warmup_steps=warmup, predict=False, start=start
+    ),
+    "delayed_predict": lambda engine, until, on_step, start, warmup: run_delayed(
+        engine, until, on_step, warmup_steps=warmup, predict=True, start=start
+    ),
+    "acco": lambda engine, until, on_step, start, warmup: run_acco(engine, until, on_step, start),
 }
 # the sync's all-reduce of [count, loss sum, non-finite, one vote per checkpoint signal] in float64
 AGREEMENT_BYTES = 8 * (3 + len(CHECKPOINT_SIGNALS))
@@ -70,15 +75,17 @@ class FlatBackend(Backend):
         25 MiB).
         `clock` (clock.mode=virtual): the rounds run on the virtual clock (acco/engine/virtual_clock.py);
         `slowdown` should then be 1 (the clock slows a heterogeneous worker, not a sleep)."""
-        if method not in FLAT_METHODS:
-            raise ValueError(f"unknown method {method!r}")
-        if overlap_backward and method != "ddp":
+        spec = get(method)
+        if spec.backend != FLAT or spec.schedule not in SCHEDULES:
+            raise ValueError(f"method {method!r} does not run on the flat engine")
+        if overlap_backward and "overlap_backward" not in spec.settings:
             raise ValueError(f"overlap_backward is ddp's setting, not {method}'s")
         self.method = method
+        self.spec = spec
         self.warmup_steps = warmup_steps
         self.overlap_backward = overlap_backward
         # dpu/wp past warmup and acco hold the gradients of a round not yet sent
-        self.carries_gradients = method != "ddp"
+        self.carries_gradients = spec.carries_gradients
         self.device = device
         self.compute_dtype = compute_dtype
         # the model may still be on the host: one parameter at a time onto the device, into the
@@ -142,7 +149,7 @@ class FlatBackend(Backend):
             else:
                 costs = flat_sync_costs(
                     clock,
-                    SYNC_KINDS[method],
+                    tuple(SyncKind(kind) for kind in spec.sync_kinds),
                     world_size,
                     self.buffer.nbytes,
                     AGREEMENT_BYTES,
@@ -173,19 +180,7 @@ class FlatBackend(Backend):
         return self.syncer
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
-        if self.method == "ddp":
-            run_sequential(self.live_engine, until, on_step, start)
-        elif self.method in ("dpu", "wp"):
-            run_delayed(
-                self.live_engine,
-                until,
-                on_step,
-                warmup_steps=self.warmup_steps,
-                predict=self.method == "wp",
-                start=start,
-            )
-        else:
-            run_acco(self.live_engine, until, on_step, start)
+        SCHEDULES[self.spec.schedule](self.live_engine, until, on_step, start, self.warmup_steps)
 
     def carry_votes(self, votes) -> None:
         self.live_syncer.agreement.votes = votes

@@ -28,8 +28,6 @@ from .backend import Backend
 from .precision import dtype_name
 from .signals import CHECKPOINT_SIGNALS
 
-LOCAL_METHODS = ("diloco", "streaming_diloco")
-
 
 def local_schedule(method) -> LocalSchedule:
     """The schedule a method config (conf/method/diloco.yaml, streaming_diloco.yaml) describes."""

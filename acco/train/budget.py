@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ..engine.schedule import LrAt, lr_shape, make_lr_schedule, per_step
+from ..methods import get as get_method
 
 
 class BudgetError(ValueError):
@@ -73,7 +74,7 @@ def run_length(train_cfg: Mapping[str, Any], tokens_per_sample: int = 0) -> RunL
 
 def nominal_samples_per_step(method: str, world: int, accum: int, samples_per_micro_batch: int) -> int:
     """Samples in a committed step with exactly `accum` micro-batches per round and rank."""
-    return world * accum * samples_per_micro_batch * (2 if method == "acco" else 1)
+    return world * accum * samples_per_micro_batch * get_method(method).rounds_per_step
 
 
 def lr_schedule(cfg: DictConfig, world: int, samples_per_micro_batch: int, tokens_per_sample: int = 0) -> LrAt:

@@ -12,11 +12,12 @@ from ..engine.schedule import LrAt
 from ..engine.sharded_adamw import AdamWSettings
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings
+from ..methods import FLAT, LOCAL, TORCH_DDP, get
 from ..runtime.process_group import deterministic_cuda
 from ..tasks import Task
 from .backend import Backend
 from .backend_flat import FlatBackend
-from .backend_local import LOCAL_METHODS, LocalBackend, local_schedule
+from .backend_local import LocalBackend, local_schedule
 from .backend_torch_ddp import TorchDDPBackend
 from .same_start import same_start
 
@@ -65,7 +66,9 @@ def build_backend(
         # it before their first process group (acco.harness.launch.init_process_group); here for
         # acco.Overlapped, whose caller made the group: set it before that to cover NCCL too
         deterministic_cuda()
-    if method == "ddp" and options.get("impl", "torch") == "torch":
+    spec = get(method)
+    backend = spec.backend_for(options)  # the spec's name for it (acco/methods/)
+    if backend == TORCH_DDP:
         hook = options.get("comm_hook") or "allreduce"  # PyTorch's all-reduce, or reduce_scatter
         bucket_mb = options.get("bucket_mb")
         return TorchDDPBackend(
@@ -84,7 +87,7 @@ def build_backend(
             world_size=world_size,
             bucket_mb=None if bucket_mb is None else float(bucket_mb),
         )
-    if method in LOCAL_METHODS:
+    if backend == LOCAL:
         return LocalBackend(
             task,
             local_schedule(options),
@@ -102,6 +105,7 @@ def build_backend(
             clock=clock,
             outer_dtype=grad_dtype,  # the pseudo-gradient moves as the flat methods' gradients do
         )
+    assert backend == FLAT, f"{method}: no backend named {backend!r}"
     return FlatBackend(
         task,
         method,
@@ -121,6 +125,6 @@ def build_backend(
         may_extend=may_extend,
         grad_dtype=grad_dtype,
         clock=clock,
-        overlap_backward=method == "ddp" and bool(options.get("overlap_backward", False)),
+        overlap_backward="overlap_backward" in spec.settings and bool(options.get("overlap_backward", False)),
         bucket_mb=None if options.get("bucket_mb") is None else float(options["bucket_mb"]),
     )

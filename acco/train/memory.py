@@ -30,6 +30,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ..methods import FLAT, TORCH_DDP
+from ..methods import get as get_method
+
 GB = 1e9
 # CUDA context, cuBLAS workspaces and NCCL's communicator buffers: not counted by the allocator,
 # present on every rank (an assumption: ~0.5 GB context + a few hundred MB per NCCL group)
@@ -176,14 +179,15 @@ def grad_dtype_name(cfg: dict, gpu: bool) -> str:
 def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     gpu = gpu_run(cfg) if gpu is None else gpu
     method = cfg["method"]
-    if method["name"] == "ddp" and method.get("impl", "torch") == "torch":
+    spec = get_method(method["name"])
+    backend = spec.backend_for(method)
+    if backend == TORCH_DDP:
         return TORCH_ZERO1  # fp32 parameters and gradients in either precision
     flat = FLAT_BF16 if precision(cfg, gpu) == "bf16" else FLAT_FP32
-    from .backend_flat import FLAT_METHODS  # those train.grad_dtype applies to
-
-    if flat is FLAT_BF16 and method["name"] in FLAT_METHODS and grad_dtype_name(cfg, gpu) == "fp32":
+    # the flat engine's methods: train.grad_dtype is their accumulator's and buffer's dtype
+    if flat is FLAT_BF16 and backend == FLAT and grad_dtype_name(cfg, gpu) == "fp32":
         flat = FLAT_BF16_FP32_GRADS
-    if method["name"] in ("diloco", "streaming_diloco"):
+    if spec.local:
         from dataclasses import replace
 
         # the pseudo-gradient's buffer in train.grad_dtype (acco/train/build.py: outer_dtype)
@@ -373,7 +377,7 @@ def estimate(
             # float64 sum of squares, a chunk at a time
             scratch = 0 if gpu else layout.buffer_bytes
             widen = 4 if layout.buffer_bytes < 4 else 0
-            tentative = 12 if cfg["method"]["name"] in ("acco", "wp") else 0
+            tentative = 12 if get_method(cfg["method"]["name"]).tentative_step else 0
             items["sync working memory"] = shard * (layout.buffer_bytes + scratch + widen + 4 + tentative)
             if float((cfg.get("optim") or {}).get("clip_norm") or 0) > 0:
                 items["sync working memory"] += 16 * min(CHUNK, shard)
@@ -506,13 +510,13 @@ def checkpoint_bytes(cfg: dict, world: int) -> int | None:
     except (KeyError, ValueError, TypeError, ImportError):
         return None
     params = shape.params
-    method = cfg["method"]["name"]
+    spec = get_method(cfg["method"]["name"])
     if not layout.flat:  # PyTorch DDP + ZeRO: the model's fp32 state dict, each rank's optimizer partition
         size = params * 4 + params * (layout.moment_bytes + layout.step_bytes)
     else:
         # the accumulated gradients waiting for the next round: the accumulator, whose dtype the
         # communication buffer has (train.grad_dtype=fp32: fp32; a bf16 micro-batch buffer is empty)
-        pending = world * params * layout.buffer_bytes if method in ("dpu", "wp", "acco") else 0
+        pending = world * params * layout.buffer_bytes if spec.carries_gradients else 0
         size = params * layout.param_bytes + params * layout.K + pending
         if layout.local_fragments:  # φ once; every rank's inner AdamW (whole model) and momentum shards
             size = 4 * params + world * params * layout.K + 4 * params + 4 * params // layout.local_fragments

@@ -1,5 +1,5 @@
 """A method's and its optimizer's settings, checked up front (acco/harness/run/validate.py runs them): the
-method registry (acco.train.trainer.METHODS), DDP's implementations and communication hooks, the
+method registry (acco/methods/), DDP's implementations and communication hooks, the
 local methods' schedule (acco/engine/local_rounds.py), precision and the run's budget."""
 
 from __future__ import annotations
@@ -7,35 +7,37 @@ from __future__ import annotations
 from ..config.validate import ConfigError, setting_int, setting_number
 from ..engine.local_rounds import check_local_method
 from ..engine.schedule import SCHEDULES
-from .trainer import METHODS
+from ..methods import METHODS
 
 
 def check_method(cfg: dict) -> None:
     """method.name in the registry, and the settings that method reads."""
     method = (cfg.get("method") or {}).get("name")
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-    if method == "ddp" and cfg["method"].get("impl", "torch") not in ("torch", "flat"):
+    spec, options = METHODS[method], cfg["method"]
+    if spec.impls and options.get("impl", spec.default_impl) not in spec.impl_names:
+        impls = spec.impl_names
         raise ConfigError(
-            f"method.impl must be torch or flat, got {cfg['method'].get('impl')!r}; "
-            f"set method.impl=torch or method.impl=flat"
+            f"method.impl must be {' or '.join(impls)}, got {options.get('impl')!r}; "
+            f"set {' or '.join(f'method.impl={i}' for i in impls)}"
         )
     from ..engine.torch_ddp import COMM_HOOKS
 
-    if method == "ddp" and cfg["method"].get("comm_hook", "allreduce") not in COMM_HOOKS:
+    if "comm_hook" in spec.settings and options.get("comm_hook", "allreduce") not in COMM_HOOKS:
         raise ConfigError(
-            f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {cfg['method'].get('comm_hook')!r}; "
+            f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options.get('comm_hook')!r}; "
             f"set e.g. method.comm_hook=allreduce"
         )
-    if method == "ddp":
-        overlap = cfg["method"].get("overlap_backward", False)
+    if "overlap_backward" in spec.settings:
+        overlap = options.get("overlap_backward", False)
         if not isinstance(overlap, bool):
             raise ConfigError(f"method.overlap_backward must be true or false, got {overlap!r}")
-        if cfg["method"].get("bucket_mb") is not None:
-            setting_number(cfg["method"]["bucket_mb"], "method.bucket_mb", 0.0, strict_min=True)
-    if method in ("dpu", "wp"):
+    if "bucket_mb" in spec.settings and options.get("bucket_mb") is not None:
+        setting_number(options["bucket_mb"], "method.bucket_mb", 0.0, strict_min=True)
+    if "warmup_steps" in spec.settings:
         setting_int(cfg, "method.warmup_steps", 0)
-    if method in ("diloco", "streaming_diloco"):
+    if spec.local:
         check_local_method(cfg)
 
 

@@ -34,14 +34,11 @@ from ..runtime.watchdog import Watchdog, exit_on_stall
 from ..tasks import Task
 from . import checkpoint
 from .backend import Backend
-from .backend_local import LOCAL_METHODS
 from .budget import lr_schedule, run_length
 from .build import build_backend
 from .faults import FaultPlan, nan_injecting
 from .precision import compute_dtype, grad_dtype, parameters_in
 from .signals import Preempted, SignalLatch
-
-METHODS = ("ddp", "dpu", "wp", "acco", *LOCAL_METHODS)
 
 
 class NonFiniteError(RuntimeError):

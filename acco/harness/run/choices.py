@@ -27,15 +27,20 @@ DEVICES = ("auto", "cpu", "cuda")
 DIST_BACKENDS = ("auto", "nccl", "gloo")
 TOKENIZER_KINDS = ("bpe", "pretrained", "from_model")
 DATA_KINDS = ("pretrain", "instruct")
-DDP_IMPLS = ("torch", "flat")
 LOGGERS = ("none", "wandb")  # acco/runtime/progress.py make_logger
 WANDB_MODES = ("offline", "online", "disabled")
 
 
 def _methods() -> tuple[str, ...]:
-    from ...train.trainer import METHODS
+    from ...methods import METHODS
 
     return tuple(METHODS)
+
+
+def _ddp_impls() -> tuple[str, ...]:
+    from ...methods import get
+
+    return get("ddp").impl_names
 
 
 def _comm_hooks() -> tuple[str, ...]:
@@ -147,7 +152,7 @@ def _fresh_auto_model(cfg: dict) -> bool:
 
 CHOICES: tuple[Choice, ...] = (
     Choice("method.name", _methods),
-    Choice("method.impl", lambda: DDP_IMPLS, _method("ddp"), nullable=True, context=("method=ddp",)),
+    Choice("method.impl", _ddp_impls, _method("ddp"), nullable=True, context=("method=ddp",)),
     Choice("method.comm_hook", _comm_hooks, _method("ddp"), nullable=True, context=("method=ddp",)),
     Choice("model.family", _families),
     Choice("model.config.model_type", _causal_lm_types, _fresh_auto_model, context=("model=qwen2_tiny",)),

@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...config.plain import plain
+from ...methods import get as get_method
 from ...runtime.disk import RESERVE_BYTES, Advice, filesystem, fmt_gb, folder_bytes, free_bytes
 
 SMALL_FILES_BYTES = RESERVE_BYTES  # summary.json, config.yaml, eval.json, failure notes
@@ -78,7 +79,7 @@ def trace_events(cfg: dict, world: int) -> int:
     window = train.get("trace_steps")
     if window:
         steps = max(0, min(steps, int(window[1])) - int(window[0]) + 1)
-    rounds = 2 if cfg["method"]["name"] == "acco" else 1
+    rounds = get_method(cfg["method"]["name"]).rounds_per_step
     return world * steps * rounds * (2 * int(train.get("accum") or 1) + 10)
 
 

@@ -17,6 +17,8 @@ import os
 from dataclasses import dataclass, replace
 
 from ...analytic import costmodel as cm
+from ...methods import TORCH_DDP
+from ...methods import get as get_method
 from ...train.host_memory import HOST_BASELINE_BYTES
 from ...train.memory import (
     GB,
@@ -151,7 +153,7 @@ def shape_of(cfg: dict) -> tuple[int, int, int]:
 
 def rounds_per_step(cfg: dict) -> int:
     """Rounds of compute per committed step: ACCO's step is an estimate and a commit round."""
-    return 2 if cfg["method"]["name"] == "acco" else 1
+    return get_method(cfg["method"]["name"]).rounds_per_step
 
 
 def micro_batches_per_round(cfg: dict, world: int, c_mb: float, sync_s: float, slow: float) -> float:
@@ -186,9 +188,9 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
         return int(length.steps)
     budget = length.budget_samples
     assert budget is not None  # a budget is counted in samples too
-    method = cfg["method"]["name"]
-    warm = int(cfg["method"].get("warmup_steps") or 0) if method in ("dpu", "wp") else 0
-    if method == "ddp":
+    spec = get_method(cfg["method"]["name"])
+    warm = int(cfg["method"].get("warmup_steps") or 0) if "warmup_steps" in spec.settings else 0
+    if not spec.overlapped:  # every step sequential (ddp; the local methods' are alike anyway)
         overlapped_samples = sequential_samples
     if warm * sequential_samples >= budget:
         by_budget = math.ceil(budget / sequential_samples)
@@ -231,7 +233,9 @@ def plan(cfg: dict) -> dict:
     seq, mb = sequence_length(cfg), int(cfg["data"]["micro_batch_size"])
     accum = int(cfg["train"]["accum"])
     method = cfg["method"]["name"]
-    torch_ddp = method == "ddp" and cfg["method"].get("impl", "torch") == "torch"
+    spec = get_method(method)
+    backend = spec.backend_for(cfg["method"])
+    torch_ddp = backend == TORCH_DDP
     work = cm.Workload(
         shape.family,
         shape.params,
@@ -246,17 +250,17 @@ def plan(cfg: dict) -> dict:
     c = accum * c_mb * slow  # a round waits for the slowest rank's accum micro-batches
     m = cm.zero1_torch_sync_time(shape.params, world, hw) if torch_ddp else cm.sync_time(work, world, hw)
     local = (1, 1, 0)
-    if method in ("diloco", "streaming_diloco"):  # the outer sync moves fp32 pseudo-gradients
+    if spec.local:  # the outer sync moves fp32 pseudo-gradients
         m = cm.sync_time(replace(work, grad_bytes=4), world, hw)
         spec = cfg["method"]
         local = (int(spec["sync_every"]), int(spec["fragments"]), int(spec["overlap_steps"]))
     seq_samples = world * accum * mb  # per sequential step (ddp; dpu/wp warmup)
-    sequential = method in ("ddp", "diloco", "streaming_diloco")  # every step exactly `accum` micro-batches
+    sequential = not spec.overlapped  # every step exactly `accum` micro-batches
     per_round = world * accum if sequential else micro_batches_per_round(cfg, world, c_mb, m, slow)
     ovl_samples = rounds_per_step(cfg) * per_round * mb
     steps = committed_steps(cfg, seq_samples, ovl_samples)
-    warmup = min(steps, int(cfg["method"].get("warmup_steps") or 0)) if method in ("dpu", "wp") else 0
-    samples = seq_samples * steps if method == "ddp" else warmup * seq_samples + (steps - warmup) * ovl_samples
+    warmup = min(steps, int(cfg["method"].get("warmup_steps") or 0)) if "warmup_steps" in spec.settings else 0
+    samples = warmup * seq_samples + (steps - warmup) * ovl_samples
     tokens = samples * seq
     wall = cm.run_time(method, steps, c, m, warmup, local)
     from .disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
@@ -264,7 +268,7 @@ def plan(cfg: dict) -> dict:
     disk = disk_estimate(dict(cfg, train=dict(cfg["train"], steps=steps), _resume=None), world)
     return {
         "run": None,
-        "method": method + ("" if method != "ddp" else f":{'torch' if torch_ddp else 'flat'}"),
+        "method": method + (f":{'torch' if torch_ddp else 'flat'}" if spec.impls else ""),
         "gpus": world,
         "nodes": nodes,
         "gpus_per_node": per_node,

@@ -1,0 +1,55 @@
+"""What the rest of the code needs to know about a method, as data: one frozen MethodSpec per
+method (a module of this package each), looked up by name in the registry (acco/methods/__init__.py).
+Plain data, no torch: the dry-run plan and the disk estimate read it on a submit host."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..analytic.table1 import TABLE1_FORMULAS
+
+# the backends the trainer builds (acco/train/build.py resolves these names)
+TORCH_DDP = "torch_ddp"  # PyTorch's DistributedDataParallel + ZeroRedundancyOptimizer
+FLAT = "flat"  # the flat engine: flat buffers, sharded AdamW, a communication thread
+LOCAL = "local"  # the local methods' engine: an inner AdamW per worker, a sharded outer step
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method's facts. `schedule` names the schedule of rounds its backend runs
+    (acco/train/backend_flat.py and backend_local.py resolve it); `sync_kinds` are the values of
+    acco.engine.sync.SyncKind its rounds launch (the virtual clock prices each)."""
+
+    name: str  # method.name in conf/method/<name>.yaml
+    label: str  # as the paper and the figures write it
+    backend: str  # TORCH_DDP | FLAT | LOCAL; with `impls`, what an impl not listed there builds on
+    schedule: str
+    sync_kinds: tuple[str, ...]
+    table1_row: str  # the row of acco/analytic/table1.py TABLE1_FORMULAS a run of it measures
+    settings: tuple[str, ...] = ()  # the method.* keys it reads beside `name`
+    rounds_per_step: int = 1  # rounds of compute per committed step (ACCO: an estimate and a commit)
+    carries_gradients: bool = False  # a round's accumulated gradients wait for the next round's sync
+    overlapped: bool = False  # rounds compute beside a sync (adaptive: more micro-batches than accum)
+    tentative_step: bool = False  # a sync also computes a step it does not commit (ACCO, WP)
+    local: bool = False  # a DiLoCo-type method: inner steps per worker, an outer step every few
+    sends: str = "gradients"  # what its syncs move between the ranks
+    send_dtype: str = "train.grad_dtype"  # in which dtype (a setting's name, or a dtype)
+    # method.impl -> backend, and the impl a config without one gets (only ddp has a choice)
+    impls: tuple[tuple[str, str], ...] = ()
+    default_impl: str | None = None
+
+    @property
+    def impl_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.impls)
+
+    def backend_for(self, options: Mapping[str, Any]) -> str:
+        """The backend that runs it with these settings (conf/method/<name>.yaml, or cfg.method)."""
+        if not self.impls:
+            return self.backend
+        return dict(self.impls).get(options.get("impl", self.default_impl), self.backend)
+
+    def table1_bytes_per_param(self, K: float, N: int) -> float:
+        """Table 1's model-state bytes per parameter, K optimizer bytes per parameter, N workers."""
+        return TABLE1_FORMULAS[self.table1_row][0](K, N)
