@@ -9,7 +9,8 @@ A pipeline, each layer importing only those below it (pyproject.toml, the import
 - measurements: `measures` (numbers read off one run: final loss, loss curve, time to a loss, speed);
 - statistics: `stats` (paired gaps, intervals, sequential looks, verdicts by the written rule);
 - claims: `claims` (the paper's claims as data, evaluated), `comparisons` (groups of runs compared);
-- per-experiment analyses: `lr_sweep`, `outer_sweep`, `beyond_diloco`, `ladder`, `tables`, `sim_published`;
+- per-experiment analyses: `lr_sweep`, `outer_sweep`, `beyond_diloco`, `ladder`, `tables`, `sim_published`,
+  and above them `sim_published_after` (the validation rows added after the simulator was built);
 - figures and sections: `figures`, `forest`, `clock_report`, `sim_figures`, `sim_validation`;
 - the report: `report`; the commands: `make_figures`, `plot_runs`, `slim_results`, `readme_block`
   (`trace_summary`, a command too, sits with `load`: the tests import its summary).

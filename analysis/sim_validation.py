@@ -43,6 +43,7 @@ from acco.harness.simulation import schedules
 from analysis.load import Run, discover_runs, method_label, run_length_of
 from analysis.render import to_markdown
 from analysis.sim_published import published_markdown, published_table
+from analysis.sim_published_after import ADDED_SOURCES, added_table
 from analysis.stats import paired_gap
 
 EXPERIMENTS = ("fig7", "fig8", "fig9", "fig11", "beyond_diloco")
@@ -394,9 +395,12 @@ def write_validation(root: str, out: str) -> list[str]:
     published = published_table()
     published_path = os.path.join(out, "validation_published.csv")
     published.to_csv(published_path, index=False, float_format="%.4g")
+    added = added_table()  # sources added after the simulator was built (issue 51)
+    added_path = os.path.join(out, "validation_published_after.csv")
+    added.to_csv(added_path, index=False, float_format="%.4g")
     virtual = virtual_clock_rows(root)
-    paths = [md_path, published_path, csv_path, runs_path]
-    text = published_markdown(published) + "\n" + markdown(df, table)
+    paths = [md_path, published_path, added_path, csv_path, runs_path]
+    text = published_markdown(published, added, ADDED_SOURCES) + "\n" + markdown(df, table)
     if not virtual.empty:
         virtual_path = os.path.join(out, "validation_virtual_clock.csv")
         virtual.to_csv(virtual_path, index=False, float_format="%.4g")

@@ -26,6 +26,20 @@ output layer makes final only at the backward's end). Then
 With one bucket (φ = 1) this is the blocking step, max_q(s_q + a·c_q) + r + tail: the flat
 engine's ddp without overlap, the simulator's `ddp` as the paper ran it.
 
+**A ring's latency is pipelined** (`queued_s`, the simulator's buckets): of r_i, λ_i is the ring's
+latency ((n−1)·α: the first chunk's trip around the ring, which needs the link's bandwidth no
+more than the bytes queued ahead of it do). A bucket issued while the link still carries the
+previous one's bytes runs its latency beside them; only its bytes wait for the link:
+
+    end_i    = max(end_{i−1}, ready_i + λ_i) + (r_i − λ_i)
+
+A bucket that finds the link idle (ready_i ≥ end_{i−1}) pays all of r_i, as above; buckets issued
+back to back pay one latency between them all and their bytes (1,000 buckets of a 13B model on
+8×8 GPUs: one 280 µs latency, not 1,000). λ = 0 is the rule above, which the virtual clock keeps
+(gloo on a CPU testbed, validated as it is). The pipelining is the optimistic bound: NCCL runs a
+stream's collectives one kernel after another, so each one's launch (a few µs, not modelled) is
+still paid; nccl-tests' small-message times, measured back to back, show per-operation latency.
+
 β: the default 2/3 is the transformer's FLOP count (a backward is two forwards' matrix products:
 the gradients with respect to the activations and to the weights; Kaplan et al. 2020, C ≈ 6·N·D =
 2·N·D forward + 4·N·D backward); `make calibrate-clock` measures this machine's
@@ -134,40 +148,81 @@ def backward_start(start, cost, accum: int, share: float = BACKWARD_SHARE):
     return start + (accum - 1) * cost + (1.0 - share) * cost
 
 
-def reductions_end(bwd_start, bwd_s, buckets: Buckets, reduce_s: Sequence, link_free=None):
+def queued_s(ready, link_free, seconds, latency_s=0.0):
+    """When a collective of `seconds`, `latency_s` of them its ring's latency, issued at `ready`
+    ends on a link busy until `link_free` (None: idle): its latency runs from its issue, beside the
+    bytes ahead of it; its own bytes wait for the link. max(link_free, ready + λ) + (seconds − λ);
+    with λ = 0, max(ready, link_free) + seconds (arrays broadcast)."""
+    ready = np.asarray(ready, dtype=float)
+    seconds, latency = np.asarray(seconds, dtype=float), np.asarray(latency_s, dtype=float)
+    if link_free is None:
+        return ready + seconds
+    return np.maximum(np.asarray(link_free, dtype=float), ready + latency) + (seconds - latency)
+
+
+def back_to_back_s(reduce_s: Sequence, latency_s: Sequence | None = None):
+    """The reductions issued all at once on an idle link (after the backward, nothing to hide
+    them): queued in turn by `queued_s`, so one latency and every bucket's bytes when the buckets'
+    latencies are equal; Σ reduce_s where `latency_s` is None."""
+    lats = [0.0] * len(reduce_s) if latency_s is None else list(latency_s)
+    end = None
+    for r, lat in zip(reduce_s, lats):
+        end = queued_s(0.0, end, r, lat)
+    return 0.0 if end is None else end
+
+
+def reductions_end(bwd_start, bwd_s, buckets: Buckets, reduce_s: Sequence, link_free=None, latency_s=None):
     """When the last bucket's reduction ends (the rule above): `bwd_start`, `bwd_s` each rank's
     last backward's start and length (the ranks on the last axis); `reduce_s[i]` bucket i's
     reduction time (a float, or an array over the leading axes); `link_free`: when the link is free
-    before the step (None: it is)."""
+    before the step (None: it is); `latency_s[i]`: the ring latency inside reduce_s[i], pipelined
+    behind the bucket before (`queued_s`; None: none is, every bucket pays its whole time)."""
     bwd_start = np.asarray(bwd_start, dtype=float)
     bwd_s = np.asarray(bwd_s, dtype=float)
+    lats = [0.0] * len(buckets) if latency_s is None else list(latency_s)
     end = None if link_free is None else np.asarray(link_free, dtype=float)
-    for frac, r in zip(buckets.ready, reduce_s):
+    for frac, r, lat in zip(buckets.ready, reduce_s, lats):
         ready = (bwd_start + frac * bwd_s).max(axis=-1)
-        start = ready if end is None else np.maximum(ready, end)
-        end = start + np.asarray(r, dtype=float)
+        end = queued_s(ready, end, r, lat)
     assert end is not None
     return end
 
 
-def step_end(start, cost, accum: int, buckets: Buckets, reduce_s: Sequence, tail_s, share: float = BACKWARD_SHARE):
+def step_end(
+    start,
+    cost,
+    accum: int,
+    buckets: Buckets,
+    reduce_s: Sequence,
+    tail_s,
+    share: float = BACKWARD_SHARE,
+    latency_s: Sequence | None = None,
+):
     """When a backward-overlapped step of `accum` micro-batches ends (every rank waits for it):
     `start`, `cost` each rank's start and micro-batch cost (ranks on the last axis); the buckets'
-    reductions, then `tail_s` (the optimizer step, the parameters' all-gather or broadcast, the
-    counts' all-reduce)."""
+    reductions (`latency_s`: their ring latencies, pipelined: `reductions_end`), then `tail_s` (the
+    optimizer step, the parameters' all-gather or broadcast, the counts' all-reduce)."""
     start = np.asarray(start, dtype=float)
     cost = np.asarray(cost, dtype=float)
-    end = reductions_end(backward_start(start, cost, accum, share), share * cost, buckets, reduce_s)
+    end = reductions_end(backward_start(start, cost, accum, share), share * cost, buckets, reduce_s, None, latency_s)
     return end + np.asarray(tail_s, dtype=float)
 
 
-def hidden_s(start, cost, accum: int, buckets: Buckets, reduce_s: Sequence, share: float = BACKWARD_SHARE):
+def hidden_s(
+    start,
+    cost,
+    accum: int,
+    buckets: Buckets,
+    reduce_s: Sequence,
+    share: float = BACKWARD_SHARE,
+    latency_s: Sequence | None = None,
+):
     """How much of the reductions runs before the last rank's backward ends (on one step): the
-    reduction seconds the backward hides. Σ r_i − (reductions' end − backward's end)."""
+    reduction seconds the backward hides. What they take issued back to back after the backward
+    (`back_to_back_s`: Σ r_i without latencies) − (reductions' end − backward's end)."""
     start = np.asarray(start, dtype=float)
     cost = np.asarray(cost, dtype=float)
     bwd0 = backward_start(start, cost, accum, share)
-    end = reductions_end(bwd0, share * cost, buckets, reduce_s)
+    end = reductions_end(bwd0, share * cost, buckets, reduce_s, None, latency_s)
     bwd_end = (bwd0 + share * cost).max(axis=-1)
-    total = sum(np.asarray(r, dtype=float) for r in reduce_s)
-    return total - (end - bwd_end)
+    return back_to_back_s(reduce_s, latency_s) - (end - bwd_end)

@@ -25,7 +25,7 @@ USERS = {"conf/launcher/mycluster.yaml"}
 OWN_PREFIX = "|".join(re.escape(t) for t in OWN)
 PATH = re.compile(r"(?<![\w./-])((?:" + OWN_PREFIX + r")[\w./<>*-]*[\w>*])")
 SECTION = re.compile(r"\b(README(?:\.md)?|docs/[\w-]+\.md),? [\"“]([^\"”]{3,80})[\"”]")
-REPO = re.compile(r"[\w.-]+/[\w.-]+,?")  # owner/repo before another repository's path
+REPO = re.compile(r"\(?(?:https?://)?(?:github\.com/)?[\w.-]+/[\w.-]+,?")  # owner/repo before its path
 
 
 def comments_and_docstrings(path: str):

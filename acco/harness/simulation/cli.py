@@ -19,6 +19,8 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
 
+from . import fsdp
+from .compute import MFU_TABLES, describe_compute, table_from
 from .models import MODELS, custom
 from .stragglers import parse as parse_stragglers
 from .sweep import METHODS, Scenario, applicable, bandwidth_for_utilization, model, run
@@ -30,6 +32,7 @@ from .topology import (
     replica_groups,
     topology,
 )
+from .wan import DEFAULT_TCP_WINDOW_MB, links_from_args
 
 NOT_LOSS = "This simulation predicts time only, not loss: larger, fewer or staler steps train differently."
 
@@ -51,7 +54,13 @@ def parse_args(argv):
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--gpu", default="A100", help=f"hardware preset: {', '.join(HBM_BYTES_PER_S)}")
-    p.add_argument("--inter-gbps", type=float, default=None, help="usable network bandwidth per node, Gbit/s")
+    p.add_argument(
+        "--inter-gbps",
+        default=None,
+        metavar="GBPS[,GBPS...]",
+        help="usable network bandwidth per node, Gbit/s: one value, or one per node (a ring: its slowest link); "
+        "overrides --nics-per-node x --nic-gbps",
+    )
     p.add_argument(
         "--inter-busbw",
         default=None,
@@ -64,7 +73,9 @@ def parse_args(argv):
     p.add_argument("--alpha-intra-us", type=float, default=None)
     p.add_argument("--alpha-inter-us", type=float, default=None)
     p.add_argument("--hbm-gbytes", type=float, default=None, help="HBM bandwidth, GB/s (optimizer steps)")
-    p.add_argument("--mfu", type=float, default=None, help="model-FLOPs utilization (preset: A100 0.45, H100 0.30)")
+    p.add_argument(
+        "--mfu", type=float, default=None, help="one model-FLOPs utilization for every shape (overrides the table)"
+    )
     p.add_argument(
         "--step-time", type=float, default=None, help="measured seconds of one step's forward+backward on one GPU"
     )
@@ -81,7 +92,9 @@ def parse_args(argv):
     p.add_argument(
         "--fragment-pattern", default="sequential", choices=("sequential", "strided"), help="layer-wise fragments"
     )
-    p.add_argument("--prefetch", action="store_true", help="ddp, replicas: gather prefetched under the forward")
+    p.add_argument(
+        "--prefetch", action="store_true", help="ddp, ddp_overlap, replicas: gather prefetched under the forward"
+    )
     p.add_argument("--contention", default="0", metavar="C[,S]", help="compute (and sync) slowdown when overlapped")
     p.add_argument("--no-optimizer", action="store_true", help="optimizer steps take no time")
     p.add_argument("--ddp-bucket-mb", type=float, default=0.0, help="0: one flat buffer; 25: PyTorch DDP buckets")
@@ -98,6 +111,48 @@ def parse_args(argv):
         default=None,
         metavar="CU",
         help="instead: the inter-node Gbit/s each method needs to reach compute utilization CU (e.g. 0.95)",
+    )
+    # wide-area links (acco/harness/simulation/wan.py): jitter, TCP over a long RTT, CPU quantisation
+    p.add_argument("--link-jitter", default="none", help="per outer sync, each link x a log-normal: none | lognormal:S")
+    p.add_argument("--rtt-ms", type=float, default=0.0, help="round trip between nodes, ms: TCP caps a link (0: none)")
+    p.add_argument("--streams", type=int, default=1, help="TCP streams per link (each carries window/RTT)")
+    p.add_argument(
+        "--tcp-window-mb", type=float, default=DEFAULT_TCP_WINDOW_MB, help="a TCP stream's window, MiB (Linux's 4)"
+    )
+    p.add_argument(
+        "--quantize-gbytes", type=float, default=0.0, help="CPU (de)quantisation of the outer payload, GB/s (0: free)"
+    )
+    # FSDP (acco/harness/simulation/fsdp.py): prefetch and no_sync of the fsdp methods
+    p.add_argument(
+        "--forward-prefetch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fsdp methods: next layer's gather beside this layer's forward (off: a CPU-bound run, all exposed)",
+    )
+    p.add_argument(
+        "--backward-prefetch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fsdp: next layer's gather before this layer's gradients (BACKWARD_PRE; off: after its reduce-scatter)",
+    )
+    p.add_argument(
+        "--fsdp-no-sync", action="store_true", help="fsdp methods: reduce-scatter the last micro-batch only (no_sync)"
+    )
+    # cluster networks (acco/harness/simulation/networks.py): NICs per node, each NIC's usable Gbit/s
+    p.add_argument(
+        "--nics-per-node", type=int, default=None, help="NICs per node (preset: 8; A100-40GB 4; 1: one link per node)"
+    )
+    p.add_argument("--nic-gbps", type=float, default=None, help="usable Gbit/s per NIC (preset: A100 200, H100 400)")
+    # compute by the micro-batch's shape (acco/harness/simulation/compute.py): MFU table, recomputation
+    p.add_argument(
+        "--mfu-table",
+        default=None,
+        metavar="FILE|NAME",
+        help="MFU by micro-batch tokens: a CSV of tokens,mfu rows, or a built-in table "
+        f"({', '.join(MFU_TABLES)}); default: the preset's",
+    )
+    p.add_argument(
+        "--recompute", action="store_true", help="activation recomputation: one more forward per micro-batch (x4/3)"
     )
     p.add_argument("--csv", default=None, help="also write the rows to this CSV")
     p.add_argument("--figures", default=None, metavar="OUT", help="write the figure set to OUT and stop")
@@ -123,14 +178,34 @@ def check(a) -> None:
         raise BadInput(f"unknown --gpu {a.gpu!r}: use one of {', '.join(HBM_BYTES_PER_S)}")
     if a.gpus_per_node < 1 or a.nodes < 1 or a.gpus_per_node * a.nodes < 2:
         raise BadInput(f"--gpus-per-node {a.gpus_per_node} x --nodes {a.nodes}: need at least 2 GPUs in all")
+    try:  # wide-area links (wan.py): a --inter-gbps list becomes its slowest node's and each node's share
+        a.inter_gbps, a.links = links_from_args(a)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     _positive(a, ("inter_gbps", "intra_gbytes", "intra_busbw", "micro_batch", "seq_len", "params", "layers"))
-    _positive(a, ("step_time", "hbm_gbytes"))
+    _positive(a, ("step_time", "hbm_gbytes", "nic_gbps"))
+    if a.nics_per_node is not None and a.nics_per_node < 1:
+        raise BadInput(f"--nics-per-node {a.nics_per_node}: at least 1 NIC per node")
+    if a.nic_gbps is not None and (a.inter_gbps is not None or a.inter_busbw is not None):
+        raise BadInput("--nic-gbps and --inter-gbps/--inter-busbw both set the network's bandwidth: give one")
+    if a.nics_per_node is not None and a.inter_busbw is not None:
+        raise BadInput("--inter-busbw gives the node's bandwidth as its rings measured it: leave --nics-per-node out")
     for name in ("alpha_intra_us", "alpha_inter_us"):
         v = getattr(a, name)
         if v is not None and v < 0:
             raise BadInput(f"--{name.replace('_', '-')} {v}: must be 0 or more")
     if a.mfu is not None and not 0 < a.mfu <= 1:
         raise BadInput(f"--mfu {a.mfu}: a fraction of the peak, in (0, 1]")
+    a.mfu_table_spec = None
+    if a.mfu_table is not None:
+        if a.mfu is not None:
+            raise BadInput("--mfu is one MFU for every shape, --mfu-table one by tokens: give one")
+        try:
+            a.mfu_table_spec = table_from(a.mfu_table)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+    if a.recompute and a.step_time is not None:
+        raise BadInput("--recompute with --step-time: a measured step already holds its recomputation")
     if a.intra_gbytes is not None and a.intra_busbw is not None:
         raise BadInput("--intra-gbytes and --intra-busbw say the same thing: give one")
     a.busbw = None
@@ -182,6 +257,9 @@ def check(a) -> None:
     methods = a.methods.split(",")
     if a.accum % 2 and all(m.startswith("acco") for m in methods):
         raise BadInput(f"--accum {a.accum}: ACCO does half a step's micro-batches per round, it needs an even --accum")
+    fsdp_problem = fsdp.problem(methods, a.accum, a.forward_prefetch, a.backward_prefetch, a.fsdp_no_sync)
+    if fsdp_problem:
+        raise BadInput(fsdp_problem)
     try:
         a.straggler_spec = parse_stragglers(a.stragglers)
     except ValueError as exc:
@@ -199,14 +277,25 @@ def build(a) -> Scenario:
             spec = replace(spec, micro_batch=a.micro_batch or spec.micro_batch, seq_len=a.seq_len or spec.seq_len)
     intra = a.intra_busbw if a.intra_busbw is not None else a.intra_gbytes
     topo = topology(
-        a.gpus_per_node, a.nodes, a.inter_gbps, a.gpu, intra, a.mfu, a.alpha_intra_us, a.alpha_inter_us, a.hbm_gbytes
+        a.gpus_per_node,
+        a.nodes,
+        a.inter_gbps,
+        a.gpu,
+        intra,
+        a.mfu,
+        a.alpha_intra_us,
+        a.alpha_inter_us,
+        a.hbm_gbytes,
+        nics_per_node=a.nics_per_node,
+        nic_gbps=a.nic_gbps,
+        mfu_table=a.mfu_table_spec,
     )
     if a.busbw:
         try:
             inter = busbw_to_inter(a.busbw[0], a.gpus_per_node, a.busbw[1], topo.intra_bytes_per_s)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
-        topo = replace(topo, inter_bytes_per_s=inter)
+        topo = replace(topo, inter_bytes_per_s=inter, nics_per_node=1)  # what the node's rings measured
     grad = (
         PRECISION_BYTES[a.grad_precision]
         if a.grad_precision
@@ -237,6 +326,11 @@ def build(a) -> Scenario:
         sync_contention=a.contention_terms[1],
         step_time_s=a.step_time or 0.0,
         optimizer=not a.no_optimizer,
+        links=a.links,
+        forward_prefetch=a.forward_prefetch,
+        backward_prefetch=a.backward_prefetch,
+        fsdp_no_sync=a.fsdp_no_sync,
+        recompute=a.recompute,
     )
 
 
@@ -255,12 +349,16 @@ COLUMNS = [
 
 
 def table(rows: list[dict]) -> str:
-    head = [c for c, _ in COLUMNS] + ["batch p5-p95", "fits"]
+    outer = any(not math.isnan(r.get("outer_sync_p50_s", math.nan)) for r in rows)  # local methods (wan.py)
+    head = [c for c, _ in COLUMNS] + ["batch p5-p95", "fits"] + (["outer sync p50/p90 s"] if outer else [])
     lines = [head]
     for r in rows:
         cells = [fmt.format(r[c]) for c, fmt in COLUMNS]
         cells.append(f"{r['batch_p5']:.0f}-{r['batch_p95']:.0f}")
         cells.append("yes" if r["fits"] else "NO")
+        if outer:
+            p50 = r.get("outer_sync_p50_s", math.nan)
+            cells.append("-" if math.isnan(p50) else f"{p50:.3f}/{r['outer_sync_p90_s']:.3f}")
         lines.append(cells)
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines)
@@ -273,7 +371,9 @@ def busbw(topo, nbytes: float = 10 * 2**30) -> float:
 
 
 def describe_payload(sc: Scenario) -> str:
-    names = {v: k for k, v in PRECISION_BYTES.items()}
+    names: dict[float, str] = {}  # fp8/int8, fp4/int4: the same bytes, all the simulation knows
+    for k, v in PRECISION_BYTES.items():
+        names[v] = f"{names[v]}/{k}" if v in names else k
     outer = names.get(sc.outer_bytes, f"{sc.outer_bytes:g} B")
     line = (
         f"payload: gradients {names.get(sc.grad_bytes, sc.grad_bytes)}, parameters "
@@ -286,6 +386,9 @@ def describe_payload(sc: Scenario) -> str:
         line += f"; layer-wise fragments ({sc.model.layers} layers{', strided' if sc.strided else ''})"
     if sc.prefetch:
         line += "; gather prefetched under the forward"
+    fsdp_off = [name for name, on in (("forward", sc.forward_prefetch), ("backward", sc.backward_prefetch)) if not on]
+    if fsdp_off or sc.fsdp_no_sync:
+        line += "; FSDP: " + ", ".join([f"no {name} prefetch" for name in fsdp_off] + ["no_sync"] * sc.fsdp_no_sync)
     if sc.contention or sc.sync_contention:
         line += f"; contention: compute +{sc.contention:.0%}, sync +{sc.sync_contention:.0%} when overlapped"
     return line
@@ -320,14 +423,17 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
         f"{sc.model.name} ({sc.model.params / 1e9:.3g}B params, {sc.model.tokens} tokens per micro-batch), "
         f"{sc.topo.describe()}, {sc.stragglers.describe()}"
     )
-    source = "measured step time" if sc.step_time_s else f"6·Ψ·tokens at MFU {sc.topo.mfu:g}"
+    source = "measured step time" if sc.step_time_s else describe_compute(sc.topo, sc.model.tokens, sc.recompute)
     print(
         f"micro-batch {rows[0]['micro_batch_s']:.3f} s ({source}), "
         f"{a.accum} micro-batches per committed step per GPU; "
         f"memory = Table 1 model state, GPU {sc.topo.memory_gb:g} GB"
     )
     print(describe_payload(sc))
-    print(f"all-reduce of 10 GiB over the {sc.topo.workers} GPUs: busbw {busbw(sc.topo):.1f} GB/s (as nccl-tests)")
+    if not sc.links.uniform:
+        print(sc.links.describe(sc.topo))
+    links = sc.links.effective(sc.topo)  # wan.py: the slowest link, TCP-capped
+    print(f"all-reduce of 10 GiB over the {sc.topo.workers} GPUs: busbw {busbw(links):.1f} GB/s (as nccl-tests)")
     skipped = [m for m in methods if not applicable(m, sc)]
     if skipped:
         print(f"not simulated: {', '.join(skipped)} (ACCO needs an even --accum: half a step per round)")

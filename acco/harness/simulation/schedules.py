@@ -4,15 +4,16 @@ Inputs: `mu` (B,) one micro-batch's nominal time, `f` (R, B, N) every worker's s
 round (stragglers.py), `m` (B,) one sync's time. A worker's compute in round r is (its micro-batches)
 · mu · f[r]. Each function steps through the rounds, keeping per worker the time its compute lane
 ends and per scenario the time the communication lane ends, with the overlap rule of its method
-(README "The rounds, drawn", "Local methods"):
+(docs/rounds.md "The rounds, drawn", "Local methods"):
 
     ddp         blocking: step r = max_i compute_{r,i} + m                 (ZeRO-1, nothing overlaps)
                 m is what the sync leaves exposed (`exposed_sync`): the reduction and the step
                 always, the gather unless it is prefetched under the next forward (FSDP);
                 with `overlap` (PyTorch DDP, the flat engine's overlapped ddp): each gradient
                 bucket's reduction starts in the last micro-batch's backward once every worker has
-                it final and the link is free, the tail (optimizer, all-gather) after the last: the
-                rule of acco/analytic/overlap.py, the virtual clock's own
+                it final and the link is free (its ring latency pipelined behind the bucket before:
+                overlap.queued_s), the tail (optimizer, all-gather) after the last: the rule of
+                acco/analytic/overlap.py, the virtual clock's own
     overlapped  dpu, wp, acco: round r's sync (round r−1's gradients) starts when the last worker
                 has finished round r−1 and the previous sync has ended; each worker starts its round-r
                 compute when its own round r−1 and sync r−1 are done (it needs sync r−1's parameters).
@@ -53,12 +54,15 @@ EPS = 1e-9
 @dataclass(frozen=True)
 class Overlap:
     """A DDP step's backward overlap (acco/analytic/overlap.py): its buckets, each bucket's
-    reduction seconds (an array (B,) each), the tail's (B,) and the backward's share."""
+    reduction seconds (an array (B,) each), the tail's (B,) and the backward's share;
+    `latency_s`: each bucket's ring latency inside its reduction (B,), pipelined behind the bucket
+    before (overlap.queued_s; None: every bucket pays its whole reduction)."""
 
     buckets: Buckets
     reduce_s: list
     tail_s: np.ndarray
     share: float = BACKWARD_SHARE
+    latency_s: list | None = None
 
 
 @dataclass
@@ -136,7 +140,9 @@ def ddp(mu: np.ndarray, f: np.ndarray, m: np.ndarray, accum: int, overlap: Overl
         o = overlap  # every step starts with every worker at 0: they all left the last one together
         reduce_s = [np.asarray(x, float) for x in o.reduce_s]  # (B,) each: broadcast over the rounds
         # every round at once (the rounds on the leading axis): one pass over the buckets
-        step = step_end(np.zeros((R, B, N)), mu[None, :, None] * f, accum, o.buckets, reduce_s, o.tail_s, o.share)
+        step = step_end(
+            np.zeros((R, B, N)), mu[None, :, None] * f, accum, o.buckets, reduce_s, o.tail_s, o.share, o.latency_s
+        )
     busy = c.sum(-1).sum(0) / (N * step.sum(0))
     return _per_step_stats(np.full((R, B), float(accum * N)), step.mean(0), busy, np.cumsum(step, axis=0))
 
@@ -229,7 +235,8 @@ def local(
     of several GPUs has inside). Fragment k's sync starts at inner step fragment_phases(H, F)[k] of
     each period of H and lands τ inner steps later (any τ ≥ 0: τ = H overlaps a whole outer step);
     `layers` > 0: layer-wise pieces (module docstring), fragments of consecutive layers or `strided`.
-    Steady state: whole periods after the first."""
+    `m_fragment`: one fragment's sync (B,), or every sync's in the order they start (syncs, B: wan.py's
+    jittered links). Steady state: whole periods after the first."""
     R, B, N = f.shape
     H, F, tau, layers = int(H), int(F), int(tau), int(layers or 0)
     if H < 1 or F < 1 or tau < 0:
@@ -242,6 +249,10 @@ def local(
     phases = fragment_phases(H, F)
     pieces = _pieces(F, layers, strided)
     inner = np.asarray(inner_step_s, float).reshape(-1, 1)
+    # one row per outer sync, taken in turn (wan.py: each sync's own time), or one row for all
+    per_sync = np.asarray(m_fragment, float)
+    per_sync = per_sync if per_sync.ndim == 2 else np.broadcast_to(per_sync, (B,))[None, :]
+    issued = 0
     t = np.zeros((B, N))
     comm_free = np.zeros(B)
     pending: dict[int, list[tuple[float, np.ndarray]]] = {}
@@ -257,10 +268,11 @@ def local(
         # the last backward and the inner step finish the layers from the top down
         tail = (1 - FORWARD_SHARE) * one + inner
         for k in (k for k in range(F) if (s - phases[k]) % H == 0):
+            m_now, issued = per_sync[issued % len(per_sync)], issued + 1
             for depth, share in pieces[k]:  # a fragment's pieces, as the backward finishes them
                 ready = (t - depth * tail).max(-1)  # the last worker to finish this piece
                 start = np.maximum(ready, comm_free)
-                comm_free = start + share * m_fragment
+                comm_free = start + share * m_now
                 pending.setdefault(s + tau, []).append((depth, comm_free))
         if s in pending:  # they land: a worker's next forward waits at each piece's depth
             ahead = FORWARD_SHARE * mu[:, None] * f[min(s, R - 1)]
@@ -272,5 +284,5 @@ def local(
     steps = (periods - 1) * H
     # the link carries every fragment once per period: a steady state is never faster than that
     # (where the link is the bottleneck a backlog grows, which a finite window shows only slowly)
-    elapsed = np.maximum(boundary[-1] - boundary[0], steps * F * np.asarray(m_fragment, float) / H)
+    elapsed = np.maximum(boundary[-1] - boundary[0], steps * F * per_sync.mean(0) / H)
     return _per_step_stats(np.full((steps, B), float(accum * N)), elapsed / steps, busy / (N * elapsed), commits)

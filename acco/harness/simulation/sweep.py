@@ -30,29 +30,47 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
+from acco.analytic.overlap import back_to_back_s
 from acco.analytic.table1 import TABLE1_FORMULAS
 
-from . import schedules
-from .models import FORWARD_SHARE, ModelSpec, model
+from . import fsdp, schedules
+from .compute import forward_share, recompute_factor
+from .models import ModelSpec, model
 from .stragglers import Stragglers
 from .topology import (
     Topology,
     compute_s,
+    ddp_overlap_latency_s,
     ddp_overlap_parts,
     inner_step_s,
     replica_groups,
     replica_sync_parts,
     sync_parts,
 )
+from .wan import Links, mean_s, outer_syncs
 
-METHODS = ("ddp", "ddp_overlap", "ddp_allreduce", "dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
+METHODS = (
+    "ddp",
+    "ddp_overlap",
+    "ddp_allreduce",
+    *fsdp.FSDP_METHODS,
+    "dpu",
+    "wp",
+    "acco",
+    "acco_adaptive",
+    "diloco",
+    "streaming_diloco",
+)
 LABELS = {
     "ddp": "DDP+ZeRO-1",
     "ddp_overlap": "DDP+ZeRO-1, overlapped backward",
     "ddp_allreduce": "DDP (replicated), all-reduce in the backward",
+    "fsdp": "FSDP FULL_SHARD (ZeRO-3), layer by layer",
+    "fsdp_grad_op": "FSDP SHARD_GRAD_OP (ZeRO-2), layer by layer",
     "dpu": "DPU",
     "wp": "WP",
     "acco": "ACCO (deterministic)",
@@ -66,6 +84,8 @@ TABLE1_KEY = {  # acco/analytic/table1.py TABLE1_FORMULAS's row for each method
     "ddp": "zero1",
     "ddp_overlap": "zero1",
     "ddp_allreduce": "ddp",
+    "fsdp": "zero3",  # fsdp.memory_gb: + unsharded gradients under no_sync
+    "fsdp_grad_op": "zero2",  # fsdp.memory_gb: ZeRO-1's row under no_sync
     "dpu": "dpu",
     "wp": "wp",
     "acco": "acco",
@@ -99,6 +119,12 @@ class Scenario:
     sync_contention: float = 0.0  # sync slowdown beside compute (dpu, wp, acco)
     step_time_s: float = 0.0  # > 0: one step's measured forward + backward on one GPU (replaces FLOPs)
     optimizer: bool = True  # False: optimizer steps take no time (as the DiLoCo papers' simulations)
+    # the fsdp methods (fsdp.py): FSDP's forward and backward prefetch, no_sync while accumulating
+    forward_prefetch: bool = True
+    backward_prefetch: bool = True
+    fsdp_no_sync: bool = False
+    links: Links = field(default_factory=Links)  # wide-area links (wan.py); default: the uniform network
+    recompute: bool = False  # activation recomputation: one more forward per micro-batch (compute.py)
 
     def __post_init__(self):
         if self.accum < 1:
@@ -111,6 +137,7 @@ class Scenario:
             replica_groups(self.topo, self.replica_gpus)  # raises on a replica that splits nodes unevenly
         if self.contention < 0 or self.sync_contention < 0:
             raise ValueError("contention terms are slowdown fractions >= 0")
+        self.links.check(self.topo.nodes)
 
     @property
     def replicas(self) -> int:
@@ -126,7 +153,9 @@ def scenario(model_name: str, topo: Topology, **kw) -> Scenario:
     return Scenario(model(model_name), topo, **kw)
 
 
-def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1) -> float:
+def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1, fsdp_no_sync: bool = False) -> float:
+    if method in fsdp.FSDP_METHODS:
+        return fsdp.memory_gb(method, params, workers, fsdp_no_sync)
     if method in ("diloco", "streaming_diloco") and replica_gpus > 1:
         # sharded inside the replica: everything, outer vector included, over its G GPUs
         return TABLE1_FORMULAS["diloco"][0](12, workers) / replica_gpus * params / 1e9
@@ -134,28 +163,35 @@ def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1) -
 
 
 def micro_batch_s(sc: Scenario) -> float:
-    """One micro-batch's forward + backward: the measured step over accum, or 6·Ψ·tokens at the MFU."""
+    """One micro-batch's forward + backward: the measured step over accum (its recomputation, if any,
+    measured with it), or 6·Ψ·tokens at the MFU of its tokens (compute.py), × 4/3 with recomputation."""
     if sc.step_time_s:
         return sc.step_time_s / sc.accum
-    return compute_s(sc.model.flops_per_micro_batch(), sc.topo)
+    flops = sc.model.flops_per_micro_batch()
+    return compute_s(flops, sc.topo, sc.model.tokens) * recompute_factor(sc.recompute)
 
 
 def primitives(sc: Scenario) -> dict:
     """The micro-batch time, the local methods' inner step and each method's sync time (seconds):
     DDP's is what its sync leaves exposed (schedules.exposed_sync), the overlapped methods' the whole
     sync (× 1 + sync_contention), the local methods' one fragment's outer sync."""
-    P, topo, L = sc.model.params, sc.topo, sc.model.layers
+    P, topo, L = sc.model.params, sc.links.effective(sc.topo), sc.model.layers  # wan.py: slowest link, TCP cap
     mu = micro_batch_s(sc)
-    forward = FORWARD_SHARE * mu
+    forward = forward_share(sc.recompute and not sc.step_time_s) * mu
     parts = {
         m: sync_parts(m, P, topo, sc.grad_bytes, sc.param_bytes, ddp_bucket_mb=sc.ddp_bucket_mb, optimizer=sc.optimizer)
         for m in ("ddp", "dpu", "wp", "acco", "acco_adaptive")
     }
     outer = sc.outer_bytes / sc.outer_compression
+    per_sync = {}
     for m, F in (("diloco", 1), ("streaming_diloco", sc.F)):
-        parts[m] = sync_parts(
-            m, P, topo, fragments=F, outer_bytes=outer, replica_gpus=sc.replica_gpus, optimizer=sc.optimizer
+        one = partial(
+            sync_parts, m, P, fragments=F, outer_bytes=outer, replica_gpus=sc.replica_gpus, optimizer=sc.optimizer
         )
+        parts[m] = one(topo)
+        # wide-area links (wan.py): every outer sync of run()'s periods, jittered per sync, CPU quantisation added
+        syncs = max(sc.rounds, 4 * sc.H) // sc.H * F
+        per_sync[m] = outer_syncs(sc.links, sc.topo, syncs, sc.seed, one, P / F / sc.replica_gpus)
     if sc.replica_gpus > 1:
         inside = replica_sync_parts(P, topo, sc.replica_gpus, sc.grad_bytes, sc.param_bytes)
         inner = float(
@@ -168,21 +204,33 @@ def primitives(sc: Scenario) -> dict:
     d = parts["ddp"]
     sync = {m: parts[m].total * (1 + sc.sync_contention) for m in ("dpu", "wp", "acco", "acco_adaptive")}
     sync["ddp"] = float(schedules.exposed_sync(d.reduce_s, d.step_s, d.gather_s, forward, L, sc.prefetch))
-    sync["diloco"], sync["streaming_diloco"] = parts["diloco"].total, parts["streaming_diloco"].total
+    sync["diloco"], sync["streaming_diloco"] = mean_s(per_sync["diloco"]), mean_s(per_sync["streaming_diloco"])
     # the DDP that reduces its buckets in the last backward (acco/analytic/overlap.py's rule): its
     # buckets, each one's reduce-scatter, the tail (the step and the gather); sync_s: all of it
     overlap = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer)
-    sync["ddp_overlap"] = sum(overlap[1]) + overlap[2]
+    if sc.prefetch:  # the gather layer by layer under the next step's first forward (fsdp.py)
+        overlap = fsdp.prefetched_overlap(overlap, P, L, topo, sc.param_bytes, forward)
+    # each bucket's ring latency pipelines behind the bucket before (overlap.queued_s): back to back, one
+    latency = {m: ddp_overlap_latency_s(topo, m == "ddp_allreduce") for m in BUCKETED}
+    sync["ddp_overlap"] = back_to_back_s(overlap[1], [latency["ddp_overlap"]] * len(overlap[1])) + overlap[2]
     # the same without ZeRO: each bucket all-reduced in the last backward, every GPU steps it all
     replicated = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer, True)
-    sync["ddp_allreduce"] = sum(replicated[1]) + replicated[2]
+    lat_ar = [latency["ddp_allreduce"]] * len(replicated[1])
+    sync["ddp_allreduce"] = back_to_back_s(replicated[1], lat_ar) + replicated[2]
+    # FSDP's per-layer collectives (fsdp.py); its sync_s: all of them end to end, then the optimizer
+    costs = fsdp.layer_costs(P, L, topo, sc.grad_bytes, sc.param_bytes, sc.optimizer)
+    for m in fsdp.FSDP_METHODS:
+        sync[m] = float(fsdp.sync_s(m, costs, sc.accum, sc.fsdp_no_sync))
     return {
         "micro_batch_s": mu,
         "inner_step_s": inner,
         "sync_s": sync,
         "parts": parts,
+        "outer_syncs": per_sync,
         "ddp_overlap": overlap,
         "ddp_allreduce": replicated,
+        "bucket_latency_s": latency,
+        "fsdp": costs,
     }
 
 
@@ -204,8 +252,8 @@ def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
     layers = sc.model.layers if sc.layerwise else 0
     if method == "ddp":
         return schedules.ddp(mu, f, m, A)
-    if method in BUCKETED:
-        raise ValueError(f"{method} is simulated one scenario at a time (overlap_timing: its own buckets)")
+    if method in BUCKETED or method in fsdp.FSDP_METHODS:
+        raise ValueError(f"{method} is simulated one scenario at a time (its own buckets or layers)")
     if method in ("dpu", "wp"):
         return schedules.overlapped(mu, f, m, A, 1, contention=sc.contention)
     if method in ("acco", "acco_adaptive"):
@@ -222,8 +270,12 @@ def overlap_timing(prim: dict, f, sc: Scenario, method: str = "ddp_overlap") -> 
     """An overlapped ddp (`BUCKETED`) of one scenario (B = 1): its own buckets."""
     buckets, reduce_s, tail_s = prim[method]
     mu = np.array([prim["micro_batch_s"]])
-    overlap = schedules.Overlap(buckets, [np.array([r]) for r in reduce_s], np.array([tail_s]))
-    return schedules.ddp(mu, f, np.array([sum(reduce_s) + tail_s]), sc.accum, overlap)
+    latency = [np.array([prim["bucket_latency_s"][method]])] * len(reduce_s)
+    share = 1.0 - forward_share(sc.recompute and not sc.step_time_s)  # the backward's, recomputation in it
+    overlap = schedules.Overlap(
+        buckets, [np.array([r]) for r in reduce_s], np.array([tail_s]), share=share, latency_s=latency
+    )
+    return schedules.ddp(mu, f, np.array([prim["sync_s"][method]]), sc.accum, overlap)
 
 
 def _stack(parts: list[schedules.Timing]) -> schedules.Timing:
@@ -258,6 +310,22 @@ def _group_key(sc: Scenario):
     )
 
 
+def _schedule_syncs(prims: list[dict], method: str, m: np.ndarray) -> np.ndarray:
+    """What the schedule gets as the sync time: for a local method whose outer syncs differ (wan.py's
+    jitter), each sync's own, (syncs, B); otherwise the one time `m` (B,)."""
+    if method not in ("diloco", "streaming_diloco"):
+        return m
+    per_sync = np.stack([p["outer_syncs"][method] for p in prims], axis=1)
+    return per_sync if np.any(per_sync != per_sync[:1]) else m
+
+
+def _outer_percentile(prim: dict, method: str, q: float) -> float:
+    """The q-th percentile of a local method's outer syncs (nan for the other methods)."""
+    if method not in ("diloco", "streaming_diloco"):
+        return math.nan
+    return float(np.percentile(prim["outer_syncs"][method], q))
+
+
 def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
     """Every method on every scenario; scenarios that share workers and schedule parameters are
     simulated together (one numpy batch). Each scenario's straggler factors come from its own seed,
@@ -285,7 +353,14 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
                 ]
                 per_method[method] = (_stack(parts), m)
                 continue
-            per_method[method] = (timings(method, mu, f, m, first, inner), m)
+            if method in fsdp.FSDP_METHODS:  # layer by layer, each scenario its own layers and costs
+                parts = [
+                    fsdp.scenario_timing(method, p, f[:, j : j + 1], scenarios[i])
+                    for j, (i, p) in enumerate(zip(idx, prims))
+                ]
+                per_method[method] = (_stack(parts), m)
+                continue
+            per_method[method] = (timings(method, mu, f, _schedule_syncs(prims, method, m), first, inner), m)
         for j, i in enumerate(idx):
             sc = scenarios[i]
             rates = {  # the data-parallel baselines' samples/s (one GPU a worker)
@@ -301,7 +376,7 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
                 per_worker = sc.replica_gpus if method in ("diloco", "streaming_diloco") else 1
                 seqs = t.micro_batches[j] * per_worker * sc.model.micro_batch
                 rate = seqs / t.step_s[j]
-                mem = memory_gb(method, sc.model.params, N, sc.replica_gpus)
+                mem = memory_gb(method, sc.model.params, N, sc.replica_gpus, sc.fsdp_no_sync)
                 rows[i * len(methods) + k] = {
                     "method": method,
                     "label": LABELS[method],
@@ -314,6 +389,9 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
                     "stragglers": sc.stragglers.describe(),
                     "micro_batch_s": mu[j],
                     "sync_s": m[j],
+                    # the local methods' outer syncs over the run (wan.py's jitter): median and p90 beside the mean
+                    "outer_sync_p50_s": _outer_percentile(prims[j], method, 50),
+                    "outer_sync_p90_s": _outer_percentile(prims[j], method, 90),
                     "sync_over_compute": m[j] / (mu[j] * beside(method, sc)),
                     "step_s": t.step_s[j],
                     "samples_per_s": rate,
@@ -337,8 +415,9 @@ def with_topology(sc: Scenario, **changes) -> Scenario:
 
 def utilization(sc: Scenario, method: str, gbps) -> np.ndarray:
     """Compute utilization (1 − idle fraction: compute time over elapsed) of `method` at each inter-node
-    bandwidth in `gbps` (Gbit/s per node), the scenarios simulated in one batch."""
-    scs = [with_topology(sc, inter_bytes_per_s=float(g) * 1e9 / 8) for g in gbps]
+    bandwidth in `gbps` (Gbit/s per node: one link every ring of the node uses, as --inter-gbps
+    alone sets it), the scenarios simulated in one batch."""
+    scs = [with_topology(sc, inter_bytes_per_s=float(g) * 1e9 / 8, nics_per_node=1) for g in gbps]
     return np.array([1.0 - r["idle_fraction"] for r in run(scs, [method])])
 
 
