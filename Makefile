@@ -43,16 +43,16 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy, lint-imports (the layer
 # (start-up, a reference replay, waits on Slurm), so two side by side keep 2 cores busy. The Slurm
 # tests run on one of them, in order (tests/conftest.py).
 # `slow` tests (long end-to-end runs: the Slurm rehearsal, make bench, a tiny reproduction, ...) only
-# in test-all, so that make test (what CI runs) stays about 30 minutes on 2 cores (CI's last: 29 min in one phase).
+# in test-all, so that make test (what CI runs) stays about 26 minutes on 2 cores (CI's last: 19.6 + 6.2 min in its two phases).
 # `alone` tests run afterwards, one at a time with nothing beside them: Slurm sends a 1-minute job's
 # time-limit signal within its first half minute, so a start-up slowed by other tests leaves a segment
 # no steps (CI ran out of 12 requeues at step 42 of 130 that way, beside the other tests).
 TEST_WORKERS ?= 2
-test: $(STAMP) ## The tests CI runs: all but the `slow` ones (about 25 min on 2 cores)
+test: $(STAMP) ## The tests CI runs: all but the `slow` ones (about 26 min on 2 cores)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not alone" tests
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m "alone and not slow" tests
 
-test-all: $(STAMP) ## Every test, the `slow` end-to-end ones too (about 40 min on 2 cores)
+test-all: $(STAMP) ## Every test, the `slow` end-to-end ones too (about 40 min on 2 cores, estimated)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not alone" tests
 	$(PYTHON) -m pytest -q -p no:cacheprovider -m alone tests
 
