@@ -10,7 +10,7 @@ its pretraining run's model in the data cache ($ACCO_CACHE, default ~/.cache/acc
     python experiments/evaluate.py RUN_DIR --harness     # also lm-evaluation-harness's lambada_openai
 
 With --harness (the [eval] extra) eval.json also holds `lambada_harness`: lm_eval's accuracy and
-perplexity of the same model folder on the same examples (acco/evaluation/harness.py).
+perplexity of the same model folder on the same examples (acco/evaluation/lm_eval_harness.py).
 
 A run whose final evaluation failed after its training (summary.json: status `completed`,
 `final_eval_error`) is finished here: its summary.json gets the results as `final_eval` and its
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     parser.add_argument("--harness", action="store_true", help="also score LAMBADA with lm-evaluation-harness")
     args = parser.parse_args(argv)
     if args.harness:
-        from acco.evaluation.harness import harness_available
+        from acco.evaluation.lm_eval_harness import harness_available
 
         problem = harness_available()
         if problem:
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
             model.to(device)
             results = lambada_final_eval(cfg, load_tokenizer(model_dir), data.val_blocks, device)(model)
             if args.harness:
-                from acco.evaluation.harness import harness_lambada
+                from acco.evaluation.lm_eval_harness import harness_lambada
 
                 results["lambada_harness"] = harness_lambada(model_dir, lambada_test_examples(cfg), args.device)
         except DataNotFoundError as exc:

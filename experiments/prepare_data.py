@@ -15,7 +15,7 @@ only reported.
 Compute nodes without internet: where the hub is reachable (the login node) this first fetches
 everything the runs name by hub id — datasets, LAMBADA, tokenizers, pretrained models — into the
 Hugging Face cache the jobs read (HF_HUB_CACHE, else HF_HOME/hub: keep it on the shared filesystem
-too) or into the local folder the config names (acco/tasks/hub_fetch.py). The jobs then run with
+too) or into the local folder the config names (acco/data/hub_fetch.py). The jobs then run with
 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 and find it all there. Missing data, tokenizers or models
 that cannot be fetched: one line naming what to download and where, exit 2, nothing built."""
 
@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
     from acco.data.sources import DataNotFoundError
     from acco.harness.run.preflight import check_data_present
     from acco.tasks import prepare_task_data
-    from acco.tasks.hub_fetch import fetch_needs, hub_needs
+    from acco.data.hub_fetch import fetch_needs, hub_needs
 
     try:
         check_overrides(argv, CONF_DIR)

@@ -3,7 +3,7 @@ local files through Hugging Face ``datasets`` (TinyStories, OpenWebText, Alpaca,
 pretrained tokenizers, packing into constant-length blocks (memory-mapped token files), instruction
 fine-tuning examples, and the deterministic per-rank micro-batch streams."""
 
-from .instruct import (
+from .alpaca import (
     ALPACA_PROMPT_INPUT,
     ALPACA_PROMPT_NO_INPUT,
     IGNORE_INDEX,
@@ -14,10 +14,10 @@ from .instruct import (
     label_tokens,
     prepare_instruction_data,
 )
-from .instructions import check_answer, generate_instructions, task_of, write_alpaca_json
+from .generated_instructions import check_answer, generate_instructions, task_of, write_alpaca_json
 from .packed import PackedData, RankBatchStream, pack_documents
-from .prepare import prepare_story_data, story_cache_path
-from .pretrain import prepare_pretraining_data, pretraining_cache_path
+from .prepare_stories import prepare_story_data, story_cache_path
+from .prepare_pretraining import prepare_pretraining_data, pretraining_cache_path
 from .sources import KNOWN_DATASETS, DataNotFoundError, load_raw_dataset
 from .stories import generate_stories, write_story_jsonl
 from .token_file import TokenBlocks

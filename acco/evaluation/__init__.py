@@ -5,7 +5,7 @@ come as ``ShardedEvaluation``s, which ranks can share (each scores a part, the s
 
 from .instruct_eval import instruction_accuracy
 from .lambada import lambada_evaluation, lambada_examples, lambada_from_sums, lambada_scores, lambada_sums
-from .lambada_synth import generate_lambada_like, write_lambada_jsonl
+from ..data.generated_lambada import generate_lambada_like, write_lambada_jsonl
 from .perplexity import block_nll_sums, block_perplexity, heldout_evaluation, perplexity_from_sums
 from .sharded import ShardedEvaluation, evaluation_suite
 

@@ -1,12 +1,12 @@
 """Instruction-following accuracy: greedy answers to Alpaca-prompted records, checked by
-``acco.data.instructions.check_answer`` (records of the embedded instruction corpus)."""
+``acco.data.generated_instructions.check_answer`` (records of the embedded instruction corpus)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..data.instruct import format_alpaca
-from ..data.instructions import check_answer
+from ..data.alpaca import format_alpaca
+from ..data.generated_instructions import check_answer
 from ._model import evaluating, max_positions
 
 __all__ = ["greedy_generate", "instruction_accuracy"]

@@ -7,11 +7,11 @@ import torch
 from omegaconf import DictConfig
 
 from ..config.plain import plain
-from ..data.instruct import InstructBatchStream, prepare_instruction_data
+from ..data.alpaca import InstructBatchStream, prepare_instruction_data
 from ..data.tokenizer import load_tokenizer
 from ..models import build_causal_lm
 from . import Task, to_device
-from .generated import generated_source
+from ..data.generated_corpora import generated_source
 
 
 def instruct_loss(device: torch.device):

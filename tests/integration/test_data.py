@@ -30,7 +30,7 @@ from acco.data import (
     train_bpe_tokenizer,
     write_story_jsonl,
 )
-from acco.data import prepare as prepare_mod
+from acco.data import prepare_stories as prepare_mod
 from acco.data import stories as stories_mod
 from tests.helpers import paths
 

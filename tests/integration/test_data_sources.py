@@ -29,7 +29,7 @@ from acco.data import (
     train_bpe_tokenizer,
     write_story_jsonl,
 )
-from acco.data import pretrain as pretrain_mod
+from acco.data import prepare_pretraining as pretrain_mod
 from acco.data import sources as sources_mod
 from tests.helpers import paths
 

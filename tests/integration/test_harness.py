@@ -15,7 +15,7 @@ import torch
 
 from acco.data.stories import generate_stories
 from acco.evaluation.lambada import lambada_examples, lambada_scores, lambada_sums
-from acco.evaluation.lambada_synth import generate_lambada_like
+from acco.data.generated_lambada import generate_lambada_like
 from tests.helpers.paths import ROOT
 from tests.helpers.runs import SMALL_LM, run_train
 
@@ -53,7 +53,7 @@ def saved_model(tmp_path_factory):
 def test_harness_and_ours_agree_example_by_example(saved_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from acco.evaluation.harness import harness_lambada
+    from acco.evaluation.lm_eval_harness import harness_lambada
 
     model_dir = str(saved_model / "model")
     # LAMBADA-like cloze passages (hard for this model) and story openings cut after 3 to 8 words

@@ -13,7 +13,7 @@ import pytest
 
 from acco.config.experiments import compose
 from acco.config.schema import typed
-from acco.data import pretrain as pretrain_mod
+from acco.data import prepare_pretraining as pretrain_mod
 from acco.data import sources as sources_mod
 from acco.data.sources import DataNotFoundError, load_raw_dataset
 from acco.data.stories import generate_stories
@@ -110,7 +110,7 @@ def test_a_tokenizer_named_by_hub_id_is_read_from_the_hub_cache(offline, tmp_pat
 
 # -- what experiments/prepare_data.py fetches ------------------------------------------------------------
 def test_hub_needs_of_the_paper_experiments(tmp_path, monkeypatch):
-    from acco.tasks.hub_fetch import MODEL_FILES, hub_needs
+    from acco.data.hub_fetch import MODEL_FILES, hub_needs
 
     monkeypatch.setenv("ACCO_MODELS", str(tmp_path / "models"))
     fig7 = {(n.what, n.repo_id, n.local_dir) for n in hub_needs(typed(compose(["experiment=fig7/paper"])))}

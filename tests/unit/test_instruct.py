@@ -30,8 +30,8 @@ from acco.data import (
     train_bpe_tokenizer,
     write_alpaca_json,
 )
-from acco.data import instruct as instruct_mod
-from acco.data.instructions import TASKS
+from acco.data import alpaca as instruct_mod
+from acco.data.generated_instructions import TASKS
 
 
 # ----------------------------------------------------------------------------------------------

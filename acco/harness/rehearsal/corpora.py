@@ -27,10 +27,10 @@ import random
 from pathlib import Path
 
 from ...atomic import atomic_write
-from ...data.instruct import format_alpaca
-from ...data.instructions import generate_instructions
+from ...data.alpaca import format_alpaca
+from ...data.generated_instructions import generate_instructions
 from ...data.stories import BOY_NAMES, GIRL_NAMES, OBJECTS, PLACES, generate_stories
-from ...evaluation.lambada_synth import generate_lambada_like
+from ...data.generated_lambada import generate_lambada_like
 
 __all__ = [
     "LAYOUT",

@@ -62,7 +62,7 @@ def _causal_lm_types() -> tuple[str, ...]:
 
 
 def _generators() -> tuple[str, ...]:
-    from ...tasks.generated import generator_names
+    from ...data.generated_corpora import generator_names
 
     return generator_names()
 

@@ -171,7 +171,7 @@ def data_build_bytes(cfg: dict) -> int | None:
     if not path or not cache_dir or source.get("generator") or not os.path.exists(os.path.expanduser(path)):
         return None
     try:
-        from ...data.pretrain import normalize_source, source_identity
+        from ...data.prepare_pretraining import normalize_source, source_identity
 
         identity = source_identity(normalize_source(source))
     except Exception:  # a source the data code rejects: its own check reports it

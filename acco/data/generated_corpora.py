@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import os
 
-from ..data.cache import build_once
+from .cache import build_once
 
 WRITERS: dict[str, object] = {}
 
 
 def _writers():
     if not WRITERS:
-        from ..data import write_story_jsonl
-        from ..data.instructions import write_alpaca_json
-        from ..evaluation import write_lambada_jsonl
+        from . import write_story_jsonl
+        from .generated_instructions import write_alpaca_json
+        from .generated_lambada import write_lambada_jsonl
 
         WRITERS.update(
             {

@@ -21,8 +21,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ..data.sources import DataNotFoundError, _one_line, hub_include
-from ..data.tokenizer import TOKENIZER_FILES
+from .sources import DataNotFoundError, _one_line, hub_include
+from .tokenizer import TOKENIZER_FILES
 
 __all__ = ["HubNeed", "fetch_needs", "hub_needs"]
 
@@ -81,8 +81,8 @@ def hub_needs(cfg: DictConfig) -> list[HubNeed]:
 def fetch_needs(needs: list[HubNeed], log=print) -> None:
     """Fetch each need not yet on disk (see the module docstring); DataNotFoundError (one line) when
     a download fails."""
-    from ..data.hub import fetch_snapshot, hub_cache_dir
-    from ..data.sources import hub_reachable
+    from .hub import fetch_snapshot, hub_cache_dir
+    from .sources import hub_reachable
 
     missing = [n for n in dict.fromkeys(needs) if not n.present()]
     if not missing:

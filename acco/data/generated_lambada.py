@@ -13,7 +13,7 @@ import os
 import random
 
 from ..atomic import atomic_open
-from ..data.stories import BOY_NAMES, FAMILY, FOODS, GIRL_NAMES, OBJECTS, PETS, PLACES
+from .stories import BOY_NAMES, FAMILY, FOODS, GIRL_NAMES, OBJECTS, PETS, PLACES
 
 __all__ = ["generate_lambada_like", "write_lambada_jsonl"]
 

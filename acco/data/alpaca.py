@@ -43,7 +43,7 @@ import torch
 
 from .cache import build_once, cache_key
 from .packed import MicroBatchStream, epoch_order
-from .pretrain import load_source_splits, locate_source, normalize_source, source_identity, split_indices
+from .prepare_pretraining import load_source_splits, locate_source, normalize_source, source_identity, split_indices
 from .tokenizer import load_tokenizer, tokenizer_fingerprint
 from .tokenizer_spec import eos_id_of, resolve_tokenizer_spec
 
