@@ -10,7 +10,7 @@ OUT     ?= results/cpu-demo/$(METHOD)
 METHOD  ?= acco
 SCALE   ?= cpu
 
-.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures readme plot reproduce clean bench \
+.PHONY: help install lint test test-all test-fast test-integration train-cpu demo-cpu figures readme plot reproduce clean bench same-metrics \
 	simulate calibrate-clock \
 	rehearse rehearsal-data gpu-check wheels bench-checkpoint
 .DEFAULT_GOAL := help
@@ -157,6 +157,12 @@ calibrate-clock: $(STAMP) ## The virtual clock's costs and its validation agains
 simulate: $(STAMP) ## The methods' schedules simulated at 8-1024 GPUs: figures and validation -> results/sim/
 	$(PYTHON) experiments/simulate.py --figures results/sim
 	$(PYTHON) experiments/simulate.py --validation results/sim
+
+# A restructure that must not change what a run computes: 13 short deterministic runs (every
+# method and impl, world 3, a slow rank, the virtual clock) with BASE's code and the working tree's,
+# metrics.csv compared byte for byte (wall_time_s aside, except the virtual clock's); ~6 min.
+same-metrics: $(STAMP) ## Training bit-identical to BASE (default main)? 13 short runs each side
+	$(PYTHON) experiments/same_metrics.py --base $(or $(BASE),main)
 
 # Everything CUDA-specific in at most 8.5 minutes on one H200 (experiments/gpu_check.py: a plan of
 # parts with their budgets: data caches, every method against the reference, bitwise race checks,
