@@ -51,10 +51,10 @@ def data_key(cfg: dict) -> str:
 def main(argv: list[str]) -> int:
     if help_asked(argv, __doc__):
         return 0
+    from acco.data.hub_fetch import fetch_needs, hub_needs
     from acco.data.sources import DataNotFoundError
     from acco.harness.run.preflight import check_data_present
     from acco.tasks import prepare_task_data
-    from acco.data.hub_fetch import fetch_needs, hub_needs
 
     try:
         check_overrides(argv, CONF_DIR)

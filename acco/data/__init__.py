@@ -16,8 +16,8 @@ from .alpaca import (
 )
 from .generated_instructions import check_answer, generate_instructions, task_of, write_alpaca_json
 from .packed import PackedData, RankBatchStream, pack_documents
-from .prepare_stories import prepare_story_data, story_cache_path
 from .prepare_pretraining import prepare_pretraining_data, pretraining_cache_path
+from .prepare_stories import prepare_story_data, story_cache_path
 from .sources import KNOWN_DATASETS, DataNotFoundError, load_raw_dataset
 from .stories import generate_stories, write_story_jsonl
 from .token_file import TokenBlocks

@@ -3,9 +3,9 @@
 a CPU-scale LAMBADA-like set generated from the story world. LAMBADA and the block perplexity also
 come as ``ShardedEvaluation``s, which ranks can share (each scores a part, the sums are added)."""
 
+from ..data.generated_lambada import generate_lambada_like, write_lambada_jsonl
 from .instruct_eval import instruction_accuracy
 from .lambada import lambada_evaluation, lambada_examples, lambada_from_sums, lambada_scores, lambada_sums
-from ..data.generated_lambada import generate_lambada_like, write_lambada_jsonl
 from .perplexity import block_nll_sums, block_perplexity, heldout_evaluation, perplexity_from_sums
 from .sharded import ShardedEvaluation, evaluation_suite
 

@@ -8,10 +8,10 @@ from omegaconf import DictConfig
 
 from ..config.plain import plain
 from ..data.alpaca import InstructBatchStream, prepare_instruction_data
+from ..data.generated_corpora import generated_source
 from ..data.tokenizer import load_tokenizer
 from ..models import build_causal_lm
 from . import Task, to_device
-from ..data.generated_corpora import generated_source
 
 
 def instruct_loss(device: torch.device):

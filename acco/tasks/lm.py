@@ -11,12 +11,12 @@ from omegaconf import DictConfig
 from ..config.plain import plain
 from ..data import RankBatchStream, prepare_story_data
 from ..data.cache import quiet_datasets
+from ..data.generated_corpora import generated_source
 from ..data.prepare_pretraining import SOURCE_KEYS, prepare_pretraining_data
 from ..data.sources import load_raw_dataset
 from ..data.tokenizer import load_tokenizer
 from ..models import build_causal_lm
 from . import Task, to_device
-from ..data.generated_corpora import generated_source
 
 
 def causal_lm_loss(device: torch.device):

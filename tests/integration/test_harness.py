@@ -13,9 +13,9 @@ import sys
 import pytest
 import torch
 
+from acco.data.generated_lambada import generate_lambada_like
 from acco.data.stories import generate_stories
 from acco.evaluation.lambada import lambada_examples, lambada_scores, lambada_sums
-from acco.data.generated_lambada import generate_lambada_like
 from tests.helpers.paths import ROOT
 from tests.helpers.runs import SMALL_LM, run_train
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from ...atomic import atomic_write
 from ...data.alpaca import format_alpaca
 from ...data.generated_instructions import generate_instructions
-from ...data.stories import BOY_NAMES, GIRL_NAMES, OBJECTS, PLACES, generate_stories
 from ...data.generated_lambada import generate_lambada_like
+from ...data.stories import BOY_NAMES, GIRL_NAMES, OBJECTS, PLACES, generate_stories
 
 __all__ = [
     "LAYOUT",
