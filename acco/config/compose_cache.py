@@ -4,19 +4,22 @@ same ones each time the config files have not changed.
 
 An entry is the resolved plain config (before its `out_dir` is filled in, which may depend on the
 clock) under a key that is the SHA-256 of everything the composition reads: every file of the
-config tree (acco/conf) and of acco/config's code (the schema, the value overrides), Hydra's and
-OmegaConf's versions, the environment the config's `oc.env` resolvers read (ACCO_*, HOME) and the
-overrides. A changed file, version or variable is a new key, never a stale hit. Entries live in
-`$ACCO_CACHE/compose/` (else ~/.cache/acco/compose/) as JSON, written whole or not at all (a
-temporary file renamed); one that cannot be read is composed again. `ACCO_COMPOSE_CACHE=off`
-turns the cache off. Old entries are not evicted: each is a few kB.
+config tree (acco/conf), of acco/config's code (the schema, the value overrides) and of
+acco/methods' (the methods' settings classes), the registered methods (with the source of any
+defined outside acco), Hydra's and OmegaConf's versions, the environment the config's `oc.env`
+resolvers read (ACCO_*, HOME) and the overrides. A changed file, version or variable is a new key,
+never a stale hit. Entries live in `$ACCO_CACHE/compose/` (else ~/.cache/acco/compose/) as JSON,
+written whole or not at all (a temporary file renamed); one that cannot be read is composed again.
+`ACCO_COMPOSE_CACHE=off` turns the cache off. Old entries are not evicted: each is a few kB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +56,13 @@ def sources_digest() -> str:
         h = hashlib.sha256(f"hydra {hydra.__version__} omegaconf {omegaconf.__version__}".encode())
         conf = conf_dir()
         code = os.path.dirname(os.path.abspath(__file__))
-        for path in [*_files_under(conf, (".yaml", ".yml")), *_files_under(code, (".py",))]:
+        methods_code = os.path.join(os.path.dirname(code), "methods")
+        files = [
+            *_files_under(conf, (".yaml", ".yml")),
+            *_files_under(code, (".py",)),
+            *_files_under(methods_code, (".py",)),
+        ]
+        for path in files:
             h.update(os.path.relpath(path, os.path.dirname(conf)).encode() + b"\0")
             with open(path, "rb") as f:
                 h.update(f.read() + b"\0")
@@ -61,10 +70,27 @@ def sources_digest() -> str:
     return _SOURCES_DIGEST[0]
 
 
+def registered_methods() -> list[list[str]]:
+    """Each registered method's name and settings class, with the SHA-256 of its module's source
+    where it is defined outside acco (a method registered in this process, or by $ACCO_METHODS)."""
+    from ..methods import METHODS
+
+    found = []
+    for name, spec in sorted(METHODS.items()):
+        module = sys.modules.get(spec.config.__module__)
+        source = getattr(module, "__file__", None) or ""
+        outside = source and not spec.config.__module__.startswith("acco.")
+        with open(source, "rb") if outside else contextlib.nullcontext(None) as f:
+            digest = hashlib.sha256(f.read()).hexdigest() if f else ""
+        found.append([name, f"{spec.config.__module__}.{spec.config.__qualname__}", digest])
+    return found
+
+
 def key(kind: str, *parts: Any) -> str:
-    """The entry's key: the sources, the environment the resolvers read, and the request."""
+    """The entry's key: the sources, the registered methods, the environment the resolvers read,
+    and the request."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("ACCO_") and k != OFF or k == "HOME")
-    request = json.dumps([kind, env, *parts], sort_keys=True, default=str)
+    request = json.dumps([kind, env, registered_methods(), *parts], sort_keys=True, default=str)
     return hashlib.sha256(f"{sources_digest()}\0{request}".encode()).hexdigest()
 
 

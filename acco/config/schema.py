@@ -3,8 +3,9 @@ stay in conf/ (the YAML files); every field here is MISSING or None, so nothing 
 
 Registered in Hydra's ConfigStore (`register()`): conf/config.yaml starts its defaults list with
 `acco_schema`, and each group option starts its own with its kind's schema (conf/method/dpu.yaml:
-`- schema_dpu`), so Hydra/OmegaConf reject a misspelt key or a wrongly typed value in any config
-file at composition. Open-ended parts stay open: `model.config` is a Hugging Face config,
+`- schema_warmup`, the settings dataclass of acco/methods/dpu.py: a method's is declared by its
+module), so Hydra/OmegaConf reject a misspelt key or a wrongly typed value in any config file at
+composition. Open-ended parts stay open: `model.config` is a Hugging Face config,
 `data.source` and `data.tokenizer` are specs whose keys depend on their kind, `experiment` holds
 an experiment's metadata and run lists.
 
@@ -37,6 +38,8 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from ..methods import METHODS
+from ..methods.settings import MethodConfig
 from .location import conf_dir
 from .validate import ConfigError, group_options
 
@@ -51,37 +54,7 @@ def _help(must: str, example: str):
 
 
 # -- config groups: one dataclass per kind of option ---------------------------------------------
-
-
-@dataclass
-class MethodConfig:  # conf/method/acco.yaml
-    name: str = MISSING
-
-
-@dataclass
-class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
-    impl: str = MISSING  # torch (PyTorch DDP + ZeRO) | flat (the shared engine)
-    # impl=torch: how DDP averages a gradient bucket, allreduce (PyTorch's own) | reduce_scatter
-    # (reduce-scatter + all-gather, the minimal bytes: acco/engine/torch_ddp.py reduce_scatter_hook)
-    comm_hook: str = "allreduce"
-    # impl=flat: reduce-scatter gradient buckets during the last backward (acco/engine/backward_overlap.py)
-    overlap_backward: bool = False
-    bucket_mb: float | None = None  # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25)
-
-
-@dataclass
-class WarmupMethod(MethodConfig):  # conf/method/dpu.yaml, wp.yaml
-    warmup_steps: int = MISSING  # DDP steps before the delayed updates start
-
-
-@dataclass
-class LocalMethod(MethodConfig):  # conf/method/diloco.yaml, streaming_diloco.yaml
-    sync_every: int = MISSING  # H: inner steps between two syncs of a fragment
-    fragments: int = MISSING  # F: contiguous pieces of the model, synchronised in turn
-    overlap_steps: int = MISSING  # τ: inner steps a fragment's sync runs beside (0: not overlapped)
-    mixing: float = MISSING  # α: θ <- α·θ + (1 - α)·φ when a sync lands
-    outer_lr: float = MISSING  # the outer SGD's learning rate
-    outer_momentum: float = MISSING  # its Nesterov momentum
+# a method's settings are declared by its module (acco/methods/<name>.py, spec.config)
 
 
 @dataclass
@@ -339,31 +312,44 @@ class RunConfig:
 
 # each group option's kind: the name its YAML file lists first in its defaults
 GROUP_SCHEMAS: dict[str, dict[str, type]] = {
-    "method": {
-        "schema_acco": MethodConfig,
-        "schema_ddp": DdpMethod,
-        "schema_warmup": WarmupMethod,
-        "schema_local": LocalMethod,
-    },  # fmt: skip
+    "method": {},  # the registered methods' (method_schemas)
     "model": {"schema": ModelConfig},
     "data": {"schema_pretrain": PretrainData, "schema_instruct": InstructData},
     "launcher": {"schema_local": LauncherConfig, "schema_slurm": SlurmLauncher},
     "logger": {"schema_none": LoggerConfig, "schema_wandb": WandbLogger},
 }
 # every kind of a group, for checks made before the option is known (the command line)
-GROUP_KINDS = {group: tuple(dict.fromkeys(kinds.values())) for group, kinds in GROUP_SCHEMAS.items()}
+GROUP_KINDS: dict[str, tuple[type, ...]] = {}
+
+
+def method_schemas() -> None:
+    """The method group's kinds from the registry (acco/methods/): each spec's settings dataclass
+    under the name its conf/method/<name>.yaml lists first (the base MethodConfig first: a method
+    without settings of its own). Again after a method is registered: register() does."""
+    kinds: dict[str, type] = {"schema_acco": MethodConfig}
+    for spec in METHODS.values():
+        kinds.setdefault(spec.config_schema, spec.config)
+    GROUP_SCHEMAS["method"] = kinds
+    GROUP_KINDS.update({group: tuple(dict.fromkeys(k.values())) for group, k in GROUP_SCHEMAS.items()})
+    option_kind.cache_clear()
 
 
 def register() -> None:
     """Put the schemas in Hydra's ConfigStore; before Hydra composes (experiments/train.py and
-    acco.config.experiments.compose call it). Storing again replaces: calling twice is harmless."""
+    acco.config.experiments.compose call it). Storing again replaces: calling twice is harmless.
+    A registered method without a conf/method/<name>.yaml (one defined outside acco) is an option
+    of the method group too: its settings dataclass with its defaults (docs/methods.md)."""
     from hydra.core.config_store import ConfigStore
 
+    method_schemas()
     cs = ConfigStore.instance()
     cs.store(name="acco_schema", node=RunConfig)
     for group, kinds in GROUP_SCHEMAS.items():
         for name, node in kinds.items():
             cs.store(group=group, name=name, node=node)
+    for spec in METHODS.values():
+        if not os.path.exists(os.path.join(CONF_DIR, "method", f"{spec.name}.yaml")):
+            cs.store(group="method", name=spec.name, node=spec.config(name=spec.name))
 
 
 # -- strict checks with one-line messages ---------------------------------------------------------
@@ -514,10 +500,12 @@ def _has(group: str, kind, dotted: str) -> bool:
 
 @functools.cache
 def option_kind(group: str, option: str):
-    """The schema dataclass of conf/<group>/<option>.yaml: the first entry of its defaults list."""
+    """The schema dataclass of conf/<group>/<option>.yaml: the first entry of its defaults list
+    (a method registered without a file: its spec's settings dataclass)."""
     path = os.path.join(CONF_DIR, group, f"{option}.yaml")
     if not os.path.exists(path):
-        return None
+        spec = METHODS.get(option) if group == "method" else None
+        return spec.config if spec is not None else None
     loaded = OmegaConf.load(path)
     defaults = (loaded.get("defaults") if isinstance(loaded, DictConfig) else None) or []
     return GROUP_SCHEMAS[group].get(str(defaults[0])) if defaults else None
@@ -597,3 +585,6 @@ def _open(node: DictConfig) -> None:
 
 def top_level_keys() -> set[str]:
     return set(_fields(RunConfig))
+
+
+method_schemas()

@@ -19,14 +19,21 @@ class ConfigError(ValueError):
 
 
 def group_options(conf_dir: str, group: str) -> list[str]:
-    """A config group's options as Hydra names them: conf/<group>/<a>/<b>.yaml is `a/b`."""
+    """A config group's options as Hydra names them: conf/<group>/<a>/<b>.yaml is `a/b`; the
+    method group has every registered method too (one defined outside acco has no file: its
+    settings' defaults are its config, acco.config.schema.register)."""
     folder = os.path.join(conf_dir, group)
-    return sorted(
+    files = {
         os.path.relpath(os.path.join(d, f), folder)[:-5]
         for d, _, files in os.walk(folder)
         for f in files
         if f.endswith(".yaml")
-    )
+    }
+    if group == "method":
+        from ..methods import METHODS
+
+        files |= set(METHODS)
+    return sorted(files)
 
 
 def check_overrides(argv: Iterable[str], conf_dir: str) -> None:

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
+from ..methods.ddp import COMM_HOOKS as DDP_COMM_HOOKS
 from . import device_clock
 from .collectives import all_gather_into, collective_done, collective_hooks, reduce_scatter_sum
 from .compute import MicroBatchRunner
@@ -34,8 +35,9 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
 
 
 # allreduce: PyTorch's own hook; reduce_scatter / reduce_scatter_bf16: reduce_scatter_hook with the
-# bucket sent in fp32 / in bf16 as ACCO's buffer is (PyTorch's bf16_compress_hook needs NCCL)
-COMM_HOOKS = ("allreduce", "reduce_scatter", "reduce_scatter_bf16")
+# bucket sent in fp32 / in bf16 as ACCO's buffer is (PyTorch's bf16_compress_hook needs NCCL);
+# the names are ddp's setting (acco/methods/ddp.py)
+COMM_HOOKS = DDP_COMM_HOOKS
 
 
 def reduce_scatter_hook(world: int, wire_dtype: torch.dtype | None = None):

@@ -14,4 +14,5 @@ SPEC = MethodSpec(
     carries_gradients=True,
     overlapped=True,
     tentative_step=True,
+    reference="acco",
 )

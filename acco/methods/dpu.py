@@ -1,7 +1,16 @@
 """DPU (delayed parameter update): a round's gradients are synced while the next round computes on
 the parameters one step old; method.warmup_steps sequential steps first."""
 
+from dataclasses import dataclass
+
+from .settings import MISSING, Check, MethodConfig, setting
 from .spec import FLAT, MethodSpec
+
+
+@dataclass
+class WarmupMethod(MethodConfig):  # conf/method/dpu.yaml, wp.yaml
+    warmup_steps: int = setting(MISSING, Check("int", minimum=0))  # DDP steps before the delayed updates start
+
 
 SPEC = MethodSpec(
     name="dpu",
@@ -10,7 +19,9 @@ SPEC = MethodSpec(
     schedule="delayed",
     sync_kinds=("commit",),
     table1_row="dpu",
-    settings=("warmup_steps",),
     carries_gradients=True,
     overlapped=True,
+    reference="delayed",
+    config=WarmupMethod,
+    config_schema="schema_warmup",
 )

@@ -1,14 +1,15 @@
 """What the rest of the code needs to know about a method, as data: one frozen MethodSpec per
 method (a module of this package each), looked up by name in the registry (acco/methods/__init__.py).
-Plain data, no torch: the dry-run plan and the disk estimate read it on a submit host."""
+Plain data, no torch, importing nothing else of acco: the bottom layer, so every other layer (the
+config schema, the cost model, the plan on a submit host) can read it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ..analytic.table1 import TABLE1_FORMULAS
+from .settings import MethodConfig
 
 # the backends the trainer builds (acco/train/build.py resolves these names)
 TORCH_DDP = "torch_ddp"  # PyTorch's DistributedDataParallel + ZeroRedundancyOptimizer
@@ -28,17 +29,29 @@ class MethodSpec:
     schedule: str
     sync_kinds: tuple[str, ...]
     table1_row: str  # the row of acco/analytic/table1.py TABLE1_FORMULAS a run of it measures
-    settings: tuple[str, ...] = ()  # the method.* keys it reads beside `name`
+    settings: tuple[str, ...] = ()  # the method.* keys it reads beside `name` (default: its config's fields)
     rounds_per_step: int = 1  # rounds of compute per committed step (ACCO: an estimate and a commit)
     carries_gradients: bool = False  # a round's accumulated gradients wait for the next round's sync
     overlapped: bool = False  # rounds compute beside a sync (adaptive: more micro-batches than accum)
     tentative_step: bool = False  # a sync also computes a step it does not commit (ACCO, WP)
     local: bool = False  # a DiLoCo-type method: inner steps per worker, an outer step every few
+    # local: by default its sync goes a fragment at a time, beside the next inner steps (Streaming DiLoCo)
+    fragmented: bool = False
     sends: str = "gradients"  # what its syncs move between the ranks
     send_dtype: str = "train.grad_dtype"  # in which dtype (a setting's name, or a dtype)
     # method.impl -> backend, and the impl a config without one gets (only ddp has a choice)
     impls: tuple[tuple[str, str], ...] = ()
     default_impl: str | None = None
+    # its update rule in the single-process reference (acco/train/reference.py RULES; "": none)
+    reference: str = ""
+    # its settings' dataclass (acco/methods/settings.py), and the name conf/method/<name>.yaml lists
+    # first in its defaults to be checked against it (acco/config/schema.py registers each)
+    config: type = MethodConfig
+    config_schema: str = "schema_acco"
+
+    def __post_init__(self) -> None:
+        if not self.settings:  # by default its settings dataclass's fields (beside `name`)
+            object.__setattr__(self, "settings", tuple(f.name for f in fields(self.config) if f.name != "name"))
 
     @property
     def impl_names(self) -> tuple[str, ...]:
@@ -49,7 +62,3 @@ class MethodSpec:
         if not self.impls:
             return self.backend
         return dict(self.impls).get(options.get("impl", self.default_impl), self.backend)
-
-    def table1_bytes_per_param(self, K: float, N: int) -> float:
-        """Table 1's model-state bytes per parameter, K optimizer bytes per parameter, N workers."""
-        return TABLE1_FORMULAS[self.table1_row][0](K, N)

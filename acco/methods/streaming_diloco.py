@@ -5,4 +5,4 @@ from dataclasses import replace
 
 from .diloco import SPEC as DILOCO
 
-SPEC = replace(DILOCO, name="streaming_diloco", label="Streaming DiLoCo")
+SPEC = replace(DILOCO, name="streaming_diloco", label="Streaming DiLoCo", fragmented=True)

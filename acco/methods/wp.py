@@ -1,6 +1,7 @@
 """WP (weight prediction): DPU whose next round computes on predicted parameters, a tentative
 second AdamW step with the same gradient; method.warmup_steps sequential steps first."""
 
+from .dpu import WarmupMethod
 from .spec import FLAT, MethodSpec
 
 SPEC = MethodSpec(
@@ -10,8 +11,10 @@ SPEC = MethodSpec(
     schedule="delayed_predict",
     sync_kinds=("commit", "commit+predict"),
     table1_row="wp",
-    settings=("warmup_steps",),
     carries_gradients=True,
     overlapped=True,
     tentative_step=True,
+    reference="delayed_predict",
+    config=WarmupMethod,
+    config_schema="schema_warmup",
 )

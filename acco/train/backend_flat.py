@@ -20,14 +20,16 @@ from ..engine.sync import Syncer, SyncKind
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, flat_overlap_costs, flat_sync_costs
 from ..methods import FLAT, get
+from ..methods.tables import add, lookup
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
 from .signals import CHECKPOINT_SIGNALS
 
-# the schedules of rounds on this engine, by the name a method's spec gives (acco/methods/):
-# (engine, until, on_step, start, warmup_steps)
-SCHEDULES: dict[str, Callable[[RoundEngine, StopRule, StepCallback, int, int], None]] = {
+# a schedule of rounds on this engine: (engine, until, on_step, start, method.warmup_steps)
+FlatSchedule = Callable[[RoundEngine, StopRule, StepCallback, int, int], None]
+# the schedules, by the name a method's spec gives (acco/methods/: `schedule`); register_schedule adds one
+SCHEDULES: dict[str, FlatSchedule] = {
     "sequential": lambda engine, until, on_step, start, warmup: run_sequential(engine, until, on_step, start),
     "delayed": lambda engine, until, on_step, start, warmup: run_delayed(
         engine, until, on_step, warmup_steps=warmup, predict=False, start=start
@@ -37,6 +39,13 @@ SCHEDULES: dict[str, Callable[[RoundEngine, StopRule, StepCallback, int, int], N
     ),
     "acco": lambda engine, until, on_step, start, warmup: run_acco(engine, until, on_step, start),
 }
+
+
+def register_schedule(name: str, schedule: FlatSchedule) -> FlatSchedule:
+    """Add a schedule of rounds (a method defined outside acco may instead name `module:function`)."""
+    return add(SCHEDULES, name, schedule, "flat schedule of rounds")
+
+
 # the sync's all-reduce of [count, loss sum, non-finite, one vote per checkpoint signal] in float64
 AGREEMENT_BYTES = 8 * (3 + len(CHECKPOINT_SIGNALS))
 
@@ -76,8 +85,9 @@ class FlatBackend(Backend):
         `clock` (clock.mode=virtual): the rounds run on the virtual clock (acco/engine/virtual_clock.py);
         `slowdown` should then be 1 (the clock slows a heterogeneous worker, not a sleep)."""
         spec = get(method)
-        if spec.backend != FLAT or spec.schedule not in SCHEDULES:
+        if spec.backend != FLAT:
             raise ValueError(f"method {method!r} does not run on the flat engine")
+        self.schedule = lookup(SCHEDULES, spec.schedule, "flat schedule of rounds")
         if overlap_backward and "overlap_backward" not in spec.settings:
             raise ValueError(f"overlap_backward is ddp's setting, not {method}'s")
         self.method = method
@@ -180,7 +190,7 @@ class FlatBackend(Backend):
         return self.syncer
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
-        SCHEDULES[self.spec.schedule](self.live_engine, until, on_step, start, self.warmup_steps)
+        self.schedule(self.live_engine, until, on_step, start, self.warmup_steps)
 
     def carry_votes(self, votes) -> None:
         self.live_syncer.agreement.votes = votes

@@ -4,6 +4,7 @@ an outer Nesterov step sharded over the ranks (acco/engine/local_rounds.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -23,10 +24,21 @@ from ..engine.rounds import StepCallback, StopRule
 from ..engine.sharded_adamw import AdamWSettings, ShardedAdamW
 from ..engine.trace import TraceRecorder
 from ..engine.virtual_clock import ClockSettings, VirtualClock, local_sync_collectives
+from ..methods.tables import add, lookup
 from ..tasks import Task
 from .backend import Backend
 from .precision import dtype_name
 from .signals import CHECKPOINT_SIGNALS
+
+# a schedule of rounds on the local engine: (engine, until, on_step, start)
+LocalRounds = Callable[[LocalEngine, StopRule, StepCallback, int], None]
+# by the name a local method's spec gives (acco/methods/: `schedule`); register_local_rounds adds one
+LOCAL_SCHEDULES: dict[str, LocalRounds] = {"local_rounds": run_local_rounds}
+
+
+def register_local_rounds(name: str, rounds: LocalRounds) -> LocalRounds:
+    """Add a schedule of local rounds (a method defined outside acco may instead name `module:function`)."""
+    return add(LOCAL_SCHEDULES, name, rounds, "local schedule of rounds")
 
 
 def local_schedule(method) -> LocalSchedule:
@@ -62,10 +74,13 @@ class LocalBackend(Backend):
         step_group,
         clock: ClockSettings | None = None,
         outer_dtype: torch.dtype | None = None,
+        rounds: str = "local_rounds",
     ):
         """`clock` (clock.mode=virtual): inner steps and fragment syncs on the virtual clock
         (acco/engine/virtual_clock.py); `slowdown` should then be 1. `outer_dtype`
-        (train.grad_dtype): the pseudo-gradient's dtype on the wire (default: the compute dtype)."""
+        (train.grad_dtype): the pseudo-gradient's dtype on the wire (default: the compute dtype).
+        `rounds`: the schedule of rounds (LOCAL_SCHEDULES; the method's spec names it)."""
+        self.rounds = lookup(LOCAL_SCHEDULES, rounds, "local schedule of rounds")
         self.device = device
         self.outer_dtype = outer_dtype or compute_dtype
         self.flat = FlatModel(
@@ -137,7 +152,7 @@ class LocalBackend(Backend):
         return self.engine
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
-        run_local_rounds(self.live, until, on_step, start)
+        self.rounds(self.live, until, on_step, start)
 
     def carry_votes(self, votes) -> None:
         self.live.agreement.votes = votes

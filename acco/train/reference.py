@@ -14,8 +14,9 @@ k-th micro-batch is streams[w].batch(k), as in the distributed run.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 from omegaconf import DictConfig
@@ -25,6 +26,8 @@ from ..engine.flat import ShardLayout, trainable_parameters
 from ..engine.local_rounds import LocalSchedule, fragment_bounds
 from ..engine.sharded_adamw import AdamWSettings
 from ..engine.torch_ddp import adamw_param_groups
+from ..methods import get as get_method
+from ..methods.tables import add, lookup
 from .budget import lr_schedule, run_length
 
 
@@ -129,7 +132,8 @@ class Reference:
         self.step_count += 1
         return self.vector()
 
-    def _commit(self, grad: torch.Tensor, count: int, loss_sum: float) -> torch.Tensor:
+    def commit(self, grad: torch.Tensor, count: int, loss_sum: float) -> torch.Tensor:
+        """A committed step on the summed gradient `grad` of `count` micro-batches (their loss sum)."""
         theta = self.update(grad / count)
         self.micro_batches += count
         self.history.append(theta)
@@ -138,59 +142,25 @@ class Reference:
 
     # -- the methods ----------------------------------------------------------------------------
     def run(
-        self, method: str, steps: int | None, warmup_steps: int = 0, budget_micro_batches: int | None = None
+        self,
+        rule: str,
+        steps: int | None,
+        options: Mapping[str, Any] | None = None,
+        budget_micro_batches: int | None = None,
     ) -> torch.Tensor:
-        """Train for `steps` committed steps, or until the committed steps hold
-        `budget_micro_batches` global micro-batches (whichever comes first); returns θ_T."""
+        """Train by update rule `rule` (RULES; a method's spec names its own: `reference`) for
+        `steps` committed steps, or until the committed steps hold `budget_micro_batches` global
+        micro-batches (whichever comes first); `options`: the method's settings (cfg.method).
+        Returns θ_T (self.history: θ after each step)."""
         if steps is None and budget_micro_batches is None:
             raise ValueError("give steps or budget_micro_batches")
+        update_rule = lookup(RULES, rule, "reference update rule")
+        return update_rule(self, ReferenceRun(steps, budget_micro_batches, dict(options or {})))
 
-        def done(t: int) -> bool:
-            return (steps is not None and t >= steps) or (
-                budget_micro_batches is not None and self.micro_batches >= budget_micro_batches
-            )
-
-        def known_last(t: int) -> bool:  # with a budget alone the last step is known only after it
-            return steps is not None and t == steps - 1
-
+    def start(self) -> torch.Tensor:
+        """θ_0, the history's first entry."""
         theta = self.vector()
         self.history = [theta]
-        t = 0
-        if method == "ddp":
-            while not done(t):
-                theta = self._commit(*self.gradients_at(theta))
-                t += 1
-        elif method in ("dpu", "wp"):
-            while t < warmup_steps and not done(t):
-                theta = self._commit(*self.gradients_at(theta))
-                t += 1
-            if not done(t):
-                pending: tuple[torch.Tensor, int, float] | None = self.gradients_at(
-                    theta
-                )  # at θ_W, nothing to sync yet
-                point = theta
-                while not done(t):
-                    # while round t syncs `pending`, the compute side computes at `point`
-                    fresh = self.gradients_at(point) if not known_last(t) else None
-                    assert pending is not None  # None only after the last round
-                    theta = self._commit(*pending)
-                    if method == "wp":  # predicted next parameters: a second step, same gradient
-                        point = self.update(pending[0] / pending[1], tentative=True)
-                    else:
-                        point = theta
-                    pending = fresh
-                    t += 1
-        elif method == "acco":
-            g_est, n_est, l_est = self.gradients_at(theta)  # G̃_0 at θ̃_0 = θ_0
-            while not done(t):
-                g, n, loss = self.gradients_at(theta)  # G_t at θ_t
-                theta_est = self.update(g_est / n_est, tentative=True)  # θ̃_{t+1}
-                theta = self._commit(g_est + g, n_est + n, l_est + loss)  # θ_{t+1}
-                if not known_last(t):
-                    g_est, n_est, l_est = self.gradients_at(theta_est)  # G̃_{t+1} at θ̃_{t+1}
-                t += 1
-        else:
-            raise ValueError(f"unknown method {method!r}")
         return theta
 
     def run_local_method(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
@@ -266,6 +236,109 @@ class Reference:
         return self.history[-1]
 
 
+# -- the update rules, by the name a method's spec gives (acco/methods/: `reference`) ----------
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """How long a rule trains and with which settings of its method."""
+
+    steps: int | None
+    budget_micro_batches: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)  # cfg.method
+
+    def done(self, ref: Reference, t: int) -> bool:
+        return (self.steps is not None and t >= self.steps) or (
+            self.budget_micro_batches is not None and ref.micro_batches >= self.budget_micro_batches
+        )
+
+    def known_last(self, t: int) -> bool:
+        """Step t is the last (with a budget alone the last step is known only after it)."""
+        return self.steps is not None and t == self.steps - 1
+
+
+ReferenceRule = Callable[[Reference, ReferenceRun], torch.Tensor]
+
+
+def sequential(ref: Reference, run: ReferenceRun) -> torch.Tensor:
+    """ddp: each step's gradients at θ_t, then the step."""
+    theta, t = ref.start(), 0
+    while not run.done(ref, t):
+        theta = ref.commit(*ref.gradients_at(theta))
+        t += 1
+    return theta
+
+
+def _delayed(ref: Reference, run: ReferenceRun, predict: bool) -> torch.Tensor:
+    """dpu (wp with `predict`): method.warmup_steps sequential steps, then each step applies the
+    previous round's gradients while the next round computes at θ_t (wp: at a predicted θ̂)."""
+    warmup_steps = run.options.get("warmup_steps", 0)
+    theta, t = ref.start(), 0
+    while t < warmup_steps and not run.done(ref, t):
+        theta = ref.commit(*ref.gradients_at(theta))
+        t += 1
+    if not run.done(ref, t):
+        pending: tuple[torch.Tensor, int, float] | None = ref.gradients_at(theta)  # at θ_W, nothing to sync yet
+        point = theta
+        while not run.done(ref, t):
+            # while round t syncs `pending`, the compute side computes at `point`
+            fresh = ref.gradients_at(point) if not run.known_last(t) else None
+            assert pending is not None  # None only after the last round
+            theta = ref.commit(*pending)
+            if predict:  # predicted next parameters: a second step, same gradient
+                point = ref.update(pending[0] / pending[1], tentative=True)
+            else:
+                point = theta
+            pending = fresh
+            t += 1
+    return theta
+
+
+def delayed(ref: Reference, run: ReferenceRun) -> torch.Tensor:
+    return _delayed(ref, run, predict=False)
+
+
+def delayed_predict(ref: Reference, run: ReferenceRun) -> torch.Tensor:
+    return _delayed(ref, run, predict=True)
+
+
+def acco(ref: Reference, run: ReferenceRun) -> torch.Tensor:
+    """acco: θ_{t+1} from the gradients at θ_t and at the estimate θ̃_t."""
+    theta, t = ref.start(), 0
+    g_est, n_est, l_est = ref.gradients_at(theta)  # G̃_0 at θ̃_0 = θ_0
+    while not run.done(ref, t):
+        g, n, loss = ref.gradients_at(theta)  # G_t at θ_t
+        theta_est = ref.update(g_est / n_est, tentative=True)  # θ̃_{t+1}
+        theta = ref.commit(g_est + g, n_est + n, l_est + loss)  # θ_{t+1}
+        if not run.known_last(t):
+            g_est, n_est, l_est = ref.gradients_at(theta_est)  # G̃_{t+1} at θ̃_{t+1}
+        t += 1
+    return theta
+
+
+def local(ref: Reference, run: ReferenceRun) -> torch.Tensor:
+    """diloco, streaming_diloco: Reference.run_local_method with the schedule method.* describes."""
+    from .backend_local import local_schedule
+
+    padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
+    assert run.steps is not None  # validated: a local method runs train.steps
+    return ref.run_local_method(run.steps, local_schedule(run.options), padded)
+
+
+RULES: dict[str, ReferenceRule] = {
+    "sequential": sequential,
+    "delayed": delayed,
+    "delayed_predict": delayed_predict,
+    "acco": acco,
+    "local": local,
+}
+
+
+def register_rule(name: str, rule: ReferenceRule) -> ReferenceRule:
+    """Add a method's update rule (one defined outside acco may instead name `module:function`)."""
+    return add(RULES, name, rule, "reference update rule")
+
+
 def reference_from_config(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
     """The reference for a run's resolved config (a dict, e.g. a run's config.yaml, or its typed
     view): rank 0's model, every rank's data stream."""
@@ -303,15 +376,10 @@ def replay(cfg: dict | DictConfig, record_points: bool = False) -> Reference:
     budget = None
     if length.budget is not None:  # the first micro-batch count whose samples reach the budget
         budget = -(-length.budget // (length.per_sample * ref.samples_per_micro_batch))
-    if cfg.method.name in ("diloco", "streaming_diloco"):
-        from .backend_local import local_schedule
-
-        padded = ShardLayout(ref.vector().numel(), len(ref.streams)).padded
-        assert length.steps is not None  # validated: a local method runs train.steps
-        ref.run_local_method(length.steps, local_schedule(cfg.method), padded)
-        return ref
-    # warmup_steps: a setting of dpu and wp only (conf/method/)
-    ref.run(cfg.method.name, length.steps, cfg.method.get("warmup_steps", 0), budget)
+    spec = get_method(cfg.method.name)
+    if not spec.reference:
+        raise ValueError(f"method {spec.name!r} has no reference update rule (its spec's `reference`)")
+    ref.run(spec.reference, length.steps, cfg.method, budget)
     return ref
 
 

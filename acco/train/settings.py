@@ -4,14 +4,19 @@ local methods' schedule (acco/engine/local_rounds.py), precision and the run's b
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..config.validate import ConfigError, setting_int, setting_number
 from ..engine.local_rounds import check_local_method
 from ..engine.schedule import SCHEDULES
 from ..methods import METHODS
+from ..methods.settings import Check
 
 
 def check_method(cfg: dict) -> None:
-    """method.name in the registry, and the settings that method reads."""
+    """method.name in the registry, and the settings that method reads: its impl among its
+    spec's, each field's check (its settings dataclass, acco/methods/settings.py), and a local
+    method's schedule."""
     method = (cfg.get("method") or {}).get("name")
     if not isinstance(method, str) or method not in METHODS:
         raise ConfigError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
@@ -22,23 +27,28 @@ def check_method(cfg: dict) -> None:
             f"method.impl must be {' or '.join(impls)}, got {options.get('impl')!r}; "
             f"set {' or '.join(f'method.impl={i}' for i in impls)}"
         )
-    from ..engine.torch_ddp import COMM_HOOKS
-
-    if "comm_hook" in spec.settings and options.get("comm_hook", "allreduce") not in COMM_HOOKS:
-        raise ConfigError(
-            f"method.comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options.get('comm_hook')!r}; "
-            f"set e.g. method.comm_hook=allreduce"
-        )
-    if "overlap_backward" in spec.settings:
-        overlap = options.get("overlap_backward", False)
-        if not isinstance(overlap, bool):
-            raise ConfigError(f"method.overlap_backward must be true or false, got {overlap!r}")
-    if "bucket_mb" in spec.settings and options.get("bucket_mb") is not None:
-        setting_number(options["bucket_mb"], "method.bucket_mb", 0.0, strict_min=True)
-    if "warmup_steps" in spec.settings:
-        setting_int(cfg, "method.warmup_steps", 0)
+    for f in dataclasses.fields(spec.config):
+        if "check" in f.metadata:
+            check_setting(cfg, f.name, f.metadata["check"])
     if spec.local:
         check_local_method(cfg)
+
+
+def check_setting(cfg: dict, key: str, check: Check) -> None:
+    """method.<key> against its field's check; one line naming the setting and the fix."""
+    dotted, value = f"method.{key}", cfg["method"].get(key, check.default)
+    if value is None and check.optional:
+        return
+    if check.kind == "int":
+        setting_int(cfg, dotted, None if check.minimum is None else int(check.minimum))
+    elif check.kind == "number":
+        setting_number(value, dotted, check.minimum, check.maximum, strict_min=check.above)
+    elif check.kind == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"{dotted} must be true or false, got {value!r}")
+    elif check.kind == "choice" and value not in check.choices:
+        raise ConfigError(
+            f"{dotted} must be one of {', '.join(check.choices)}, got {value!r}; set e.g. {dotted}={check.choices[0]}"
+        )
 
 
 def check_optimizer(cfg: dict) -> None:

@@ -63,7 +63,8 @@ PRELOAD = (
 # Environment variables some module reads once, when it is imported: a run whose values differ
 # cannot be forked from the server.
 IMPORT_TIME_ENV = ("HF_", "HUGGINGFACE", "TRANSFORMERS", "DATASETS", "TOKENIZERS", "TORCH", "PYTORCH", "OMP_",
-                   "MKL_", "CUDA", "NCCL", "GLOO", "PYTHON", "TQDM", "HYDRA")  # fmt: skip
+                   "MKL_", "CUDA", "NCCL", "GLOO", "PYTHON", "TQDM", "HYDRA",
+                   "ACCO_METHODS")  # fmt: skip
 
 
 def import_time_env(env: dict[str, str]) -> dict[str, str]:

@@ -92,3 +92,13 @@ def test_a_saved_config_read_again_after_it_changed(cache, tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     assert load_yaml(str(empty)) == {}
+
+
+def test_a_method_registered_in_the_process_is_another_key(monkeypatch):
+    from dataclasses import replace
+
+    from acco import methods
+
+    before = compose_cache.key("compose", ["method=acco"])
+    monkeypatch.setitem(methods.METHODS, "acco_copy", replace(methods.get("acco"), name="acco_copy"))
+    assert compose_cache.key("compose", ["method=acco"]) != before

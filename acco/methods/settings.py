@@ -1,0 +1,42 @@
+"""A method's settings as the config declares them (`method.*`): each method's module defines a
+dataclass over MethodConfig, its fields' defaults and checks beside them. The config schema
+(acco/config/schema.py) registers these classes with Hydra, so a misspelt key or a wrongly typed value in
+conf/method/<name>.yaml or on the command line is refused at composition; the values themselves
+stay in the YAML files (MISSING here), so nothing is set twice. A method defined outside acco may
+give its fields real defaults instead of a YAML file (docs/methods.md).
+
+A field's `check` is a rule the run's up-front validation applies to its value (acco/train/settings.py):
+a range or a set of choices, each broken rule one line naming the setting and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+__all__ = ["MISSING", "Check", "MethodConfig", "setting"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a setting's value must be: `kind` int | number | bool | choice; for a number the
+    bounds (`above`: strictly greater than `minimum`); `optional`: null is allowed too."""
+
+    kind: str
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False
+    optional: bool = False
+    choices: tuple[str, ...] = ()
+    default: Any = None  # the value a config without the key gets
+
+
+def setting(default: Any = MISSING, check: Check | None = None) -> Any:
+    """A settings field with its check beside it."""
+    return field(default=default, metadata={"check": check} if check is not None else {})
+
+
+@dataclass
+class MethodConfig:  # conf/method/acco.yaml: a method without settings of its own
+    name: str = MISSING
