@@ -34,6 +34,9 @@ A whole run (`run_time`): with c and m per round as above, a run of T committed 
                                                             τ inner steps; the last step syncs every fragment)
 
 For the local methods m is the sync of the fp32 pseudo-gradient (its bytes: 4 per parameter).
+Any registered method is priced by its spec's facts (acco/methods): a sequential one as ddp, an
+overlapped one of R rounds per committed step as W (c + m) + c + (R (T - W) - 1) max(c, m) + m, a
+local one as diloco (F = 1, τ = 0) or streaming.
 
 `zero1_torch_sync_time` is PyTorch's DDP + ZeroRedundancyOptimizer (the ddp baseline with
 impl=torch): an all-reduce of the fp32 gradients, then each rank's updated fp32 partition
@@ -43,6 +46,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+
+from acco.methods import get as get_method
 
 
 # -- closed forms ---------------------------------------------------------------------------------
@@ -152,25 +157,28 @@ def run_time(
     local: tuple[int, int, int] = (1, 1, 0),
 ) -> float:
     """Wall-clock of a run of `steps` committed steps (see the module docstring), c and m per round;
-    `local`: (H, F, τ) of diloco / streaming_diloco."""
+    `local`: (H, F, τ) of a local method. The formula is the one the method's spec's facts choose
+    (acco/methods): local, overlapped (R rounds per committed step, after its warmup steps if it
+    has that setting) or sequential; an unknown method raises acco.methods.UnknownMethod."""
+    spec = get_method(method)
     c, m, T = compute_s, sync_s, int(steps)
     if T <= 0:
         return 0.0
-    if method == "ddp":
-        return T * ddp_step_time(c, m)
-    if method in ("dpu", "wp"):
-        W = min(int(warmup_steps), T)
-        if W == T:
-            return T * ddp_step_time(c, m)
-        return W * ddp_step_time(c, m) + c + (T - W - 1) * acco_round_time(c, m) + m
-    if method == "acco":
-        return c + (2 * T - 1) * acco_round_time(c, m) + m
-    if method in ("diloco", "streaming_diloco"):
+    if spec.local:
         H, F, tau = (int(v) for v in local)
         if F == 1 and tau == 0:
             return T * c + math.ceil(T / H) * m
         return T * c + (T * F / H) * max(0.0, m / F - tau * c) + m
-    raise ValueError(f"unknown method {method!r}")
+    if not spec.overlapped:
+        return T * ddp_step_time(c, m)
+    W = min(int(warmup_steps), T) if "warmup_steps" in spec.settings else 0
+    if W == T:
+        return T * ddp_step_time(c, m)
+    # W sequential steps, a prologue round of compute, R (T - W) overlapped rounds of which the last
+    # has no compute, the last sync alone
+    rounds = spec.rounds_per_step * (T - W)
+    start = W * ddp_step_time(c, m) + c if W else c
+    return start + (rounds - 1) * acco_round_time(c, m) + m
 
 
 def predict(w: Workload, n: int, hw: Hardware) -> dict:

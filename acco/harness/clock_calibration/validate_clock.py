@@ -1,7 +1,8 @@
 """The virtual clock validated against real runs where the testbed is faithful (issue 31, part 3):
 communication that takes no compute (the delay link: a collective's time is a sleep), one rank per
-core (world 2 on 2 cores), the sequential flat DDP, deterministic ACCO and adaptive ACCO, at a few
-comm/compute ratios (links of the calibration).
+core (world 2 on 2 cores), the sequential flat DDP (`ddp:impl=flat`, and with its backward overlapped,
+`ddp:impl=flat:overlap_backward=true`), deterministic ACCO and adaptive ACCO (`acco:deterministic=false`),
+at a few comm/compute ratios (links of the calibration).
 
 For each (method, link) and repetition k, interleaved: a real run, then the same run on the
 virtual clock with the costs measured in that real run's own trace (its median micro-batch, sync
@@ -23,25 +24,48 @@ from dataclasses import dataclass
 from acco.harness import SOURCE_ROOT, TRAIN
 from acco.harness.bench.measure import steady_rate
 from acco.harness.clock_calibration.calibrate import span_seconds, spread
+from acco.methods import get as get_method
+from acco.methods.variants import Variant
 from acco.runtime.summary import run_completed
 
 FIGURE = "beyond_diloco"  # its CPU model (gptneo_tiny) is the smallest: the most repetitions per minute
-METHODS = {
-    "ddp": ["method=ddp", "method.impl=flat", "train.accum=2", "train.deterministic=true"],
-    # the DDP whose reduce-scatter overlaps its last backward (issue 40): the clock's overlap rule
-    # (acco/analytic/overlap.py) under test; its costs are the sequential ddp's of the same
-    # repetition (the same bytes; its own sync span runs from its first bucket, waits included)
-    "ddp_overlap": [
-        "method=ddp",
-        "method.impl=flat",
-        "method.overlap_backward=true",
-        "method.bucket_mb=0.11",
-        "train.accum=2",
-        "train.deterministic=true",
-    ],
-    "acco": ["method=acco", "train.accum=1", "train.deterministic=true"],
-    "acco_adaptive": ["method=acco", "train.accum=1", "train.deterministic=false"],
-}
+# the variants under test, as the trainer spells them (acco/methods/variants.py); the keys name the
+# result rows and the run folders. The overlapped DDP (issue 40) puts the clock's overlap rule
+# (acco/analytic/overlap.py) under test; its costs are its sequential twin's of the same repetition
+# (the same bytes; its own sync span runs from its first bucket, waits included)
+VARIANTS = (
+    Variant("ddp", "ddp", (("method.impl", "flat"), ("train.deterministic", True))),
+    Variant(
+        "ddp_overlap",
+        "ddp",
+        (
+            ("method.impl", "flat"),
+            ("method.overlap_backward", True),
+            ("method.bucket_mb", 0.11),
+            ("train.deterministic", True),
+        ),
+    ),
+    Variant("acco", "acco", (("train.deterministic", True),)),
+    Variant("acco_adaptive", "acco", (("train.deterministic", False),)),
+)
+MICRO_BATCHES_PER_STEP = 2  # per rank: accum 2 of one round, or accum 1 in each of ACCO's two
+
+
+def _overrides(v: Variant) -> list[str]:
+    rounds = get_method(v.method).rounds_per_step if v.method else 1
+    return [*v.overrides, f"train.accum={MICRO_BATCHES_PER_STEP // rounds}"]
+
+
+METHODS = {v.key: _overrides(v) for v in VARIANTS}  # key -> the Hydra overrides that run it
+
+
+def costs_source(key: str) -> str:
+    """The variant whose real run gives `key`'s own costs: itself, or for a DDP that overlaps its
+    backward the same method without it."""
+    v = next(v for v in VARIANTS if v.key == key)
+    if not v.value("method.overlap_backward"):
+        return key
+    return next(w.key for w in VARIANTS if w.method == v.method and not w.value("method.overlap_backward"))
 
 
 @dataclass(frozen=True)
@@ -135,7 +159,7 @@ def validate_against_real_runs(
                 _train(run_overrides(method, rate, steps, real_dir, ["clock.mode=real"]))
                 # the overlapped ddp: the sequential ddp's costs of this repetition (its own sync span
                 # includes the waits for its buckets)
-                source = os.path.join(runs_dir, f"ddp_rate{rate:g}_real_{k}") if method == "ddp_overlap" else real_dir
+                source = os.path.join(runs_dir, f"{costs_source(method)}_rate{rate:g}_real_{k}")
                 own = costs_from_spans(span_seconds(os.path.join(source, "trace.json")))
                 virt_dir = os.path.join(runs_dir, f"{method}_rate{rate:g}_virtual_{k}")
                 _train(run_overrides(method, rate, steps, virt_dir, own.overrides()))

@@ -17,5 +17,6 @@ fewer or staler steps trains differently, and nothing here says by how much.
     stragglers.py  per-worker slowdown factors: none, log-normal, heavy tail, one slow node
     schedules.py   the methods' rounds as events, vectorised over scenarios and workers (numpy)
     fsdp.py        FSDP (FULL_SHARD, SHARD_GRAD_OP) layer by layer: gathers, reduce-scatters, prefetch
+    variants.py    the methods as the trainer spells them, and each one's schedule from its spec's facts
     sweep.py       a scenario -> each method's outputs; grids of scenarios for the figures
 """

@@ -5,6 +5,7 @@
     python experiments/simulate.py --params 1e9 --layers 24 --step-time 0.1 --accum 1 \
         --gpus-per-node 8 --nodes 4 --replica-gpus 16 --outer-precision fp4 --H 100 --F 8 --layerwise
     python experiments/simulate.py ... --inter-busbw 192@2 --intra-busbw 232   # nccl-tests' busbw, GB/s
+    python experiments/simulate.py ... --methods ddp,ddp:overlap_backward=true,acco:deterministic=false
     python experiments/simulate.py --figures results/sim      # the figure set (analysis/sim_figures.py)
     python experiments/simulate.py --validation results/sim   # against the CPU runs in results/cpu
 
@@ -14,16 +15,20 @@ Bad input: one line naming the problem and the fix, exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
+
+from acco.methods import get as get_method
 
 from . import fsdp
 from .compute import MFU_TABLES, describe_compute, table_from
 from .models import MODELS, custom
 from .stragglers import parse as parse_stragglers
-from .sweep import METHODS, Scenario, applicable, bandwidth_for_utilization, model, run
+from .sweep import Scenario, applicable, bandwidth_for_utilization, model, run
 from .topology import (
     HBM_BYTES_PER_S,
     PRECISION_BYTES,
@@ -32,6 +37,7 @@ from .topology import (
     replica_groups,
     topology,
 )
+from .variants import keys, modelled, resolve_keys
 from .wan import DEFAULT_TCP_WINDOW_MB, links_from_args
 
 NOT_LOSS = "This simulation predicts time only, not loss: larger, fewer or staler steps train differently."
@@ -104,7 +110,12 @@ def parse_args(argv):
     p.add_argument("--tau", type=int, default=1, help="streaming DiLoCo: inner steps a fragment's sync overlaps")
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="comma list, as the trainer spells them (ddp:overlap_backward=true, acco:deterministic=false) or "
+        "by their result keys (ddp_overlap, acco_adaptive); default: every one",
+    )
     p.add_argument(
         "--find-bandwidth",
         type=float,
@@ -227,9 +238,12 @@ def check(a) -> None:
         raise BadInput(f"--find-bandwidth {a.find_bandwidth:g}: a compute utilization in (0, 1), e.g. 0.95")
     if a.rounds < 8:
         raise BadInput(f"--rounds {a.rounds}: at least 8")
-    unknown = [m for m in a.methods.split(",") if m not in METHODS]
-    if unknown or not a.methods:
-        raise BadInput(f"unknown --methods {','.join(unknown)!r}: use a comma list of {', '.join(METHODS)}")
+    notices = io.StringIO()  # an old key's new spelling, said once the arguments are found good
+    try:  # the trainer's spellings, or the result keys
+        with contextlib.redirect_stderr(notices):
+            a.method_keys = resolve_keys(a.methods.split(",")) if a.methods is not None else list(keys())
+    except ValueError as exc:
+        raise BadInput(f"--methods: {str(exc).removeprefix('simulate: ')}") from None
     if a.ddp_bucket_mb < 0:
         raise BadInput(f"--ddp-bucket-mb {a.ddp_bucket_mb}: 0 (one buffer) or a bucket size in MB")
     if a.outer_compression < 1:
@@ -254,9 +268,9 @@ def check(a) -> None:
     layers = a.layers if a.params is not None else MODELS[a.model.lower()].layers
     if a.layerwise and layers < a.F:
         raise BadInput(f"--layerwise with --F {a.F}: needs at least one layer per fragment ({layers} layers)")
-    methods = a.methods.split(",")
-    if a.accum % 2 and all(m.startswith("acco") for m in methods):
-        raise BadInput(f"--accum {a.accum}: ACCO does half a step's micro-batches per round, it needs an even --accum")
+    methods = a.method_keys
+    if not any(a.accum % modelled(m).rounds_per_step == 0 for m in methods):
+        raise BadInput(f"--accum {a.accum}: {_split_rounds(methods, a.accum)}")
     fsdp_problem = fsdp.problem(methods, a.accum, a.forward_prefetch, a.backward_prefetch, a.fsdp_no_sync)
     if fsdp_problem:
         raise BadInput(fsdp_problem)
@@ -264,6 +278,25 @@ def check(a) -> None:
         a.straggler_spec = parse_stragglers(a.stragglers)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    sys.stderr.write(notices.getvalue())
+
+
+def _split_rounds(methods: list[str], accum: int) -> str:
+    """Why `methods` cannot split `accum` micro-batches between their rounds ("ACCO needs an even
+    --accum: half a step per round")."""
+    needs: dict[int, list[str]] = {}
+    for m in methods:
+        facts = modelled(m)
+        if accum % facts.rounds_per_step:
+            name = get_method(facts.variant.method).label if facts.variant.method else m
+            needs.setdefault(facts.rounds_per_step, []).append(name)
+    return "; ".join(f"{'/'.join(dict.fromkeys(names))} needs {_divisible(r)}" for r, names in needs.items())
+
+
+def _divisible(rounds: int) -> str:
+    if rounds == 2:
+        return "an even --accum: half a step per round"
+    return f"--accum divisible by {rounds}: 1/{rounds} of a step per round"
 
 
 def build(a) -> Scenario:
@@ -417,7 +450,7 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    methods = a.methods.split(",")
+    methods = a.method_keys
     rows = run([sc], methods)
     print(
         f"{sc.model.name} ({sc.model.params / 1e9:.3g}B params, {sc.model.tokens} tokens per micro-batch), "
@@ -436,7 +469,7 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
     print(f"all-reduce of 10 GiB over the {sc.topo.workers} GPUs: busbw {busbw(links):.1f} GB/s (as nccl-tests)")
     skipped = [m for m in methods if not applicable(m, sc)]
     if skipped:
-        print(f"not simulated: {', '.join(skipped)} (ACCO needs an even --accum: half a step per round)")
+        print(f"not simulated: {', '.join(skipped)} ({_split_rounds(skipped, a.accum)})")
     if a.find_bandwidth is not None:
         print(f"inter-node bandwidth each method needs for a compute utilization of {a.find_bandwidth:.0%}:")
         for m in (m for m in methods if applicable(m, sc)):

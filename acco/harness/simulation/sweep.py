@@ -29,6 +29,7 @@ below the GPU's memory.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -42,6 +43,7 @@ from .compute import forward_share, recompute_factor
 from .models import ModelSpec, model
 from .stragglers import Stragglers
 from .topology import (
+    SyncParts,
     Topology,
     compute_s,
     ddp_overlap_latency_s,
@@ -51,48 +53,16 @@ from .topology import (
     replica_sync_parts,
     sync_parts,
 )
+from .variants import BUCKETED, LAYERWISE, LOCAL, OVERLAPPED, SEQUENTIAL, VARIANTS, Modelled, keys, modelled
 from .wan import Links, mean_s, outer_syncs
 
-METHODS = (
-    "ddp",
-    "ddp_overlap",
-    "ddp_allreduce",
-    *fsdp.FSDP_METHODS,
-    "dpu",
-    "wp",
-    "acco",
-    "acco_adaptive",
-    "diloco",
-    "streaming_diloco",
-)
-LABELS = {
-    "ddp": "DDP+ZeRO-1",
-    "ddp_overlap": "DDP+ZeRO-1, overlapped backward",
-    "ddp_allreduce": "DDP (replicated), all-reduce in the backward",
-    "fsdp": "FSDP FULL_SHARD (ZeRO-3), layer by layer",
-    "fsdp_grad_op": "FSDP SHARD_GRAD_OP (ZeRO-2), layer by layer",
-    "dpu": "DPU",
-    "wp": "WP",
-    "acco": "ACCO (deterministic)",
-    "acco_adaptive": "ACCO (adaptive)",
-    "diloco": "DiLoCo",
-    "streaming_diloco": "Streaming DiLoCo",
-}
-# the DDPs whose buckets are reduced in the last backward (acco/analytic/overlap.py's rule)
-BUCKETED = ("ddp_overlap", "ddp_allreduce")
-TABLE1_KEY = {  # acco/analytic/table1.py TABLE1_FORMULAS's row for each method
-    "ddp": "zero1",
-    "ddp_overlap": "zero1",
-    "ddp_allreduce": "ddp",
-    "fsdp": "zero3",  # fsdp.memory_gb: + unsharded gradients under no_sync
-    "fsdp_grad_op": "zero2",  # fsdp.memory_gb: ZeRO-1's row under no_sync
-    "dpu": "dpu",
-    "wp": "wp",
-    "acco": "acco",
-    "acco_adaptive": "acco",
-    "diloco": "diloco",
-    "streaming_diloco": "diloco",
-}
+# the built-in result keys and their labels (variants.VARIANTS); variants.keys() and labels() add the
+# methods registered beside them
+METHODS = tuple(v.key for v in VARIANTS)
+LABELS = {v.key: v.label for v in VARIANTS}
+# the data-parallel baselines the speed-ups are over: the blocking DDP and the one whose
+# reduce-scatter overlaps the last backward
+BASELINE, BASELINE_OVERLAPPED = "ddp", "ddp_overlap"
 
 
 @dataclass(frozen=True)
@@ -145,8 +115,9 @@ class Scenario:
 
 
 def applicable(method: str, sc: Scenario) -> bool:
-    """ACCO splits a step's micro-batches in two halves: it needs an even accum."""
-    return not (method.startswith("acco") and sc.accum % 2)
+    """A method of several rounds per committed step splits a step's micro-batches between them (ACCO
+    in two halves: it needs an even accum)."""
+    return sc.accum % modelled(method).rounds_per_step == 0
 
 
 def scenario(model_name: str, topo: Topology, **kw) -> Scenario:
@@ -154,12 +125,14 @@ def scenario(model_name: str, topo: Topology, **kw) -> Scenario:
 
 
 def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1, fsdp_no_sync: bool = False) -> float:
-    if method in fsdp.FSDP_METHODS:
+    facts = modelled(method)
+    if facts.schedule == LAYERWISE:
         return fsdp.memory_gb(method, params, workers, fsdp_no_sync)
-    if method in ("diloco", "streaming_diloco") and replica_gpus > 1:
+    per_param = TABLE1_FORMULAS[facts.table1_row][0](12, workers)
+    if facts.schedule == LOCAL and replica_gpus > 1:
         # sharded inside the replica: everything, outer vector included, over its G GPUs
-        return TABLE1_FORMULAS["diloco"][0](12, workers) / replica_gpus * params / 1e9
-    return TABLE1_FORMULAS[TABLE1_KEY[method]][0](12, workers) * params / 1e9
+        return per_param / replica_gpus * params / 1e9
+    return per_param * params / 1e9
 
 
 def micro_batch_s(sc: Scenario) -> float:
@@ -178,60 +151,92 @@ def primitives(sc: Scenario) -> dict:
     P, topo, L = sc.model.params, sc.links.effective(sc.topo), sc.model.layers  # wan.py: slowest link, TCP cap
     mu = micro_batch_s(sc)
     forward = forward_share(sc.recompute and not sc.step_time_s) * mu
+    by_schedule: dict[str, list[Modelled]] = {}
+    for facts in map(modelled, keys()):
+        by_schedule.setdefault(facts.schedule, []).append(facts)
     parts = {
-        m: sync_parts(m, P, topo, sc.grad_bytes, sc.param_bytes, ddp_bucket_mb=sc.ddp_bucket_mb, optimizer=sc.optimizer)
-        for m in ("ddp", "dpu", "wp", "acco", "acco_adaptive")
+        f.key: sync_parts(
+            f.key, P, topo, sc.grad_bytes, sc.param_bytes, ddp_bucket_mb=sc.ddp_bucket_mb, optimizer=sc.optimizer
+        )
+        for f in by_schedule.get(SEQUENTIAL, []) + by_schedule.get(OVERLAPPED, [])
     }
-    outer = sc.outer_bytes / sc.outer_compression
+    sync = {f.key: parts[f.key].total * (1 + sc.sync_contention) for f in by_schedule.get(OVERLAPPED, [])}
+    for f in by_schedule.get(SEQUENTIAL, []):
+        d = parts[f.key]
+        sync[f.key] = float(schedules.exposed_sync(d.reduce_s, d.step_s, d.gather_s, forward, L, sc.prefetch))
     per_sync = {}
-    for m, F in (("diloco", 1), ("streaming_diloco", sc.F)):
-        one = partial(
-            sync_parts, m, P, fragments=F, outer_bytes=outer, replica_gpus=sc.replica_gpus, optimizer=sc.optimizer
-        )
-        parts[m] = one(topo)
-        # wide-area links (wan.py): every outer sync of run()'s periods, jittered per sync, CPU quantisation added
-        syncs = max(sc.rounds, 4 * sc.H) // sc.H * F
-        per_sync[m] = outer_syncs(sc.links, sc.topo, syncs, sc.seed, one, P / F / sc.replica_gpus)
-    if sc.replica_gpus > 1:
-        inside = replica_sync_parts(P, topo, sc.replica_gpus, sc.grad_bytes, sc.param_bytes)
-        inner = float(
-            schedules.exposed_sync(
-                inside.reduce_s, inside.step_s if sc.optimizer else 0.0, inside.gather_s, forward, L, sc.prefetch
-            )
-        )
-    else:
-        inner = inner_step_s(P, topo) if sc.optimizer else 0.0
-    d = parts["ddp"]
-    sync = {m: parts[m].total * (1 + sc.sync_contention) for m in ("dpu", "wp", "acco", "acco_adaptive")}
-    sync["ddp"] = float(schedules.exposed_sync(d.reduce_s, d.step_s, d.gather_s, forward, L, sc.prefetch))
-    sync["diloco"], sync["streaming_diloco"] = mean_s(per_sync["diloco"]), mean_s(per_sync["streaming_diloco"])
-    # the DDP that reduces its buckets in the last backward (acco/analytic/overlap.py's rule): its
-    # buckets, each one's reduce-scatter, the tail (the step and the gather); sync_s: all of it
-    overlap = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer)
-    if sc.prefetch:  # the gather layer by layer under the next step's first forward (fsdp.py)
-        overlap = fsdp.prefetched_overlap(overlap, P, L, topo, sc.param_bytes, forward)
-    # each bucket's ring latency pipelines behind the bucket before (overlap.queued_s): back to back, one
-    latency = {m: ddp_overlap_latency_s(topo, m == "ddp_allreduce") for m in BUCKETED}
-    sync["ddp_overlap"] = back_to_back_s(overlap[1], [latency["ddp_overlap"]] * len(overlap[1])) + overlap[2]
-    # the same without ZeRO: each bucket all-reduced in the last backward, every GPU steps it all
-    replicated = ddp_overlap_parts(P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer, True)
-    lat_ar = [latency["ddp_allreduce"]] * len(replicated[1])
-    sync["ddp_allreduce"] = back_to_back_s(replicated[1], lat_ar) + replicated[2]
+    for f in by_schedule.get(LOCAL, []):
+        parts[f.key], per_sync[f.key] = _outer_syncs(sc, topo, f)
+        sync[f.key] = mean_s(per_sync[f.key])
+    bucketed, latency = {}, {}
+    for f in by_schedule.get(BUCKETED, []):
+        bucketed[f.key], latency[f.key], sync[f.key] = _bucketed_sync(sc, topo, forward, f)
     # FSDP's per-layer collectives (fsdp.py); its sync_s: all of them end to end, then the optimizer
     costs = fsdp.layer_costs(P, L, topo, sc.grad_bytes, sc.param_bytes, sc.optimizer)
-    for m in fsdp.FSDP_METHODS:
-        sync[m] = float(fsdp.sync_s(m, costs, sc.accum, sc.fsdp_no_sync))
+    for f in by_schedule.get(LAYERWISE, []):
+        sync[f.key] = float(fsdp.sync_s(f.key, costs, sc.accum, sc.fsdp_no_sync))
     return {
         "micro_batch_s": mu,
-        "inner_step_s": inner,
+        "inner_step_s": _inner_step_s(sc, topo, forward),
         "sync_s": sync,
         "parts": parts,
         "outer_syncs": per_sync,
-        "ddp_overlap": overlap,
-        "ddp_allreduce": replicated,
+        **bucketed,  # each bucketed DDP's (buckets, reductions, tail) under its key
         "bucket_latency_s": latency,
         "fsdp": costs,
     }
+
+
+def _outer_syncs(sc: Scenario, topo: Topology, f: Modelled) -> tuple[SyncParts, np.ndarray]:
+    """A local method's outer sync (one fragment's: the scenario's F where it is fragmented) in its
+    parts, and every outer sync of run()'s periods on the wide-area links (wan.py: jittered per
+    sync, CPU quantisation added)."""
+    P, F = sc.model.params, sc.F if f.fragmented else 1
+    one = partial(
+        sync_parts,
+        f.key,
+        P,
+        fragments=F,
+        outer_bytes=sc.outer_bytes / sc.outer_compression,
+        replica_gpus=sc.replica_gpus,
+        optimizer=sc.optimizer,
+    )
+    syncs = max(sc.rounds, 4 * sc.H) // sc.H * F
+    return one(topo), outer_syncs(sc.links, sc.topo, syncs, sc.seed, one, P / F / sc.replica_gpus)
+
+
+def _bucketed_sync(sc: Scenario, topo: Topology, forward: float, f: Modelled):
+    """A DDP that reduces its buckets in the last backward (acco/analytic/overlap.py's rule): its
+    (buckets, each one's reduction, the tail: the step and the gather), the ring latency in each
+    reduction, and its sync_s (all of it). Replicated (no ZeRO): each bucket all-reduced, every GPU
+    steps it all, no gather."""
+    P, L = sc.model.params, sc.model.layers
+    overlap = ddp_overlap_parts(
+        P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer, f.replicated
+    )
+    if sc.prefetch and not f.replicated:  # the gather layer by layer under the next step's first forward (fsdp.py)
+        overlap = fsdp.prefetched_overlap(overlap, P, L, topo, sc.param_bytes, forward)
+    # each bucket's ring latency pipelines behind the bucket before (overlap.queued_s): back to back, one
+    latency = ddp_overlap_latency_s(topo, f.replicated)
+    return overlap, latency, back_to_back_s(overlap[1], [latency] * len(overlap[1])) + overlap[2]
+
+
+def _inner_step_s(sc: Scenario, topo: Topology, forward: float) -> float:
+    """The local methods' inner step: AdamW on the whole model, or inside a replica of several GPUs
+    the sharded step's exposed collectives."""
+    if sc.replica_gpus == 1:
+        return inner_step_s(sc.model.params, topo) if sc.optimizer else 0.0
+    inside = replica_sync_parts(sc.model.params, topo, sc.replica_gpus, sc.grad_bytes, sc.param_bytes)
+    return float(
+        schedules.exposed_sync(
+            inside.reduce_s,
+            inside.step_s if sc.optimizer else 0.0,
+            inside.gather_s,
+            forward,
+            sc.model.layers,
+            sc.prefetch,
+        )
+    )
 
 
 def replica_factors(f: np.ndarray, replica_gpus: int) -> np.ndarray:
@@ -246,28 +251,24 @@ def replica_factors(f: np.ndarray, replica_gpus: int) -> np.ndarray:
 def timings(method: str, mu, f, m, sc: Scenario, inner=0.0) -> schedules.Timing:
     """One method over B scenarios that share (accum, H, F, τ, replicas, ...): mu, m, inner (the local
     methods' inner step) of shape (B,); f per GPU (local methods: per replica, replica_factors)."""
-    A = sc.accum
+    A, facts = sc.accum, modelled(method)
+    rounds = facts.rounds_per_step
     if not applicable(method, sc):
-        raise ValueError(f"{method} needs an even accum (half a step per round), got {A}")
+        raise ValueError(f"{method} needs an accum divisible by {rounds} (1/{rounds} of a step per round), got {A}")
     layers = sc.model.layers if sc.layerwise else 0
-    if method == "ddp":
+    if facts.schedule == SEQUENTIAL:
         return schedules.ddp(mu, f, m, A)
-    if method in BUCKETED or method in fsdp.FSDP_METHODS:
-        raise ValueError(f"{method} is simulated one scenario at a time (its own buckets or layers)")
-    if method in ("dpu", "wp"):
-        return schedules.overlapped(mu, f, m, A, 1, contention=sc.contention)
-    if method in ("acco", "acco_adaptive"):
-        return schedules.overlapped(mu, f, m, A // 2, 2, adaptive=method == "acco_adaptive", contention=sc.contention)
-    if method == "diloco":
-        return schedules.local(mu, replica_factors(f, sc.replica_gpus), m, A, sc.H, 1, 0, inner, layers)
-    if method == "streaming_diloco":
-        f_rep = replica_factors(f, sc.replica_gpus)
-        return schedules.local(mu, f_rep, m, A, sc.H, sc.F, sc.tau, inner, layers, sc.strided)
-    raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    if facts.schedule == OVERLAPPED:
+        return schedules.overlapped(mu, f, m, A // rounds, rounds, adaptive=facts.adaptive, contention=sc.contention)
+    if facts.schedule == LOCAL:  # DiLoCo: the whole model at once, waited for; streamed: F fragments, τ
+        F, tau, strided = (sc.F, sc.tau, sc.strided) if facts.fragmented else (1, 0, False)
+        return schedules.local(mu, replica_factors(f, sc.replica_gpus), m, A, sc.H, F, tau, inner, layers, strided)
+    raise ValueError(f"{method} is simulated one scenario at a time (its own buckets or layers)")
 
 
-def overlap_timing(prim: dict, f, sc: Scenario, method: str = "ddp_overlap") -> schedules.Timing:
-    """An overlapped ddp (`BUCKETED`) of one scenario (B = 1): its own buckets."""
+def overlap_timing(prim: dict, f, sc: Scenario, method: str = BASELINE_OVERLAPPED) -> schedules.Timing:
+    """A DDP whose buckets are reduced in the last backward (variants.BUCKETED) of one scenario
+    (B = 1): its own buckets."""
     buckets, reduce_s, tail_s = prim[method]
     mu = np.array([prim["micro_batch_s"]])
     latency = [np.array([prim["bucket_latency_s"][method]])] * len(reduce_s)
@@ -285,12 +286,11 @@ def _stack(parts: list[schedules.Timing]) -> schedules.Timing:
 
 def beside(method: str, sc: Scenario) -> float:
     """Micro-batches per GPU between two syncs (what a sync hides under, or is amortised over)."""
-    if method.startswith("acco"):
-        return sc.accum / 2
-    if method == "diloco":
-        return sc.accum * sc.H
-    if method == "streaming_diloco":
-        return sc.accum * sc.H / sc.F
+    facts = modelled(method)
+    if facts.schedule == OVERLAPPED and facts.rounds_per_step > 1:
+        return sc.accum / facts.rounds_per_step
+    if facts.schedule == LOCAL:
+        return sc.accum * sc.H / sc.F if facts.fragmented else sc.accum * sc.H
     return sc.accum
 
 
@@ -313,7 +313,7 @@ def _group_key(sc: Scenario):
 def _schedule_syncs(prims: list[dict], method: str, m: np.ndarray) -> np.ndarray:
     """What the schedule gets as the sync time: for a local method whose outer syncs differ (wan.py's
     jitter), each sync's own, (syncs, B); otherwise the one time `m` (B,)."""
-    if method not in ("diloco", "streaming_diloco"):
+    if modelled(method).schedule != LOCAL:
         return m
     per_sync = np.stack([p["outer_syncs"][method] for p in prims], axis=1)
     return per_sync if np.any(per_sync != per_sync[:1]) else m
@@ -321,15 +321,18 @@ def _schedule_syncs(prims: list[dict], method: str, m: np.ndarray) -> np.ndarray
 
 def _outer_percentile(prim: dict, method: str, q: float) -> float:
     """The q-th percentile of a local method's outer syncs (nan for the other methods)."""
-    if method not in ("diloco", "streaming_diloco"):
+    if modelled(method).schedule != LOCAL:
         return math.nan
     return float(np.percentile(prim["outer_syncs"][method], q))
 
 
-def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
-    """Every method on every scenario; scenarios that share workers and schedule parameters are
-    simulated together (one numpy batch). Each scenario's straggler factors come from its own seed,
-    so scenarios that differ only in a straggler parameter share the underlying random draws."""
+def run(scenarios: list[Scenario], methods: Sequence[str] | None = None) -> list[dict]:
+    """Every method (result keys, variants.py; default: all of them) on every scenario; scenarios
+    that share workers and schedule parameters are simulated together (one numpy batch). Each
+    scenario's straggler factors come from its own seed, so scenarios that differ only in a
+    straggler parameter share the underlying random draws."""
+    methods = keys() if methods is None else tuple(methods)
+    facts = {method: modelled(method) for method in methods}
     groups: dict = {}
     for i, sc in enumerate(scenarios):
         groups.setdefault(_group_key(sc), []).append(i)
@@ -347,13 +350,13 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
         per_method = {}
         for method in (m for m in methods if applicable(m, first)):
             m = np.array([p["sync_s"][method] for p in prims])
-            if method in BUCKETED:
+            if facts[method].schedule == BUCKETED:
                 parts = [
                     overlap_timing(p, f[:, j : j + 1], scenarios[i], method) for j, (i, p) in enumerate(zip(idx, prims))
                 ]
                 per_method[method] = (_stack(parts), m)
                 continue
-            if method in fsdp.FSDP_METHODS:  # layer by layer, each scenario its own layers and costs
+            if facts[method].schedule == LAYERWISE:  # layer by layer, each scenario its own layers and costs
                 parts = [
                     fsdp.scenario_timing(method, p, f[:, j : j + 1], scenarios[i])
                     for j, (i, p) in enumerate(zip(idx, prims))
@@ -365,21 +368,21 @@ def run(scenarios: list[Scenario], methods=METHODS) -> list[dict]:
             sc = scenarios[i]
             rates = {  # the data-parallel baselines' samples/s (one GPU a worker)
                 method: per_method[method][0].micro_batches[j] * sc.model.micro_batch / per_method[method][0].step_s[j]
-                for method in ("ddp", "ddp_overlap")
+                for method in (BASELINE, BASELINE_OVERLAPPED)
                 if method in per_method
             }
-            ddp_rate, overlap_rate = rates.get("ddp"), rates.get("ddp_overlap")
+            ddp_rate, overlap_rate = rates.get(BASELINE), rates.get(BASELINE_OVERLAPPED)
             for k, method in enumerate(methods):
                 if method not in per_method:
                     continue
                 t, m = per_method[method]
-                per_worker = sc.replica_gpus if method in ("diloco", "streaming_diloco") else 1
+                per_worker = sc.replica_gpus if facts[method].schedule == LOCAL else 1
                 seqs = t.micro_batches[j] * per_worker * sc.model.micro_batch
                 rate = seqs / t.step_s[j]
                 mem = memory_gb(method, sc.model.params, N, sc.replica_gpus, sc.fsdp_no_sync)
                 rows[i * len(methods) + k] = {
                     "method": method,
-                    "label": LABELS[method],
+                    "label": facts[method].label,
                     "model": sc.model.name,
                     "params": sc.model.params,
                     "workers": N,

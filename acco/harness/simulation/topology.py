@@ -74,6 +74,7 @@ from acco.analytic.overlap import Buckets, back_to_back_s, ddp_limits
 
 from .compute import MfuTable, preset_table
 from .networks import NETWORKS, rings_bytes_per_s
+from .variants import LOCAL, SEQUENTIAL, modelled
 
 GBIT = 1e9 / 8  # bytes/s in one Gbit/s
 # HBM bandwidth (bytes/s) of the presets' GPUs: vendor datasheets (A100 80GB SXM 2.0 TB/s, A100
@@ -294,10 +295,11 @@ def sync_parts(
     replica_gpus: int = 1,
     optimizer: bool = True,
 ) -> SyncParts:
-    """One sync of `method` (one fragment's for the local methods, between replicas of
-    `replica_gpus` GPUs), in its parts. `optimizer=False` leaves the optimizer step out."""
+    """One sync of `method` (a result key, variants.py; one fragment's for the local methods, between
+    replicas of `replica_gpus` GPUs), in its parts. `optimizer=False` leaves the optimizer step out."""
     n = topo.workers
-    if method in ("diloco", "streaming_diloco"):
+    facts = modelled(method)
+    if facts.schedule == LOCAL:
         frag = params / max(int(fragments), 1)
         group = replica_groups(topo, replica_gpus)[1] if replica_gpus > 1 else whole(topo)
         shard = frag / max(int(replica_gpus), 1)  # each GPU syncs its replica's shard of the fragment
@@ -305,9 +307,9 @@ def sync_parts(
         rs = group_reduce_scatter_s(outer_bytes * shard, topo, group)
         return SyncParts(rs, opt, rs)
     buckets = 1
-    if method == "ddp" and ddp_bucket_mb > 0:
+    if facts.schedule == SEQUENTIAL and ddp_bucket_mb > 0:
         buckets = math.ceil(params * grad_bytes / (ddp_bucket_mb * 2**20))
-    per_param = ADAMW_BYTES_PER_PARAM + (TENTATIVE_EXTRA_BYTES_PER_PARAM if method.startswith(("acco", "wp")) else 0)
+    per_param = ADAMW_BYTES_PER_PARAM + (TENTATIVE_EXTRA_BYTES_PER_PARAM if facts.tentative_step else 0)
     opt = params / n * per_param / topo.hbm_bytes_per_s if optimizer else 0.0
     latency = ring_latency_s(topo)
 
