@@ -30,15 +30,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from acco.config.experiments import experiment_block
+from acco.methods import METHODS
 from analysis.comparisons import Group, compare, describe_runs, peak_lr, values_by_seed
-from analysis.load import Run, clock_of, discover_runs
+from analysis.load import ACCO, OVERLAPPED_DDP, Run, clock_of, discover_runs, is_local, schedule_name, spec_of
+from analysis.load import BASELINE as BASELINE_KEY
 from analysis.measures import SMOOTH_STEPS, final_loss, train_loss_frame
 from analysis.render import MissingRuns, finish_figure, plt
 from analysis.stats import PairedGap, Verdict, decide, paired_gap
 
 EXP = "beyond_diloco"
 BASELINE = "DDP"
-MAIN = ("ddp", "ddp_overlap", "acco", "diloco", "streaming_diloco")
+# the variants of the comparison: the DDPs, ACCO, the local methods
+MAIN = (BASELINE_KEY, OVERLAPPED_DDP, ACCO, *(name for name, spec in METHODS.items() if spec.local))
 # the flat DDP whose reduce-scatter overlaps its last backward (issue 40): timing runs only, its
 # updates being DDP's (bit for bit on 2 ranks), so its steps to a target are DDP's dynamics runs'
 OVERLAPPED = "DDP (overlapped)"
@@ -62,14 +65,11 @@ def outer_suffix(lr: float, momentum: float) -> str:
 
 def variant(run: Run) -> str:
     m, method = run.method, run.config.get("method") or {}
-    if m == "diloco":
-        return f"DiLoCo H={method['sync_every']}" + outer_suffix(*outer_of(run))
-    if m == "streaming_diloco":
-        name = f"Streaming DiLoCo H={method['sync_every']} F={method['fragments']} τ={method['overlap_steps']}"
-        return name + outer_suffix(*outer_of(run))
-    if m == "acco" and not adaptive(run):
+    if is_local(spec_of(m)):
+        return schedule_name(m, method) + outer_suffix(*outer_of(run))
+    if m == ACCO and not adaptive(run):
         return "ACCO"
-    return {"ddp": "DDP", "ddp_overlap": OVERLAPPED, "acco": ADAPTIVE}.get(m, m.upper())
+    return {BASELINE_KEY: BASELINE, OVERLAPPED_DDP: OVERLAPPED, ACCO: ADAPTIVE}.get(m, m.upper())
 
 
 def timed_as(name: str) -> str:
@@ -83,7 +83,7 @@ ADAPTIVE = "ACCO adaptive"
 
 def adaptive(run: Run) -> bool:
     """ACCO in its adaptive mode (train.deterministic=false): measured end to end on each link."""
-    return run.method == "acco" and not (run.config.get("train") or {}).get("deterministic", False)
+    return run.method == ACCO and not (run.config.get("train") or {}).get("deterministic", False)
 
 
 def _runs(root: str, scale: str) -> list[Run]:
@@ -153,7 +153,7 @@ def dynamics(root: str, scale: str = "cpu") -> list[dict]:
 
 
 # -- DDP's and ACCO's learning rate, by the rule written before the runs -------------------------
-LR_NAMES = {"ddp": BASELINE, "acco": "ACCO"}
+LR_NAMES = {BASELINE_KEY: BASELINE, ACCO: "ACCO"}
 
 
 def lr_choice(scale: str = "cpu") -> dict:
@@ -204,7 +204,7 @@ def lr_choice_lines(root: str, scale: str, runs: list[Run]) -> list[str]:
         )
         name = LR_NAMES.get(m, m)
         used = {name: sorted({peak_lr(r) for r in groups[name].runs}) if name in groups else []}
-        if m == "acco":
+        if m == ACCO:
             used[ADAPTIVE] = sorted({peak_lr(r) for r in runs if adaptive(r)})
         checks = []
         for who, lrs in used.items():
@@ -471,7 +471,7 @@ def memory(root: str, scale: str = "cpu") -> list[dict]:
                 "peak_rss": int(rank.get("peak_rss_bytes") or 0),
             }
         )
-    order = ["ddp", "dpu", "wp", "acco", "diloco", "streaming_diloco"]
+    order = list(METHODS)  # the suite's order
     return sorted(out, key=lambda row: (order.index(row["method"]) if row["method"] in order else 9, row["variant"]))
 
 
@@ -679,7 +679,7 @@ def section(root: str, scale: str) -> list[str]:
     lines += ["", *lr_choice_lines(root, scale, runs)]
     rows, hard = timing(root, scale), timing(root, scale, "baseline")
     names = [r["variant"] for r in dyn] + ([ADAPTIVE] if any(adaptive(r) for r in runs) else [])
-    if any(r.method == "ddp_overlap" for r in runs):  # the DDP at its best, beside the paper's
+    if any(r.method == OVERLAPPED_DDP for r in runs):  # the DDP at its best, beside the paper's
         names.insert(1, OVERLAPPED)
     lines += [
         "",
@@ -714,7 +714,7 @@ def section(root: str, scale: str) -> list[str]:
         "| method | parameters | gradients | comm. buffer | optimizer state | model state | × DDP's | peak RSS |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    base = next((m["state"] for m in mem if m["method"] == "ddp"), float("nan"))
+    base = next((m["state"] for m in mem if m["method"] == BASELINE_KEY), float("nan"))
     for m in mem:
         mb = [f"{m[k] / 1e6:.2f} MB" for k in STATE_KEYS]
         lines.append(

@@ -26,7 +26,7 @@ from acco.config.experiments import experiment_block
 from acco.harness.clock_calibration.calibrate import OVERLAP_CAP_EQUAL_WORK, OVERLAP_CAP_PAPER_PAIRING
 from analysis import beyond_diloco as bd
 from analysis.claims import METRICS, Claim, claim_clock, claims_of, evaluate, identity, resolve, runs_by_seed, selected
-from analysis.load import Run, discover_runs
+from analysis.load import ACCO, BASELINE, OVERLAPPED_DDP, Run, discover_runs
 from analysis.measures import TARGET_COLUMN, time_to_loss, train_loss_frame
 from analysis.modelled import VALIDATION_CSV, check, clock_ratio, read_validity
 from analysis.render import MissingRuns
@@ -386,7 +386,7 @@ def beyond_diloco_lines(root: str, scale: str) -> list[str]:
 
 
 # beyond_diloco's variants by the names the clock's validation gives them (others were not validated)
-VALIDATED_AS = {bd.BASELINE: "ddp", bd.OVERLAPPED: "ddp_overlap", "ACCO": "acco"}
+VALIDATED_AS = {bd.BASELINE: BASELINE, bd.OVERLAPPED: OVERLAPPED_DDP, "ACCO": ACCO}
 
 
 def modelled_verdicts(rows: list[dict], runs: list[Run], validity) -> None:
@@ -509,9 +509,9 @@ def _fig8_measured(runs: list[Run]) -> list[dict]:
     settings = sorted({(r.info["layout"], r.info["sync_s"]) for r in runs}, key=lambda k: (str(k[0]), k[1] or 0))
     for layout, sync in settings:
         here = [r for r in runs if r.info["layout"] == layout and r.info["sync_s"] == sync]
-        ddp = runs_by_seed([r for r in here if r.method == "ddp"], "ddp")
+        ddp = runs_by_seed([r for r in here if r.method == BASELINE], "ddp")
         for det, label in ((True, "ACCO deterministic"), (False, "ACCO adaptive")):
-            acco = runs_by_seed([r for r in here if r.method == "acco" and bool(r.info["deterministic"]) == det], label)
+            acco = runs_by_seed([r for r in here if r.method == ACCO and bool(r.info["deterministic"]) == det], label)
             if not ddp or not acco:
                 continue
             ta, tb = {}, {}

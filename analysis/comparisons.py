@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from analysis.claims import METRICS, paired_values, runs_by_seed
-from analysis.load import Run, run_length_of
+from analysis.load import BASELINE, Run, run_length_of
 from analysis.measures import final_loss
 from analysis.render import MissingRuns
 from analysis.stats import DEFAULT_DESIGN, Design, Look, PairedGap, Verdict, relative_gaps, sequential
@@ -87,7 +87,7 @@ def baseline_of(runs: list[Run]) -> str:
     kinds = set()
     for r in runs:
         method = r.config.get("method") or {}
-        if method.get("name") != "ddp":
+        if method.get("name") != BASELINE:
             continue
         if method.get("impl", "torch") == "flat":
             kinds.add("our flat ZeRO-1 (reduce-scatter + all-gather)")

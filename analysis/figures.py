@@ -26,7 +26,7 @@ from analysis import beyond_diloco as bd
 from analysis import lr_sweep as sweep_of_lr
 from analysis import outer_sweep as sweep_of_outer
 from analysis.ladder import budget_of, rungs
-from analysis.load import Run, discover_runs, load_experiment, method_label
+from analysis.load import ACCO, BASELINE, DPU, Run, discover_runs, load_experiment, method_label
 from analysis.render import MissingRuns, figures_dir, finish_figure, plt, save_figure, saved_paths, set_saved_paths
 
 COLORS = {"ddp": "C0", "ddp_overlap": "C9", "acco": "C3", "dpu": "C2", "wp": "C1"}
@@ -158,7 +158,8 @@ def _plot_curves(
                 scale_x=unit,
                 smooth=smooth,
                 marker=marker,
-                linestyle=styles[i % len(styles)] if len(keys) > 1 and method != "dpu" else "-",
+                # DPU's warmups: shades of one colour, every line solid
+                linestyle=styles[i % len(styles)] if len(keys) > 1 and method != DPU else "-",
             )
     if x == "wall_time_s":
         ax.set_xlabel(f"{TIME_LABEL} ({suffix})")
@@ -169,7 +170,7 @@ def _plot_curves(
     ax.legend(fontsize=8)
 
 
-def _plot_seeds(ax, df: pd.DataFrame, x: str, methods=("ddp", "acco"), smooth: int | None = None) -> None:
+def _plot_seeds(ax, df: pd.DataFrame, x: str, methods=(BASELINE, ACCO), smooth: int | None = None) -> None:
     """Every seed's own curve: one colour per seed, one line style per method (the seed spread and the
     per-seed pairing the report's intervals are computed from)."""
     d = df[df["method"].isin(methods)].dropna(subset=["train_loss"])
@@ -416,7 +417,7 @@ def step_times(trace_path: str) -> dict:
 
 
 def fig4_data(root: str, scale: str = "cpu") -> pd.DataFrame:
-    runs = [r for r in discover_runs(root, "fig4", scale) if r.trace_path and r.method == "ddp"]
+    runs = [r for r in discover_runs(root, "fig4", scale) if r.trace_path and r.method == BASELINE]
     flat = [r for r in runs if r.info.get("impl") == "flat"]
     runs = flat or runs  # the sequential flat sync keeps compute and communication spans apart
     rows = []

@@ -22,6 +22,12 @@ import pandas as pd
 import yaml
 
 from acco.config.experiments import SCALES, experiment_block, experiment_dir, in_run_list
+from acco.methods import METHODS, MethodSpec
+from acco.methods import acco as _acco
+from acco.methods import ddp as _ddp
+from acco.methods import dpu as _dpu
+from acco.methods import wp as _wp
+from acco.methods.variants import Variant
 from acco.runtime.files import METRIC_FIELDS
 from acco.runtime.saved_config import load_yaml
 from acco.runtime.summary import RunSummary, read_summary
@@ -43,17 +49,24 @@ RUN_COLUMNS = [
     "deterministic",
     "device",
 ]
-METHOD_LABELS = {
-    "ddp": "DDP",
+# a run's `method` key (run_info): its trainer method, or a variant the analysis groups apart, its own
+# arm in claims and figures (the first whose settings the run's config holds)
+RUN_VARIANTS = (
     # the flat ddp that reduce-scatters bucket by bucket in the last backward (method.overlap_backward):
     # the baseline as PyTorch's DDP, ZeRO's overlap_comm and FSDP run it; told apart from the paper's
-    "ddp_overlap": "DDP (overlapped)",
-    "dpu": "DPU",
-    "wp": "WP",
-    "acco": "ACCO",
-    "diloco": "DiLoCo",
-    "streaming_diloco": "Streaming DiLoCo",
-}
+    Variant(
+        "ddp_overlap",
+        _ddp.SPEC.name,
+        (("method.impl", "flat"), ("method.overlap_backward", True)),
+        "DDP (overlapped)",
+    ),
+)
+# the arms the comparisons name by their role: the paper's baseline (DDP + ZeRO-1, as the run's impl
+# has it), the same DDP overlapping its reduction with the last backward, the delayed updates, ACCO
+BASELINE = _ddp.SPEC.name
+OVERLAPPED_DDP = RUN_VARIANTS[0].key
+DPU, WP = _dpu.SPEC.name, _wp.SPEC.name
+ACCO = _acco.SPEC.name
 
 
 def _read_yaml(path: str) -> dict:
@@ -74,20 +87,19 @@ def _get(d: dict, dotted: str, default=None):
 def run_info(cfg: dict, summary: RunSummary | None = None) -> dict:
     """What identifies a run inside its experiment, from its resolved config (and summary)."""
     summary = summary or RunSummary()
-    method = summary.method or _get(cfg, "method.name")
-    if method == "ddp" and _get(cfg, "method.overlap_backward") and _get(cfg, "method.impl") == "flat":
-        method = "ddp_overlap"  # a third arm beside the paper's DDP: its own group in claims and figures
+    method = run_key(summary.method or _get(cfg, "method.name"), cfg)
+    spec = spec_of(method)
     world = summary.world_size or cfg.get("world_size")
     layout = cfg.get("layout")
     if not layout and world:
         layout = f"1x{world}"
-    warmup = _get(cfg, "method.warmup_steps") if method in ("dpu", "wp") else None
+    warmup = _get(cfg, "method.warmup_steps") if reads(spec, "warmup_steps") else None
     slow = _get(cfg, "hetero.slow_rank")
     factor = _get(cfg, "hetero.factor", 1.0)
     hetero = f"rank{slow}x{float(factor):g}" if slow is not None and float(factor or 1.0) != 1.0 else "none"
     return {
         "method": method,
-        "impl": _get(cfg, "method.impl") if method in ("ddp", "ddp_overlap") else None,
+        "impl": _get(cfg, "method.impl") if reads(spec, "impl") else None,
         "seed": cfg.get("seed"),
         "warmup": warmup,
         "accum": summary.accum or _get(cfg, "train.accum"),
@@ -95,10 +107,10 @@ def run_info(cfg: dict, summary: RunSummary | None = None) -> dict:
         "world_size": int(world) if world else None,
         "hetero": hetero,
         # the local methods' inner steps per sync (DiLoCo H=8 vs H=32 in beyond_diloco)
-        "sync_every": _get(cfg, "method.sync_every") if method in ("diloco", "streaming_diloco") else None,
+        "sync_every": _get(cfg, "method.sync_every") if is_local(spec) else None,
         # and their outer optimizer (the paper's lr 0.7, momentum 0.9, or the settings outer_sweep chose)
-        "outer_lr": _get(cfg, "method.outer_lr") if method in ("diloco", "streaming_diloco") else None,
-        "outer_momentum": _get(cfg, "method.outer_momentum") if method in ("diloco", "streaming_diloco") else None,
+        "outer_lr": _get(cfg, "method.outer_lr") if is_local(spec) else None,
+        "outer_momentum": _get(cfg, "method.outer_momentum") if is_local(spec) else None,
         "steps": _get(cfg, "train.steps"),
         "deterministic": _get(cfg, "train.deterministic"),
         "device": summary.device or cfg.get("device"),
@@ -107,6 +119,45 @@ def run_info(cfg: dict, summary: RunSummary | None = None) -> dict:
         "clock": clock_of(cfg),
         "sync_s": _get(cfg, "clock.sync_s") if clock_of(cfg) == "virtual" else None,
     }
+
+
+def run_key(method: str | None, cfg: dict) -> str | None:
+    """A run's `method` key: the first of RUN_VARIANTS of its method whose settings its config holds,
+    else the method's name."""
+    for v in RUN_VARIANTS:
+        if v.method == method and all(_get(cfg, path) == value for path, value in v.settings):
+            return v.key
+    return method
+
+
+def spec_of(key: str | None) -> MethodSpec | None:
+    """The trainer's spec of a run's `method` key (ddp_overlap: ddp's); None for a name the registry
+    lacks (a run of a method defined elsewhere)."""
+    name = next((v.method for v in RUN_VARIANTS if v.key == key), key)
+    return METHODS.get(name) if isinstance(name, str) else None
+
+
+def reads(spec: MethodSpec | None, setting: str) -> bool:
+    """Whether the method reads `method.<setting>` (its config has it)."""
+    return spec is not None and setting in spec.settings
+
+
+def is_local(spec: MethodSpec | None) -> bool:
+    return spec is not None and spec.local
+
+
+# the settings a local method's schedule is named by, after its label (its outer optimizer changes
+# its updates, not its rounds); a fragmented one's fragments and overlap too
+SCHEDULE_SETTINGS = (("H", "sync_every"),)
+FRAGMENT_SETTINGS = (("F", "fragments"), ("τ", "overlap_steps"))
+
+
+def schedule_name(method: str, settings: dict) -> str:
+    """A local method's schedule by name, from its `method` config block: `DiLoCo H=32`,
+    `Streaming DiLoCo H=32 F=4 τ=1`."""
+    spec = spec_of(method)
+    named = SCHEDULE_SETTINGS + (FRAGMENT_SETTINGS if spec and spec.fragmented else ())
+    return " ".join([method_label(method), *(f"{short}={settings[key]}" for short, key in named)])
 
 
 def clock_of(cfg: dict) -> str:
@@ -352,7 +403,10 @@ def load_summaries(
 
 
 def method_label(method: str) -> str:
-    return METHOD_LABELS.get(method, str(method).upper())
+    """As the figures write it: the variant's label, its method's (acco.methods), else the key in capitals."""
+    label = next((v.label for v in RUN_VARIANTS if v.key == method), None)
+    spec = METHODS.get(method) if isinstance(method, str) else None
+    return label or (spec.label if spec else str(method).upper())
 
 
 def run_length_of(run: Run) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.comparisons import Group, compare_look
-from analysis.load import Run, discover_runs
+from analysis.load import ACCO, BASELINE, Run, discover_runs
 from analysis.measures import final_loss
 from analysis.render import MissingRuns, finish_figure, plt
 from analysis.stats import Design
@@ -37,8 +37,8 @@ def rows(root: str, scale: str = "cpu") -> list[dict]:
     out = []
     for lr in sorted({lr_of(r) for r in runs}):
         at = [r for r in runs if lr_of(r) == lr]
-        ddp = Group("DDP", [r for r in at if r.method == "ddp"])
-        acco = Group("ACCO", [r for r in at if r.method == "acco"])
+        ddp = Group("DDP", [r for r in at if r.method == BASELINE])
+        acco = Group("ACCO", [r for r in at if r.method == ACCO])
         if not ddp.runs or not acco.runs:
             continue
         look = compare_look(acco, ddp, "final_loss", DESIGN)
@@ -62,7 +62,7 @@ def rows(root: str, scale: str = "cpu") -> list[dict]:
 
 def ddp_means(root: str, scale: str = "cpu") -> dict[float, tuple[float, int]]:
     """rate -> (DDP's mean final training loss, its number of seeds) over the sweep's DDP runs."""
-    runs = [r for r in discover_runs(root, EXP, scale) if r.method == "ddp"]
+    runs = [r for r in discover_runs(root, EXP, scale) if r.method == BASELINE]
     out = {}
     for lr in sorted({lr_of(r) for r in runs}):
         g = Group("DDP", [r for r in runs if lr_of(r) == lr])
@@ -82,10 +82,12 @@ def figure(root: str, scale: str = "cpu", save: bool = True):
     lrs = np.array([r["lr"] for r in data])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     runs = discover_runs(root, EXP, scale)
-    for method, color, label in (("ddp", "C0", "DDP (accum 2)"), ("acco", "C3", "ACCO (accum 1)")):
+    for method, color, label, key in (
+        (BASELINE, "C0", "DDP (accum 2)", "ddp_final"),
+        (ACCO, "C3", "ACCO (accum 1)", "acco_final"),
+    ):
         pts = [(lr_of(r), final_loss(r)) for r in runs if r.method == method]
         left.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, color=color, alpha=0.5)
-        key = "ddp_final" if method == "ddp" else "acco_final"
         left.plot(lrs, [r[key] for r in data], "-o", color=color, label=label)
     left.set_xscale("log")
     left.set_xlabel("peak learning rate")

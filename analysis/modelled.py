@@ -27,6 +27,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from acco.harness.simulation.variants import VARIANTS
+from analysis.load import ACCO, BASELINE, OVERLAPPED_DDP
 from analysis.stats import paired_gap
 
 VALIDATION_CSV = os.path.join("clock", "validation.csv")
@@ -55,8 +57,8 @@ def read_validity(path: str) -> ClockValidity | None:
         return None
     errors: dict[tuple[str, str], float] = {}
     methods = sorted(rows["method"].unique())
-    for a_kind in [m for m in methods if m.startswith("acco")]:
-        for b in [m for m in methods if m.startswith("ddp")]:
+    for a_kind in _variants_of(ACCO, methods):
+        for b in _variants_of(BASELINE, methods):
             worst = 0.0
             for rate in sorted(rows["rate_mbit"].unique()):
                 a = rows[(rows["method"] == a_kind) & (rows["rate_mbit"] == rate)].set_index("rep")
@@ -72,6 +74,12 @@ def read_validity(path: str) -> ClockValidity | None:
                 errors[(a_kind, b)] = worst
     ratios = rows["ratio_own"].astype(float)
     return ClockValidity(errors, (float(ratios.min()), float(ratios.max())), frozenset({2}), path)
+
+
+def _variants_of(method: str, keys) -> list[str]:
+    """The keys (the validation's `method` column: the simulator's variants) that run `method`."""
+    by_key = {v.key: v for v in VARIANTS}
+    return [k for k in keys if k in by_key and by_key[k].method == method]
 
 
 @lru_cache(maxsize=16)
@@ -92,8 +100,10 @@ def validity_for(run_path: str) -> ClockValidity | None:
 
 
 def a_kind(info: dict) -> str:
-    """acco, or acco_adaptive for a run with train.deterministic=false (the validation's names)."""
-    return "acco_adaptive" if info.get("method") == "acco" and info.get("deterministic") is False else info["method"]
+    """The validation's name of a run: its method's variant that sets train.deterministic as the run
+    did (acco_adaptive for ACCO with train.deterministic=false), else its method."""
+    mode = ("train.deterministic", info.get("deterministic"))
+    return next((v.key for v in VARIANTS if v.method == info.get("method") and mode in v.settings), info["method"])
 
 
 def clock_ratio(run) -> float:
@@ -165,8 +175,8 @@ def simulator_ratio_error(root: str) -> float | None:
         return None
     v = pd.read_csv(path)
     key = ["experiment", "layout", "link_mbit", "hetero", "budget", "seed"]
-    a = v[(v["method"] == "acco") & (v["mode"] == "deterministic")]
-    b = v[v["method"] == "ddp_overlap"]
+    a = v[(v["method"] == ACCO) & (v["mode"] == "deterministic")]
+    b = v[v["method"] == OVERLAPPED_DDP]
     m = a.merge(b, on=key, suffixes=("_a", "_b"))
     col = "predicted_own_s_per_step"
     err = (m[f"{col}_a"] / m[f"{col}_b"]) / (m["measured_s_per_step_a"] / m["measured_s_per_step_b"]) - 1

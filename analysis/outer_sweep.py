@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from acco.runtime.summary import RunSummary
-from analysis.load import Run, discover_runs
+from analysis.load import Run, discover_runs, is_local, schedule_name, spec_of
 from analysis.measures import final_loss
 from analysis.render import MissingRuns, finish_figure, plt
 
@@ -23,10 +23,7 @@ PAPER = (0.7, 0.9)
 
 def schedule(run: Run) -> str:
     """A local schedule: the method and what shapes its rounds (not its outer optimizer)."""
-    m = run.config.get("method") or {}
-    if run.method == "diloco":
-        return f"DiLoCo H={m['sync_every']}"
-    return f"Streaming DiLoCo H={m['sync_every']} F={m['fragments']} τ={m['overlap_steps']}"
+    return schedule_name(run.method, run.config.get("method") or {})
 
 
 def outer_setting(run: Run) -> tuple[float, float]:
@@ -35,7 +32,7 @@ def outer_setting(run: Run) -> tuple[float, float]:
 
 
 def grid(root: str, scale: str = "cpu") -> list[dict]:
-    runs = [r for r in discover_runs(root, EXP, scale) if r.method in ("diloco", "streaming_diloco")]
+    runs = [r for r in discover_runs(root, EXP, scale) if is_local(spec_of(r.method))]
     if not runs:
         raise MissingRuns(f"no completed {EXP} runs at scale {scale}")
     out = []
@@ -85,7 +82,7 @@ def configured(scale: str = "cpu") -> dict[str, set[tuple[float, float]]]:
     for overrides in expand_runs(experiment_block("beyond_diloco", scale)):
         cfg = compose([f"experiment=beyond_diloco/{scale}", *overrides])
         m = cfg["method"]
-        if m["name"] not in ("diloco", "streaming_diloco") or cfg["train"].get("steps") != 300:
+        if not is_local(spec_of(m["name"])) or cfg["train"].get("steps") != 300:
             continue
         run = Run("", "beyond_diloco", scale, "", cfg, RunSummary(method=m["name"]))
         out.setdefault(schedule(run), set()).add((float(m["outer_lr"]), float(m["outer_momentum"])))

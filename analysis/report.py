@@ -40,7 +40,7 @@ from analysis.headline import (
     forest_rows,
 )
 from analysis.ladder import budget_of, rungs
-from analysis.load import Run, discover_runs, loaded_once
+from analysis.load import ACCO, BASELINE, DPU, OVERLAPPED_DDP, WP, Run, discover_runs, loaded_once
 from analysis.measures import TAIL, final_eval_loss, final_loss, loss_at_fraction, samples_per_s
 from analysis.provenance import code_commit, host_line
 from analysis.render import MissingRuns, figures_dir
@@ -207,9 +207,9 @@ def sec_fig5(root, scale):
     budgets = sorted({r.info["steps"] for r in runs})
     base = budgets[0]
     at = [r for r in runs if r.info["steps"] == base]
-    ddp, acco = Group("DDP", pick(at, method="ddp")), Group("ACCO", pick(at, method="acco"))
-    warmups = sorted({r.info["warmup"] for r in pick(at, method="dpu")})
-    dpus = [Group(f"DPU warmup {w}", pick(at, method="dpu", warmup=w)) for w in warmups]
+    ddp, acco = Group("DDP", pick(at, method=BASELINE)), Group("ACCO", pick(at, method=ACCO))
+    warmups = sorted({r.info["warmup"] for r in pick(at, method=DPU)})
+    dpus = [Group(f"DPU warmup {w}", pick(at, method=DPU, warmup=w)) for w in warmups]
     lines = [
         "Paper (§4.3): delayed updates (DPU) substantially hurt convergence, a 40-step warmup does not "
         "recover the baseline, and ACCO matches the DDP curve. Panel (b) doubles the budget.",
@@ -222,14 +222,14 @@ def sec_fig5(root, scale):
     lines += table(loss_rows([ddp, acco, *dpus]))
     if len(budgets) > 1:
         big = [r for r in runs if r.info["steps"] == budgets[-1]]
-        d2, a2 = Group("DDP", pick(big, method="ddp")), Group("ACCO", pick(big, method="acco"))
+        d2, a2 = Group("DDP", pick(big, method=BASELINE)), Group("ACCO", pick(big, method=ACCO))
         lines += [f"Budget {budgets[-1]} steps (panel b):", ""] + table(loss_rows([d2, a2]))
     return lines + claim_lines(root, scale, "fig5")
 
 
 def sec_fig6(root, scale):
     runs = runs_of(root, "fig6", scale)
-    g = {m: Group(m.upper(), pick(runs, method=m)) for m in ("ddp", "wp", "acco")}
+    g = {m: Group(m.upper(), pick(runs, method=m)) for m in (BASELINE, WP, ACCO)}
     lines = [
         "Paper (§4.3): ACCO matches DDP throughout; WP performs worse, especially early in training.",
         "",
@@ -259,9 +259,9 @@ def lr_choice_lines(root: str, scale: str, exp: str, runs: list[Run]) -> list[st
     sweep: dict[Any, float] = {
         r.info.get("seed"): final_loss(r)
         for r in discover_runs(root, choice["from"], scale)
-        if r.method == "ddp" and peak_lr(r) == best
+        if r.method == BASELINE and peak_lr(r) == best
     }
-    own: dict[Any, float] = {r.info.get("seed"): final_loss(r) for r in runs if r.method == "ddp"}
+    own: dict[Any, float] = {r.info.get("seed"): final_loss(r) for r in runs if r.method == BASELINE}
     both = sorted(set(sweep) & set(own))
     same = all(sweep[s] == own[s] for s in both)
     rerun = (
@@ -281,7 +281,7 @@ def lr_choice_lines(root: str, scale: str, exp: str, runs: list[Run]) -> list[st
 def time_lines(root, scale, exp, runs) -> list[str]:
     t3 = table3(root, scale, save=False)["table"]
     rows = t3[t3["source"] == exp] if not t3.empty else t3
-    ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
+    ddp, acco = Group("DDP", pick(runs, method=BASELINE)), Group("ACCO", pick(runs, method=ACCO))
     out = []
     if not rows.empty:
         r = rows.iloc[0]
@@ -308,7 +308,7 @@ def span_lines(runs: list[Run], where: str = "") -> list[str]:
         accum = [int(r.info.get("accum") or 1) for r in runs if r.method == method]
         return (float(np.median(mb)), float(np.median(sync)), accum[0], len(mb)) if mb and sync else None
 
-    ddp, acco = medians("ddp"), medians("acco")
+    ddp, acco = medians(BASELINE), medians(ACCO)
     if ddp is None or acco is None:
         return []
     (mb_d, sync_d, acc_d, n_d), (mb_a, sync_a, acc_a, n_a) = ddp, acco
@@ -328,7 +328,7 @@ def span_lines(runs: list[Run], where: str = "") -> list[str]:
 def overlap_lines(runs: list[Run], where: str = "") -> list[str]:
     """How much of its gradient reduction the overlapped DDP's last backward hid, from its traces
     (Run.span_times: acco/engine/trace.py backward_overlap, medians over steps after the first)."""
-    t = [r.span_times() for r in runs if r.method == "ddp_overlap"]
+    t = [r.span_times() for r in runs if r.method == OVERLAPPED_DDP]
     hidden = [x["backward_hidden_fraction"] for x in t if x.get("backward_hidden_fraction") is not None]
     busy = [x["t_bucket_reductions_s"] for x in t if x.get("t_bucket_reductions_s")]
     if not hidden or not busy:
@@ -342,8 +342,8 @@ def overlap_lines(runs: list[Run], where: str = "") -> list[str]:
 
 def sec_pretrain(root, scale, exp):
     runs = runs_of(root, exp, scale)
-    ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
-    overlapped = Group("DDP (overlapped)", pick(runs, method="ddp_overlap"))
+    ddp, acco = Group("DDP", pick(runs, method=BASELINE)), Group("ACCO", pick(runs, method=ACCO))
+    overlapped = Group("DDP (overlapped)", pick(runs, method=OVERLAPPED_DDP))
     claim = (
         "Paper (§4.4, 125M on OpenWebText, 4x8 A100): ACCO's loss vs steps matches DDP's and ACCO is 25% "
         "faster; similar perplexities."
@@ -368,24 +368,24 @@ def sec_fig8(root, scale):
     rows = []
     for layout in sorted({r.info["layout"] for r in runs}):
         at = pick(runs, layout=layout)
-        by = {m: pick(at, method=m) for m in ("ddp", "dpu", "acco")}
-        if not by["ddp"] or not by["acco"]:
+        by = {m: pick(at, method=m) for m in (BASELINE, DPU, ACCO)}
+        if not by[BASELINE] or not by[ACCO]:
             continue
-        paired = paired_times(by["ddp"], by["acco"], None, target_column("fig8"))
-        ttt = {m: np.mean(list(paired["to_target"][m].values())) for m in ("ddp", "acco")}
-        tot = {m: np.mean(list(paired["total"][m].values())) for m in ("ddp", "acco")}
+        paired = paired_times(by[BASELINE], by[ACCO], None, target_column("fig8"))
+        ttt = {m: np.mean(list(paired["to_target"][m].values())) for m in (BASELINE, ACCO)}
+        tot = {m: np.mean(list(paired["total"][m].values())) for m in (BASELINE, ACCO)}
         fin = {m: Group(m, rs).cell(final_eval_loss) if rs else "–" for m, rs in by.items()}
         rows.append(
             {
                 "layout": layout,
                 "network": network_of(at),
-                "seeds DDP/ACCO/DPU": f"{len(by['ddp'])} / {len(by['acco'])} / {len(by['dpu'])}",
-                "final val loss DDP": fin["ddp"],
-                "ACCO": fin["acco"],
-                "DPU": fin["dpu"],
-                "time to the pair's target DDP / ACCO s (mean)": f"{ttt['ddp']:.1f} / {ttt['acco']:.1f}",
+                "seeds DDP/ACCO/DPU": f"{len(by[BASELINE])} / {len(by[ACCO])} / {len(by[DPU])}",
+                "final val loss DDP": fin[BASELINE],
+                "ACCO": fin[ACCO],
+                "DPU": fin[DPU],
+                "time to the pair's target DDP / ACCO s (mean)": f"{ttt[BASELINE]:.1f} / {ttt[ACCO]:.1f}",
                 "ACCO's reduction, paired": reduction_ci_text(paired["to_target"]),
-                "total s DDP / ACCO (mean)": f"{tot['ddp']:.1f} / {tot['acco']:.1f}",
+                "total s DDP / ACCO (mean)": f"{tot[BASELINE]:.1f} / {tot[ACCO]:.1f}",
             }
         )
     lines += table(rows)
@@ -406,7 +406,7 @@ def measured_hetero_ideal(run) -> float:
 
 def sec_fig9(root, scale):
     runs = runs_of(root, "fig9", scale)
-    ddp, acco = Group("DDP", pick(runs, method="ddp")), Group("ACCO", pick(runs, method="acco"))
+    ddp, acco = Group("DDP", pick(runs, method=BASELINE)), Group("ACCO", pick(runs, method=ACCO))
     lines = [
         "Paper (§4.6): 4 workers, one 4x slower; ACCO lets the fast workers keep accumulating and takes "
         "substantially less wall-clock than DDP, whose fast workers idle 3/4 of the time.",
@@ -414,7 +414,7 @@ def sec_fig9(root, scale):
         f"Setting: {describe_runs(runs)}; heterogeneity {sorted({r.info['hetero'] for r in runs})}.",
         "",
     ]
-    overlapped = Group("DDP (overlapped)", pick(runs, method="ddp_overlap"))
+    overlapped = Group("DDP (overlapped)", pick(runs, method=OVERLAPPED_DDP))
     lines += table(loss_rows([ddp, overlapped, acco]))
     lines += overlap_lines(runs)
     sps = acco.mean(samples_per_s) / ddp.mean(samples_per_s)
@@ -843,9 +843,9 @@ def comm_section(root: str, scale: str) -> list[str]:
         if layout is not None:
             want = resolve({"layout": layout}, [r.info for r in runs])
             runs = [r for r in runs if selected(r.info, want)]
-        acco = [r for r in runs if r.method == "acco"]
+        acco = [r for r in runs if r.method == ACCO]
         accum = int(acco[0].info.get("accum") or 1) if acco else 1
-        ratios = [x for x in (measured_comm_ratio(r, accum) for r in runs if r.method == "ddp") if x == x]
+        ratios = [x for x in (measured_comm_ratio(r, accum) for r in runs if r.method == BASELINE) if x == x]
         p = paper[name]
         rows.append(
             {
@@ -1109,13 +1109,13 @@ def bench_lines(root: str, scale: str, rows: list) -> list[str]:
     if at.empty:
         return []
     fig7 = discover_runs(root, "fig7", scale)
-    acco = [samples_per_s(r) for r in pick(fig7, method="acco")]
+    acco = [samples_per_s(r) for r in pick(fig7, method=ACCO)]
     ddps = {
         label: [samples_per_s(r) for r in rs]
         for label, rs in (
-            ("the paper's DDP", pick(fig7, method="ddp", impl="flat")),
-            ("the overlapped DDP", pick(fig7, method="ddp_overlap")),
-            ("PyTorch DDP", pick(fig7, method="ddp", impl="torch")),
+            ("the paper's DDP", pick(fig7, method=BASELINE, impl="flat")),
+            ("the overlapped DDP", pick(fig7, method=OVERLAPPED_DDP)),
+            ("PyTorch DDP", pick(fig7, method=BASELINE, impl="torch")),
         )
         if rs
     }

@@ -31,9 +31,17 @@ from acco.harness.simulation.models import MODELS
 from acco.harness.simulation.stragglers import Stragglers
 from acco.harness.simulation.sweep import LABELS, primitives, run, scenario
 from acco.harness.simulation.topology import SIM_PRESETS, topology
+from acco.harness.simulation.variants import modelled
 from analysis.render import save_figure, to_markdown
 
-OTHERS = ("dpu", "wp", "acco", "acco_adaptive", "diloco", "streaming_diloco")
+# the simulator's variants its figures name (acco/harness/simulation/variants.py VARIANTS: its CSVs'
+# `method` keys): every speed-up is over the blocking DDP; the DDP at its best overlaps its
+# reduction with the last backward; ACCO deterministic and adaptive (looked up: a key the table lost
+# fails at import, not in a figure)
+DDP, OVERLAPPED_DDP, ACCO, ACCO_ADAPTIVE, DPU, DILOCO, STREAMING_DILOCO = (
+    modelled(k).key for k in ("ddp", "ddp_overlap", "acco", "acco_adaptive", "dpu", "diloco", "streaming_diloco")
+)
+OTHERS = (DPU, modelled("wp").key, ACCO, ACCO_ADAPTIVE, DILOCO, STREAMING_DILOCO)  # the panels beside DDP
 BANDWIDTHS = (12.5, 25, 50, 100, 200, 400, 800, 1600)  # Gbit/s per node
 WORKERS = (8, 16, 32, 64, 128, 256, 512, 1024)
 STRAGGLER_ROWS = {
@@ -87,10 +95,10 @@ def grid_frontier() -> pd.DataFrame:
             sc = scenario(key, topology(8, n // 8, float(g)))
             p = primitives(sc)
             c_round = p["micro_batch_s"] * sc.accum / 2
-            ratio = p["sync_s"]["acco"] / c_round
+            ratio = p["sync_s"][ACCO] / c_round
             step_c = p["micro_batch_s"] * sc.accum
             # DiLoCo waits its whole sync every H inner steps: m / (H c + m) <= overhead
-            h_needed = p["sync_s"]["diloco"] * (1 - DILOCO_OVERHEAD) / (DILOCO_OVERHEAD * step_c)
+            h_needed = p["sync_s"][DILOCO] * (1 - DILOCO_OVERHEAD) / (DILOCO_OVERHEAD * step_c)
             rows.append(
                 {
                     "panel": panel,
@@ -99,8 +107,7 @@ def grid_frontier() -> pd.DataFrame:
                     "workers": n,
                     "inter_gbps": float(g),
                     "acco_sync_over_compute": ratio,
-                    "acco_speedup_deterministic": (step_c + p["sync_s"]["ddp"])
-                    / (2 * max(c_round, p["sync_s"]["acco"])),
+                    "acco_speedup_deterministic": (step_c + p["sync_s"][DDP]) / (2 * max(c_round, p["sync_s"][ACCO])),
                     "diloco_H_needed": max(1.0, h_needed),
                 }
             )
@@ -132,7 +139,7 @@ def fig_speedup_model_bandwidth(df: pd.DataFrame):
         d = df[df["method"] == method]
         pivot = d.pivot_table(index="model_key", columns="inter_gbps", values="speedup_vs_ddp").loc[models]
         fits = d.pivot_table(index="model_key", columns="inter_gbps", values="fits").loc[models]
-        base = df[df["method"] == "ddp"].pivot_table(index="model_key", columns="inter_gbps", values="batch_per_step")
+        base = df[df["method"] == DDP].pivot_table(index="model_key", columns="inter_gbps", values="batch_per_step")
         batch = d.pivot_table(index="model_key", columns="inter_gbps", values="batch_per_step").loc[models]
         ratio = (batch / base.loc[models]).to_numpy()
         im = _heat(
@@ -162,9 +169,9 @@ def fig_against_overlapped_ddp(df: pd.DataFrame):
     over the blocking one, and ACCO (deterministic, adaptive) over that overlapped DDP."""
     models = list(FIGURE_MODELS)
     panels = (
-        ("ddp_overlap", "speedup_vs_ddp", "overlapped DDP over blocking DDP"),
-        ("acco", "speedup_vs_ddp_overlap", "ACCO (deterministic) over the overlapped DDP"),
-        ("acco_adaptive", "speedup_vs_ddp_overlap", "ACCO (adaptive) over the overlapped DDP"),
+        (OVERLAPPED_DDP, "speedup_vs_ddp", "overlapped DDP over blocking DDP"),
+        (ACCO, "speedup_vs_ddp_overlap", "ACCO (deterministic) over the overlapped DDP"),
+        (ACCO_ADAPTIVE, "speedup_vs_ddp_overlap", "ACCO (adaptive) over the overlapped DDP"),
     )
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), sharey=True)
     ims = []
@@ -189,7 +196,7 @@ def fig_against_overlapped_ddp(df: pd.DataFrame):
 
 
 def fig_speedup_workers_stragglers(df: pd.DataFrame):
-    methods = ("dpu", "acco", "acco_adaptive", "streaming_diloco")
+    methods = (DPU, ACCO, ACCO_ADAPTIVE, STREAMING_DILOCO)
     fig, axes = plt.subplots(len(STRAGGLER_ROWS), len(methods), figsize=(13, 9.5), sharex=True, sharey="row")
     for r, (family, specs) in enumerate(STRAGGLER_ROWS.items()):
         spreads = [_spread_value(s) for s in specs]
@@ -198,7 +205,7 @@ def fig_speedup_workers_stragglers(df: pd.DataFrame):
             d = df[(df["family"] == family) & (df["method"] == method)]
             pivot = d.pivot_table(index="spread", columns="workers", values="speedup_vs_ddp").loc[spreads]
             batch = d.pivot_table(index="spread", columns="workers", values="batch_per_step").loc[spreads]
-            base = df[(df["family"] == family) & (df["method"] == "ddp")]
+            base = df[(df["family"] == family) & (df["method"] == DDP)]
             base_b = base.pivot_table(index="spread", columns="workers", values="batch_per_step").loc[spreads]
             im = _heat(
                 ax,
@@ -316,22 +323,19 @@ def simulation_section(results_root: str) -> str:
                     {
                         "model": d["model"].iloc[0],
                         "Gbit/s per node": f"{g:g}",
-                        "ACCO sync / round compute": d.loc["acco", "sync_over_compute"],
-                        **{
-                            LABELS[m]: d.loc[m, "speedup_vs_ddp"]
-                            for m in ("acco", "acco_adaptive", "dpu", "streaming_diloco")
-                        },
-                        "adaptive ACCO's batch / DDP's": d.loc["acco_adaptive", "batch_per_step"]
-                        / d.loc["ddp", "batch_per_step"],
+                        "ACCO sync / round compute": d.loc[ACCO, "sync_over_compute"],
+                        **{LABELS[m]: d.loc[m, "speedup_vs_ddp"] for m in (ACCO, ACCO_ADAPTIVE, DPU, STREAMING_DILOCO)},
+                        "adaptive ACCO's batch / DDP's": d.loc[ACCO_ADAPTIVE, "batch_per_step"]
+                        / d.loc[DDP, "batch_per_step"],
                         **(
                             {
-                                "overlapped DDP / DDP": d.loc["ddp_overlap", "speedup_vs_ddp"],
-                                "ACCO / overlapped DDP": d.loc["acco", "speedup_vs_ddp_overlap"],
+                                "overlapped DDP / DDP": d.loc[OVERLAPPED_DDP, "speedup_vs_ddp"],
+                                "ACCO / overlapped DDP": d.loc[ACCO, "speedup_vs_ddp_overlap"],
                             }
-                            if "ddp_overlap" in d.index
+                            if OVERLAPPED_DDP in d.index
                             else {}
                         ),
-                        "fits 80 GB (ACCO, Table 1)": "yes" if bool(d.loc["acco", "fits"]) else "no",
+                        "fits 80 GB (ACCO, Table 1)": "yes" if bool(d.loc[ACCO, "fits"]) else "no",
                     }
                 )
         lines += [

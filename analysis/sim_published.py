@@ -45,6 +45,7 @@ import pandas as pd
 
 from acco.harness.simulation.cli import build, busbw, check, parse_args
 from acco.harness.simulation.sweep import bandwidth_for_utilization, run
+from acco.harness.simulation.variants import modelled
 from analysis.render import to_markdown
 
 SCRIPT = "python experiments/simulate.py"
@@ -371,7 +372,7 @@ def gap_for(row: Row, ratio: float) -> str:
     if row.gap:
         return row.gap
     if row.kind == "time_ratio":
-        if row.method == "acco":
+        if not modelled(row.method).adaptive:  # deterministic ACCO
             return (
                 "deterministic ACCO at most 1.5x DDP at equal samples (DDP 2c+m against 2·max(c, m)); the "
                 "published ratio needs more than overlap at the stated inputs (implementation differences "
@@ -521,11 +522,8 @@ def published_markdown(
         "",
         "## Per source",
         "",
-        to_markdown(_per_source(df), ".3g"),
-        "",
+        *_sections(df, "##"),
     ]
-    for source, g in df.groupby("source", sort=False):
-        lines += [f"## {source}", "", to_markdown(g.drop(columns=["source"]), ".3g"), ""]
     if added is not None:
         lines += [
             "## Rows added after the model was built",
@@ -536,9 +534,14 @@ def published_markdown(
             "",
             *[f"- **{key}**: {text}" for key, text in added_sources],
             "",
-            to_markdown(_per_source(added), ".3g"),
-            "",
+            *_sections(added, "###"),
         ]
-        for source, g in added.groupby("source", sort=False):
-            lines += [f"### {source}", "", to_markdown(g.drop(columns=["source"]), ".3g"), ""]
     return "\n".join(lines)
+
+
+def _sections(df: pd.DataFrame, level: str) -> list[str]:
+    """The per-source summary table, then one section (heading `level`) per source with its rows."""
+    lines = [to_markdown(_per_source(df), ".3g"), ""]
+    for source, g in df.groupby("source", sort=False):
+        lines += [f"{level} {source}", "", to_markdown(g.drop(columns=["source"]), ".3g"), ""]
+    return lines

@@ -40,7 +40,7 @@ from acco.analytic.costmodel import calibrate
 from acco.analytic.overlap import Buckets
 from acco.harness.bench.measure import steady_rate
 from acco.harness.simulation import schedules
-from analysis.load import Run, discover_runs, method_label, run_length_of
+from analysis.load import BASELINE, Run, discover_runs, method_label, reads, run_length_of, spec_of
 from analysis.render import to_markdown
 from analysis.sim_published import published_markdown, published_table
 from analysis.sim_published_after import ADDED_SOURCES, added_table
@@ -56,6 +56,12 @@ def _cfg(run: Run, dotted: str, default=None):
             return default
         d = d[k]
     return d
+
+
+def overlapped(method: str) -> bool:
+    """Rounds that compute beside a sync (DPU, WP, ACCO): deterministic or adaptive (acco.methods)."""
+    spec = spec_of(method)
+    return spec is not None and spec.overlapped
 
 
 def measurement_point(run: Run) -> tuple:
@@ -101,7 +107,7 @@ def link_fit(runs: list[Run]):
     samples = []
     for r in runs:
         link = r.summary.link or {}
-        if r.method != "ddp" or link.get("mode") != "netns" or not link.get("rate_mbit"):
+        if r.method != BASELINE or link.get("mode") != "netns" or not link.get("rate_mbit"):
             continue
         t = r.span_times()
         nbytes = max((p.get("comm_buffer_bytes") or 0) for p in r.summary.ranks() or [{}])
@@ -138,8 +144,10 @@ def predict(
     mu_a, m_a = np.array([mu]), np.array([m])
     kappa, kappa_s = contention
     m_over = m_a * (1 + kappa_s)  # an overlapped round's sync, beside compute
-    method = run.method
-    if method in ("ddp", "ddp_overlap"):
+    spec = spec_of(run.method)
+    if spec is None:
+        raise ValueError(f"{run.path}: no method {run.method!r} in the registry (acco.methods) to simulate")
+    if not (spec.overlapped or spec.local):  # sequential: DDP, its reduction maybe in the last backward
         step = (run.summary.clock or {}).get("ddp_step")  # a backward-overlapped step's model
         overlap = None
         if step:
@@ -148,20 +156,21 @@ def predict(
             overlap = schedules.Overlap(buckets, reduce_s, np.array([step["tail_s"]]), step["backward_share"])
         t = schedules.ddp(mu_a, factors(T), m_a, A, overlap)
         commits = t.commit_s[:, 0]
-    elif method in ("dpu", "wp"):
+    elif spec.overlapped and reads(spec, "warmup_steps"):  # DPU, WP: sequential steps first
         W = min(int(_cfg(run, "method.warmup_steps", 0) or 0), T)
         seq = schedules.ddp(mu_a, factors(max(W, 1)), m_a, A).commit_s[:W, 0]
         t = schedules.overlapped(mu_a, factors(T - W + 2), m_over, A, 1, adaptive=adaptive, contention=kappa)
         commits = np.concatenate([seq, (seq[-1] if W else 0.0) + t.commit_s[: T - W, 0]])
-    elif method == "acco":
-        t = schedules.overlapped(mu_a, factors(2 * T + 2), m_over, A, 2, adaptive=adaptive, contention=kappa)
+    elif spec.overlapped:  # ACCO: its rounds per committed step
+        r = spec.rounds_per_step
+        t = schedules.overlapped(mu_a, factors(r * T + 2), m_over, A, r, adaptive=adaptive, contention=kappa)
         commits = t.commit_s[:T, 0]
     else:
         H = int(_cfg(run, "method.sync_every"))
         F, tau = (
-            (1, 0)
-            if method == "diloco"
-            else (int(_cfg(run, "method.fragments")), int(_cfg(run, "method.overlap_steps")))
+            (int(_cfg(run, "method.fragments")), int(_cfg(run, "method.overlap_steps")))
+            if spec.fragmented
+            else (1, 0)  # DiLoCo: the whole model at once, waited for
         )
         rounds = max(2, math.ceil(T / H)) * H
         t = schedules.local(mu_a, factors(rounds), m_a / F, A, H, F, tau)
@@ -195,9 +204,7 @@ def virtual_clock_rows(root: str) -> pd.DataFrame:
             {
                 "experiment": r.exp,
                 "method": r.method,
-                "mode": ("deterministic" if r.info["deterministic"] else "adaptive")
-                if r.method in ("dpu", "wp", "acco")
-                else "",
+                "mode": ("deterministic" if r.info["deterministic"] else "adaptive") if overlapped(r.method) else "",
                 "workers": r.info["world_size"],
                 "hetero": r.info["hetero"],
                 "seed": r.info["seed"],
@@ -223,7 +230,7 @@ def validation_rows(root: str) -> pd.DataFrame:
     pending = []  # (row, run, mu, m) for the contention prediction, once the testbed's terms are known
     for key, group in sorted(by_setting.items()):
         exp, layout, rate, hetero = key
-        ddp = [r for r in group if r.method == "ddp" and r.span_times()]
+        ddp = [r for r in group if r.method == BASELINE and r.span_times()]
         # the sequential primitives: per seed from this setting's DDP runs
         seq = {r.info["seed"]: r.span_times() for r in ddp}
         alone = None
@@ -233,7 +240,9 @@ def validation_rows(root: str) -> pd.DataFrame:
         source = "this setting's DDP runs (same seed)"
         fallback = None
         if not seq:  # beyond_diloco's shaped links: the unshaped DDP micro-batch + the fitted link model
-            base = [r for r in by_setting.get((exp, layout, 0.0, hetero), []) if r.method == "ddp" and r.span_times()]
+            base = [
+                r for r in by_setting.get((exp, layout, 0.0, hetero), []) if r.method == BASELINE and r.span_times()
+            ]
             if not base:
                 continue
             t0 = base[0].span_times()
@@ -271,7 +280,7 @@ def validation_rows(root: str) -> pd.DataFrame:
                     "hetero": hetero,
                     "method": r.method,
                     "mode": ("deterministic" if r.info["deterministic"] else "adaptive")
-                    if r.method in ("dpu", "wp", "acco")
+                    if overlapped(r.method)
                     else "",
                     "family": family(r),
                     "budget": run_length_of(r),
@@ -306,7 +315,7 @@ def contention_terms(rows: list[dict]) -> tuple[float, float, int]:
     ratios = [
         (r["micro_batch_own_s"] / r["micro_batch_seq_s"], r["sync_own_s"] / r["sync_seq_s"])
         for r in rows
-        if r["method"] in ("dpu", "wp", "acco")
+        if overlapped(r["method"])
         and r["hetero"] == "none"
         and r.get("micro_batch_own_s")
         and r.get("sync_own_s")
@@ -340,7 +349,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         gap_con = paired_gap(dict(zip(g["seed"], g["predicted_contention_s_per_step"])), meas)
         exp, layout, rate, hetero, method, mode, H, fam = key
         notes = []
-        if method in ("dpu", "wp", "acco") and g["micro_batch_own_s"].notna().any() and hetero == "none":
+        if overlapped(method) and g["micro_batch_own_s"].notna().any() and hetero == "none":
             mb = 100 * (g["micro_batch_own_s"].median() / g["micro_batch_seq_s"].median() - 1)
             sync = 100 * (g["sync_own_s"].median() / g["sync_seq_s"].median() - 1)
             notes.append(NOTES["overlap"].format(mb=mb, sync=sync))

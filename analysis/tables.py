@@ -34,24 +34,13 @@ from acco.analytic.table1 import TABLE1_FORMULAS, TABLE1_NAMES  # the formulas l
 from acco.config.experiments import experiment_block, run_specs, scale_config
 from acco.config.location import conf_dir
 from acco.train.precision import precision_name  # train.precision (older runs: train.bf16)
-from analysis.load import discover_runs, load_summaries, method_label
+from analysis.load import ACCO, BASELINE, discover_runs, load_summaries, method_label, spec_of
 from analysis.measures import SMOOTH_STEPS, TARGET_COLUMN, loss_curve, time_to_loss
 from analysis.render import to_markdown
 from analysis.stats import paired_gap
 
 CONF_EXPERIMENTS = os.path.join(conf_dir(), "experiment_info")  # id, title, paper
 GB = 1e9
-
-# what a measured run of each of our methods corresponds to in Table 1
-MEASURED_AS = {
-    "ddp": "zero1",
-    "ddp_overlap": "zero1",
-    "dpu": "dpu",
-    "wp": "wp",
-    "acco": "acco",
-    "diloco": "diloco",
-    "streaming_diloco": "diloco",
-}
 
 
 # -- small utilities ---------------------------------------------------------------------------
@@ -169,11 +158,12 @@ def table1_measured(root: str, scale: str = "cpu", K: float = 12) -> pd.DataFram
         measured = sum(
             float(s.get(k) or 0) for k in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "comm_buffer_bytes")
         )
-        as_row = MEASURED_AS.get(s["method"])
-        buffers = 1 if as_row in ("dpu", "wp", "acco") else 0
+        spec = spec_of(s["method"])  # its Table 1 row: what a measured run of it corresponds to
+        as_row = spec.table1_row if spec else None
+        buffers = 1 if spec and spec.carries_gradients else 0  # the gradients waiting for the next sync
         formula = (b * (2 + buffers) + K / n) * params  # params, grads, [buffer] at b bytes; K/N state
         name = TABLE1_NAMES.get(as_row, "?") if as_row is not None else "?"
-        if as_row == "diloco":  # ours also holds a buffer, the outer momentum's shards, one fragment's staging
+        if spec and spec.local:  # ours also holds a buffer, the outer momentum's shards, one fragment's staging
             fragments = int(((run.config.get("method") or {}).get("fragments")) or 1)
             formula = (3 * b + K + 4 + 4 / n + 4 / fragments) * params
             name = f"{name} + buffer, momentum/N, staging/F (F = {fragments})"
@@ -249,7 +239,7 @@ def table2(root: str, scale: str = "cpu", save: bool = True) -> dict:
         runs = discover_runs(root, src, scale)
         layout = _paper_layout(src, runs)
         summ = load_summaries(root, src, scale, runs=runs) if runs else pd.DataFrame()
-        for method in ("acco", "ddp"):
+        for method in (ACCO, BASELINE):
             ref = (paper.get(layout) or {}).get(method) or {}
             d = summ[summ["method"] == method] if not summ.empty else summ
             has = not d.empty and any(
@@ -333,9 +323,14 @@ def paired_times(ddp: list, acco: list, target_loss: float | None, column: str) 
     a = {r.info.get("seed"): r for r in acco}
     b = {r.info.get("seed"): r for r in ddp}
     seeds = sorted(set(a) & set(b), key=str)
-    out: dict = {"total": {"ddp": {}, "acco": {}}, "to_target": {"ddp": {}, "acco": {}}, "targets": [], "n": len(seeds)}
+    out: dict = {
+        "total": {BASELINE: {}, ACCO: {}},
+        "to_target": {BASELINE: {}, ACCO: {}},
+        "targets": [],
+        "n": len(seeds),
+    }
     for s in seeds:
-        runs = {"ddp": b[s], "acco": a[s]}
+        runs = {BASELINE: b[s], ACCO: a[s]}
         curves = {m: loss_curve(r, column) for m, r in runs.items()}
         finals = [c[1][-1] for c in curves.values() if len(c[1])]
         target = target_loss if target_loss is not None else (max(finals) if len(finals) == 2 else float("nan"))
@@ -348,7 +343,7 @@ def paired_times(ddp: list, acco: list, target_loss: float | None, column: str) 
 
 def reduction_ci_text(times: dict) -> str:
     """ACCO's paired reduction against DDP, (t_ddp − t_acco)/t_ddp per seed: mean [95 % CI] (n)."""
-    gap = paired_gap(times["acco"], times["ddp"])
+    gap = paired_gap(times[ACCO], times[BASELINE])
     if gap.n == 0:
         return "–"
     if gap.n == 1:
@@ -368,26 +363,26 @@ def table3(root: str, scale: str = "cpu", save: bool = True, target_loss: float 
         layout = _scale_layout(spec.get("layout"), runs, scale) if spec.get("layout") else None
         if spec.get("layout"):
             runs = [r for r in runs if layout is not None and r.info.get("layout") == layout]
-        by = {m: [r for r in runs if r.method == m] for m in ("ddp", "acco")}
+        by = {m: [r for r in runs if r.method == m] for m in (BASELINE, ACCO)}
         row = {"name": spec.get("name"), "source": src, "layout": layout or spec.get("layout")}
-        if by["ddp"] and by["acco"]:
+        if by[BASELINE] and by[ACCO]:
             found += 1
         column = target_column(src)
-        paired = paired_times(by["ddp"], by["acco"], target_loss, column)
-        t = {m: float(np.mean(list(paired["total"][m].values()) or [np.nan])) for m in ("ddp", "acco")}
-        ttt = {m: float(np.mean(list(paired["to_target"][m].values()) or [np.nan])) for m in ("ddp", "acco")}
+        paired = paired_times(by[BASELINE], by[ACCO], target_loss, column)
+        t = {m: float(np.mean(list(paired["total"][m].values()) or [np.nan])) for m in (BASELINE, ACCO)}
+        ttt = {m: float(np.mean(list(paired["to_target"][m].values()) or [np.nan])) for m in (BASELINE, ACCO)}
         target = float(np.mean(paired["targets"])) if paired["targets"] else float("nan")
         paper_red = spec.get("reduction_pct")
         row.update(
             {
-                "ddp_s": t["ddp"],
-                "acco_s": t["acco"],
-                "reduction_pct": reduction_pct(t["ddp"], t["acco"]),
+                "ddp_s": t[BASELINE],
+                "acco_s": t[ACCO],
+                "reduction_pct": reduction_pct(t[BASELINE], t[ACCO]),
                 "target_loss": target,
                 "loss": column,
-                "ddp_to_target_s": ttt["ddp"],
-                "acco_to_target_s": ttt["acco"],
-                "reduction_to_target_pct": reduction_pct(ttt["ddp"], ttt["acco"]),
+                "ddp_to_target_s": ttt[BASELINE],
+                "acco_to_target_s": ttt[ACCO],
+                "reduction_to_target_pct": reduction_pct(ttt[BASELINE], ttt[ACCO]),
                 "seeds": paired["n"],
                 "reduction_ci": reduction_ci_text(paired["total"]),
                 "reduction_to_target_ci": reduction_ci_text(paired["to_target"]),

@@ -43,6 +43,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +55,7 @@ sys.path.insert(0, ROOT)  # acco from this checkout where it is not installed (P
 
 # the small model of the test parts (its cache is built by `prepare`); acco.harness.bench imports nothing
 from acco.harness.bench import SMALL_LM  # noqa: E402
+from acco.methods.variants import UnknownVariant, Variant, resolve  # noqa: E402
 
 # the paper's settings (conf/experiment/fig5/, fig7/): model, sequence length, micro-batch
 THROUGHPUT = [("gptneo_36m", 512, 16), ("gptneo_125m", 1024, 24)]
@@ -393,12 +395,18 @@ def throughput_overrides(model: str, seq: int, mb: int) -> list[str]:
     ]
 
 
+# --part overlap's --method: a trainer spelling (any method it runs), or a key of this table (a
+# method's name runs with its defaults); the flat DDP's results are filed under its key
+OVERLAP_VARIANTS = (Variant("ddp_flat", "ddp", (("method.impl", "flat"),)), Variant("ddp", "ddp"))
+
+
 def overlap_overrides(method: str, world: int = 1) -> list[str]:
     """The overlap measurement: GPT-Neo 36M (GPU-bound micro-batches, a sync of a real size) on the
     embedded corpus, adaptive rounds (the compute side keeps going while the sync runs)."""
-    impl = ["method=ddp", "method.impl=flat"] if method == "ddp_flat" else [f"method={method}"]
+    variant = resolve(method, OVERLAP_VARIANTS, tool="gpu-check", open_ended=True)
+    folder = re.sub(r"[:=]", "_", variant.key)  # a spelling's ':' and '=' are not Hydra values unquoted
     return [
-        *impl,
+        *variant.overrides,
         "model=gptneo_36m",
         "data=synthetic",
         "data.seq_len=512",
@@ -410,7 +418,7 @@ def overlap_overrides(method: str, world: int = 1) -> list[str]:
         f"world_size={world}",
         "train.log_every=0",
         "train.trace=false",
-        f"out_dir={scratch(f'overlap_{method}_{world}')}",
+        f"out_dir={scratch(f'overlap_{folder}_{world}')}",
     ]
 
 
@@ -681,7 +689,9 @@ def main(argv=None) -> int:
         "paper's per-rank shapes",
     )
     parser.add_argument("--part", choices=["throughput", "overlap", "overlap_bound", "sync_debug", "memory"])
-    parser.add_argument("--method", help="--part overlap: ddp_flat, dpu, wp, acco (or ddp: storage only)")
+    parser.add_argument(
+        "--method", help="--part overlap: ddp:impl=flat (or ddp_flat), dpu, wp, acco (or ddp: storage only)"
+    )
     parser.add_argument("--world", type=int, default=1)
     parser.add_argument("--model")
     parser.add_argument("--seq", type=int)
@@ -720,7 +730,11 @@ def main(argv=None) -> int:
     if args.part == "overlap":
         from acco.harness.gpu_check import measure_overlap_ranks
 
-        overrides = [*overlap_overrides(args.method, args.world), *args.overrides]
+        try:
+            overrides = [*overlap_overrides(args.method, args.world), *args.overrides]
+        except UnknownVariant as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         rows = measure_overlap_ranks(
             overrides,
             args.world,

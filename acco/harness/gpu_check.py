@@ -26,6 +26,7 @@ from collections import Counter
 import torch
 
 from ..engine.trace import interval_overlap
+from ..methods import get
 from . import SOURCE_ROOT
 
 # bf16 dense peak per GPU, TFLOP/s (vendor datasheets: SXM/HGX parts unless named); matched by
@@ -299,7 +300,8 @@ def overlap_bound(
         }
     }
     for method in methods:
-        extra = ["method.warmup_steps=0"] if method in ("dpu", "wp") else []
+        # overlapped from the first step: no sequential warmup where the method has one
+        extra = ["method.warmup_steps=0"] if "warmup_steps" in get(method).settings else []
         run = measure_overlap([f"method={method}", *extra, *base], stretch_s=stretch_s)
         period = round_period(run["sync_spans"])
         s_over = statistics.median(_durations(run["sync_spans"][1:-1] or run["sync_spans"]))

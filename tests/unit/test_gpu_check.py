@@ -10,6 +10,9 @@ import re
 import sys
 import time
 
+import pytest
+
+from acco.methods.variants import UnknownVariant
 from tests.helpers.paths import ROOT
 
 
@@ -155,3 +158,19 @@ def test_the_depth_extrapolation_is_exact_for_a_linear_cost():
     assert abs(out["per_layer_s"] - per_layer) < 1e-12 and abs(out["fixed_s"] - fixed) < 1e-12
     mfu = 6 * 2_651_307_520 * tokens / (fixed + 32 * per_layer) / 989.4e12
     assert abs(out["mfu"] - mfu) < 1e-12
+
+
+def test_the_overlap_parts_method_is_a_trainer_spelling_or_a_key():
+    for method, head in (
+        ("ddp_flat", ["method=ddp", "method.impl=flat"]),  # the key its results are filed under
+        ("ddp:impl=flat", ["method=ddp", "method.impl=flat"]),
+        ("ddp", ["method=ddp"]),  # storage only: the defaults
+        ("acco", ["method=acco"]),
+        ("dpu:warmup_steps=0", ["method=dpu", "method.warmup_steps=0"]),
+    ):
+        args = check.overlap_overrides(method)
+        assert args[: len(head)] == head and args[len(head)] == "model=gptneo_36m"
+        folder = next(a for a in args if a.startswith("out_dir="))
+        assert ":" not in folder and folder.count("=") == 1  # a Hydra value unquoted
+    with pytest.raises(UnknownVariant):
+        check.overlap_overrides("sgd")

@@ -80,5 +80,7 @@ def test_headline_reports_both_shares_and_the_added_section():
     assert "## Rows added after the model was built" in text
     assert text.index("## Rows added after") > text.index("## fitted source")
     assert "### added source" in text and "where it was read" in text
+    # each source's rows once, under the heading of its part
+    assert text.count("## fitted source") == 1 and text.count("added source\n") == 1
     # without added rows the headline is the fitted share alone, as before
     assert "**3 of 4 rows within 1.5x**" in published_markdown(fitted)

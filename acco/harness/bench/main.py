@@ -19,10 +19,13 @@ import sys
 
 import pandas as pd
 
+from acco.methods.variants import UnknownVariant
+
 from ..multirun import MultiRun, last_error_line
 from . import SMALL_LM, model_fit, outputs
 from .link_rates import Calibration
-from .runner import METHODS, RunSpec, row_from_folder, run_one
+from .runner import RunSpec, row_from_folder, run_one
+from .variants import BASELINE, REFERENCE, SUBJECT, VARIANTS, resolve_keys
 
 
 def parse_args(argv):
@@ -35,8 +38,9 @@ def parse_args(argv):
     p.add_argument("--ratios", default="0,1,2")
     p.add_argument(
         "--methods",
-        default="ddp,ddp_flat,ddp_overlap,acco",
-        help=f"comma list of {', '.join(METHODS)} (ddp_flat, the reference, is always run)",
+        default="ddp,ddp:impl=flat,ddp:impl=flat:overlap_backward=true,acco",
+        help="comma list of keys or trainer spellings (any the trainer runs, e.g. ddp:impl=flat:bucket_mb=0.5): "
+        f"{', '.join(f'{v.key} ({v.spelling})' for v in VARIANTS)}; {REFERENCE}, the reference, is always run",
     )
     # long runs rather than many short ones: every run pays ~6 s of start-up, and 6 timed committed
     # steps (12 ACCO rounds) measure a point to within a few percent
@@ -46,7 +50,7 @@ def parse_args(argv):
     # the other methods, the delay link and the slow-worker runs in the first only
     p.add_argument(
         "--repeat",
-        default="acco,ddp_flat",
+        default="acco,ddp:impl=flat",
         help="methods run again in rounds after the first, on the grid ('': every method, every group)",
     )
     p.add_argument(
@@ -57,7 +61,7 @@ def parse_args(argv):
     p.add_argument("--hetero-worlds", default="2,4", help="workers of the slow-worker runs ('': skip)")
     p.add_argument(
         "--delay-methods",
-        default="ddp_flat,acco",
+        default="ddp:impl=flat,acco",
         help="methods run again at each shaped ratio on the in-process delay link ('': none)",
     )
     p.add_argument(
@@ -77,17 +81,19 @@ def parse_args(argv):
     a = p.parse_args(argv)
     a.worlds = [int(x) for x in a.worlds.split(",") if x]
     a.ratios = [float(x) for x in a.ratios.split(",") if x]
-    a.methods = [m for m in a.methods.split(",") if m]
-    a.repeat = [m for m in a.repeat.split(",") if m]
+    try:
+        a.methods = resolve_keys(m for m in a.methods.split(",") if m)
+        a.repeat = resolve_keys(m for m in a.repeat.split(",") if m)
+        a.delay_methods = resolve_keys(m for m in a.delay_methods.split(",") if m)
+    except UnknownVariant as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     a.hetero_worlds = [int(x) for x in a.hetero_worlds.split(",") if x]
-    a.delay_methods = [m for m in a.delay_methods.split(",") if m]
     a.delay_ratios = [float(x) for x in a.delay_ratios.split(",") if x]
-    if a.delay_methods and "ddp_flat" not in a.delay_methods:
-        a.delay_methods.insert(0, "ddp_flat")  # the reference of the delay link's bounds
-    bad = [m for m in a.methods + a.delay_methods if m not in METHODS]
+    if a.delay_methods and REFERENCE not in a.delay_methods:
+        a.delay_methods.insert(0, REFERENCE)  # the reference of the delay link's bounds
     if (
-        bad
-        or not a.worlds
+        not a.worlds
         or min(a.worlds) < 2
         or a.rounds < 1
         or a.steps < 3
@@ -96,13 +102,9 @@ def parse_args(argv):
         or a.ref_rate <= 0
         or any(w < 2 for w in a.hetero_worlds)
     ):
-        p.error(
-            f"bad arguments (unknown methods {bad})"
-            if bad
-            else "worlds >= 2, hetero-worlds >= 2, rounds >= 1, steps >= 3, accum >= 1, ratios >= 0, ref-rate > 0"
-        )
-    if "ddp_flat" not in a.methods:
-        a.methods.insert(0, "ddp_flat")
+        p.error("worlds >= 2, hetero-worlds >= 2, rounds >= 1, steps >= 3, accum >= 1, ratios >= 0, ref-rate > 0")
+    if REFERENCE not in a.methods:
+        a.methods.insert(0, REFERENCE)
     return a
 
 
@@ -125,7 +127,7 @@ def rebuild(a, log) -> int:
             r
             for r in rows
             if r["world"] == world
-            and r["method"] == "ddp_flat"
+            and r["method"] == REFERENCE
             and r["rate_mbit"] == 0
             and r["round"] == 0
             and r["group"] in ("grid", "calibration")
@@ -160,11 +162,11 @@ def calibration_specs(a) -> list[RunSpec]:
     specs = []
     for world in a.worlds:
         specs.append(
-            RunSpec("ddp_flat", world, 0.0, 0.0, "grid")
+            RunSpec(REFERENCE, world, 0.0, 0.0, "grid")
             if 0.0 in a.ratios
-            else RunSpec("ddp_flat", world, 0.0, None, "calibration")
+            else RunSpec(REFERENCE, world, 0.0, None, "calibration")
         )
-        specs.append(RunSpec("ddp_flat", world, a.ref_rate, None, "calibration", round=1))
+        specs.append(RunSpec(REFERENCE, world, a.ref_rate, None, "calibration", round=1))
     return specs
 
 
@@ -181,7 +183,7 @@ def grid_specs(a, calibrations: dict | None = None):
             for ratio in a.ratios:
                 k = rnd % len(a.methods)
                 for method in a.methods[k:] + a.methods[:k]:
-                    if rnd == 0 and ratio == 0 and method == "ddp_flat":
+                    if rnd == 0 and ratio == 0 and method == REFERENCE:
                         continue  # ran during calibration
                     if later and method not in a.repeat:
                         continue
@@ -193,7 +195,7 @@ def grid_specs(a, calibrations: dict | None = None):
                     for method in a.delay_methods[k:] + a.delay_methods[:k]:
                         yield RunSpec(method, world, rate(world, ratio), ratio, "delay", rnd)
         for world in a.hetero_worlds if not later else []:
-            for method in ("ddp", "acco") if rnd % 2 == 0 else ("acco", "ddp"):
+            for method in (BASELINE, SUBJECT) if rnd % 2 == 0 else (SUBJECT, BASELINE):
                 yield RunSpec(
                     method,
                     world,

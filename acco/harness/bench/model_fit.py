@@ -6,12 +6,18 @@ from __future__ import annotations
 import pandas as pd
 
 from acco.analytic import costmodel as cm
+from acco.methods import TORCH_DDP
+
+from .variants import BASELINE, REFERENCE, SUBJECT, backend, spec
+
+# the methods the model predicts: the sequential flat ZeRO-1, PyTorch's DDP, ACCO
+PREDICTED = (REFERENCE, SUBJECT, BASELINE)
 
 
 def collective_samples(rows: pd.DataFrame) -> list[dict]:
     """Measured reduce-scatter / all-gather medians of the sequential reference runs."""
     out = []
-    for _, r in rows[rows["method"] == "ddp_flat"].iterrows():
+    for _, r in rows[rows["method"] == REFERENCE].iterrows():
         nbytes = r["comm_buffer_bytes"]
         for kind, col in (("reduce_scatter", "t_reduce_scatter_s"), ("all_gather", "t_all_gather_s")):
             if pd.notna(r.get(col)) and nbytes:
@@ -28,7 +34,7 @@ def collective_samples(rows: pd.DataFrame) -> list[dict]:
 
 
 def fit(grid: pd.DataFrame) -> tuple[cm.TestbedFit, dict]:
-    ref = grid[grid["method"] == "ddp_flat"]
+    ref = grid[grid["method"] == REFERENCE]
     compute = {int(w): float(g["t_micro_batch_s"].median()) for w, g in ref.groupby("world")}
     tb = cm.calibrate(collective_samples(grid), compute)
     # what a sync spends outside the two big collectives (counts all-reduce, AdamW on a shard)
@@ -44,7 +50,7 @@ def testbed_errors(grid: pd.DataFrame, tb: cm.TestbedFit, other: dict) -> pd.Dat
     (its committed step is two rounds), PyTorch DDP+ZeRO-1 c + all-reduce + all-gather."""
     rows = []
     for _, r in grid.iterrows():
-        if r["method"] not in ("ddp_flat", "acco", "ddp"):
+        if r["method"] not in PREDICTED:
             continue
         n, accum = int(r["world"]), int(r["accum"])
         c = tb.compute_per_micro_batch_s[n] * accum
@@ -54,7 +60,7 @@ def testbed_errors(grid: pd.DataFrame, tb: cm.TestbedFit, other: dict) -> pd.Dat
             + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"])
             + other.get(n, 0.0)
         )
-        if r["method"] == "ddp":
+        if backend(r["method"]) == TORCH_DDP:
             # PyTorch: DDP's all-reduce of the gradients, then ZeroRedundancyOptimizer's partition
             # broadcasts (the bytes of an all-gather)
             m = (
@@ -62,7 +68,8 @@ def testbed_errors(grid: pd.DataFrame, tb: cm.TestbedFit, other: dict) -> pd.Dat
                 + tb.collective_s("all_gather", nbytes, n, r["rate_mbit"])
                 + other.get(n, 0.0)
             )
-        pred = 2 * cm.acco_round_time(c, m) if r["method"] == "acco" else cm.ddp_step_time(c, m)
+        rounds = spec(r["method"]).rounds_per_step
+        pred = rounds * cm.acco_round_time(c, m) if spec(r["method"]).overlapped else cm.ddp_step_time(c, m)
         rows.append(
             {
                 "method": r["method"],

@@ -12,6 +12,7 @@ from acco.analytic import costmodel as cm
 from acco.analytic.table1 import TABLE1_FORMULAS
 
 from . import model_fit, targets
+from .variants import spec
 
 K_ADAMW = 12  # bytes of AdamW state per parameter in Table 1 (fp32 master, m, v)
 
@@ -24,8 +25,9 @@ def memory_rows(grid: pd.DataFrame, raw: pd.DataFrame | None = None) -> pd.DataF
         n = int(r["world"])
         b = 2 if pd.notna(r.get("cuda_max_allocated_bytes")) else 4  # bf16 on GPU, fp32 on CPU
         psi = r["param_bytes"] / b
-        key = "zero1" if str(r["method"]).startswith("ddp") else r["method"]  # every DDP variant: ZeRO-1
-        buffers = 1 if key in ("dpu", "wp", "acco") else 0
+        method = spec(r["method"])
+        key = method.table1_row  # every DDP variant: ZeRO-1
+        buffers = 1 if method.carries_gradients else 0  # the gradients waiting for the next round's sync
         formula = (b * (2 + buffers) + K_ADAMW / n) * psi
         rows.append(
             {

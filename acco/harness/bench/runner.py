@@ -13,23 +13,7 @@ import yaml
 
 from .. import SOURCE_ROOT, TRAIN
 from .measure import measure_run
-
-# bench method name -> train.py overrides
-METHODS = {
-    # PyTorch DDP + ZeroRedundancyOptimizer at its best: each gradient bucket reduce-scattered and
-    # all-gathered in bf16 (the minimal bytes, the gradient bytes ACCO sends, as NCCL's ring moves them;
-    # gloo's all-reduce takes ~1.9x as long)
-    "ddp": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter_bf16"],
-    "ddp_rs_fp32": ["method=ddp", "method.impl=torch", "method.comm_hook=reduce_scatter"],  # fp32 gradients
-    "ddp_allreduce": ["method=ddp", "method.impl=torch", "method.comm_hook=allreduce"],  # PyTorch's default hook
-    "ddp_flat": ["method=ddp", "method.impl=flat"],  # our sequential ZeRO-1 (the reference)
-    # our ZeRO-1 with its reduce-scatter bucket by bucket in the last backward (issue 40): the DDP
-    # that hides what it can; buckets of gptneo_tiny's share of DDP's 25 MiB on GPT-Neo 125M (1/19)
-    "ddp_overlap": ["method=ddp", "method.impl=flat", "method.overlap_backward=true", "method.bucket_mb=0.11"],
-    "dpu": ["method=dpu", "method.warmup_steps=0"],
-    "wp": ["method=wp", "method.warmup_steps=0"],
-    "acco": ["method=acco"],
-}
+from .variants import variant
 
 
 @dataclass
@@ -52,7 +36,7 @@ class RunSpec:
 
 def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[str]) -> list[str]:
     args = [
-        *METHODS[spec.method],
+        *variant(spec.method).overrides,
         f"world_size={spec.world}",
         f"train.steps={steps}",
         f"train.accum={accum}",
@@ -64,7 +48,7 @@ def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[st
         f"link.mode={'delay' if spec.group == 'delay' else 'auto'}",
         # a slow link or a slow worker makes long steps: no watchdog verdict on them
         "++dist.step_timeout_s=600",
-        f"out_dir={out_dir}",
+        f"out_dir={_hydra_value(out_dir)}",
         "overwrite=true",
         *base,
         *spec.extra,
@@ -72,6 +56,12 @@ def overrides(spec: RunSpec, steps: int, accum: int, out_dir: str, base: list[st
     if spec.slow_rank is not None:
         args += [f"hetero.slow_rank={spec.slow_rank}", f"hetero.factor={spec.factor:g}"]
     return args
+
+
+def _hydra_value(text: str) -> str:
+    """A run folder as an override's value: quoted where a spelled method put ':' or '=' in its name
+    (Hydra's grammar takes neither unquoted)."""
+    return f"'{text}'" if re.search(r"[:=]", text) else text
 
 
 NAME = re.compile(r"^(grid|delay|calibration|hetero)_w(\d+)_r([^_]+)_(.+)_(\d+)$")

@@ -32,6 +32,8 @@ import os
 
 import pandas as pd
 
+from .variants import BASELINE, REFERENCE, SUBJECT, rounds_per_step, sequential, sync_bytes
+
 
 def _get(df: pd.DataFrame, **where):
     sel = df
@@ -57,36 +59,24 @@ def contention_bound_s(
     return max(t_sync, t_comp, cpu / n_cores)
 
 
-# link bytes of one step relative to the flat ZeRO-1 sync's (reduce-scatter of the bf16 gradients +
-# all-gather of the bf16 parameters: 2 x (N-1)/N x 2 bytes per parameter): PyTorch DDP +
-# ZeroRedundancyOptimizer averages the gradients (2 (N-1)/N of the bucket: in bf16 with the
-# reduce_scatter_bf16 hook, 1x; in fp32 with reduce_scatter or gloo's all-reduce, 2x), then
-# broadcasts the updated fp32 partitions ((N-1)/N x 4 bytes per parameter: 1x more)
-SEQUENTIAL_BYTES = {"ddp_flat": 1.0, "ddp": 2.0, "ddp_rs_fp32": 3.0, "ddp_allreduce": 3.0}
-# the overlapped flat ZeRO-1's bound: its reduce-scatter (half the flat sync's bytes) may hide in the
-# last backward, its all-gather not: t_comp + t_sync / 2 at best
-OVERLAPPED_BACKWARD_BYTES = 0.5
-ROUNDS_PER_STEP = {"acco": 2}  # every other method commits each round
-
-
 def own_bound_rows(grid: pd.DataFrame) -> pd.DataFrame:
     """Each method's seconds per round against its own bound, from the sequential reference's
     separately measured t_comp and t_sync: a sequential method t_comp + (its bytes / the flat sync's
     bytes) x t_sync, an overlapping one max(t_comp, t_sync)."""
     rows = []
     for (group, world, ratio), g in grid.groupby(["group", "world", "ratio_target"]):
-        ref = _get(g, method="ddp_flat")
+        ref = _get(g, method=REFERENCE)
         if ref is None:
             continue
         for _, m in g.iterrows():
             method = m["method"]
-            seq = OVERLAPPED_BACKWARD_BYTES if method == "ddp_overlap" else SEQUENTIAL_BYTES.get(method)
+            seq = sync_bytes(method)
             bound = (
                 ref["t_comp_round_s"] + seq * ref["t_sync_s"]
                 if seq is not None
                 else max(ref["t_comp_round_s"], ref["t_sync_s"])
             )
-            per_round = m["s_per_step"] / ROUNDS_PER_STEP.get(method, 1)
+            per_round = m["s_per_step"] / rounds_per_step(method)
             rows.append(
                 {
                     "group": group,
@@ -107,21 +97,18 @@ def own_bound_rows(grid: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-DDP_VARIANTS = ("ddp", "ddp_rs_fp32", "ddp_allreduce", "ddp_flat", "ddp_overlap")
-
-
 def best_ddp_rows(grid: pd.DataFrame) -> pd.DataFrame:
     """Per (link group, world, ratio): ACCO's samples/s over the fastest DDP the grid ran there
     (PyTorch's with its hooks, our blocking flat ZeRO-1, our overlapped one: the baseline at its
     best, whichever it is at that ratio), and over the paper's (the blocking flat ZeRO-1)."""
     rows = []
     for (group, world, ratio), g in grid.groupby(["group", "world", "ratio_target"]):
-        acco = _get(g, method="acco")
-        ddps = g[g["method"].isin(DDP_VARIANTS)]
+        acco = _get(g, method=SUBJECT)
+        ddps = g[g["method"].map(sequential)]
         if acco is None or ddps.empty:
             continue
         best = ddps.loc[ddps["samples_per_s"].idxmax()]
-        paper = _get(g, method="ddp_flat")
+        paper = _get(g, method=REFERENCE)
         rows.append(
             {
                 "group": group,
@@ -147,8 +134,8 @@ def ideal_rows(grid: pd.DataFrame) -> pd.DataFrame:
     rows = []
     n_cores = cores()
     for (group, world, ratio), g in grid.groupby(["group", "world", "ratio_target"]):
-        ref = _get(g, method="ddp_flat")
-        acco = _get(g, method="acco")
+        ref = _get(g, method=REFERENCE)
+        acco = _get(g, method=SUBJECT)
         if ref is None or acco is None:
             continue
         ideal = ref["samples_per_step"] / max(ref["t_comp_round_s"], ref["t_sync_s"])
@@ -264,7 +251,7 @@ def evaluate(grid: pd.DataFrame, hetero: pd.DataFrame, delay: pd.DataFrame | Non
             }
         )
     for world, g in grid[grid["ratio_target"] == 0].groupby("world"):
-        a, d = _get(g, method="acco"), _get(g, method="ddp")
+        a, d = _get(g, method=SUBJECT), _get(g, method=BASELINE)
         if a is None or d is None:
             continue
         ratio = a["samples_per_s"] / d["samples_per_s"]
@@ -369,7 +356,7 @@ def hetero_rows(hetero: pd.DataFrame | None) -> pd.DataFrame:
     if hetero is None or not len(hetero):
         return pd.DataFrame(rows)
     for world, g in hetero.groupby("world"):
-        a, d = _get(g, method="acco"), _get(g, method="ddp")
+        a, d = _get(g, method=SUBJECT), _get(g, method=BASELINE)
         if a is None or d is None or pd.isna(a.get("sum_rank_samples_per_s")):
             continue
         n, k = int(world), float(a["factor"])
