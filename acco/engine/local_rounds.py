@@ -37,6 +37,7 @@ from .collectives import all_gather_into, reduce_scatter_sum
 from .comm_worker import CommJob, CommWorker
 from .compute import MicroBatchRunner
 from .flat import FlatModel
+from .round_state import InFlightSync, LocalRoundState
 from .rounds import StepCallback, StopRule
 from .sharded_adamw import ShardedAdamW
 from .sync import Agreement, SyncKind, SyncResult, squared_norm
@@ -262,7 +263,7 @@ class LocalEngine:
                     self.sync_now(f, step)
 
     # -- checkpoints --------------------------------------------------------------------------------
-    def state_dict(self) -> dict:
+    def carried_state(self) -> LocalRoundState:
         """This worker's state at a step boundary. A sync in flight is waited for (not landed): its
         result φ'_f is saved with the step it lands after, so a resumed run lands it then."""
         flight = None
@@ -270,35 +271,43 @@ class LocalEngine:
             f, job = self.in_flight
             job.wait()
             a, b = self.fragments[f]
-            flight = {"fragment": f, "lands_after": self.lands_after, "staging": self.staging[: b - a].clone()}
-        return {
-            "in_flight": flight,
-            "inner": self.inner.state_dict(),  # θ_w (fp32) and its moments: this worker's own
-            "momentum": list(self.momentum),
-            "last_start": list(self.last_start),
-            "runner": self.runner.state_dict(),
-            "rounds_micro_batches": list(self.rounds_micro_batches),
-            **({"clock": self.clock.state_dict()} if self.clock is not None else {}),
-        }
+            flight = InFlightSync(f, self.lands_after, self.staging[: b - a].clone())
+        return LocalRoundState(
+            inner=self.inner.state_dict(),  # θ_w (fp32) and its moments: this worker's own
+            momentum=list(self.momentum),
+            last_start=list(self.last_start),
+            runner=self.runner.state_dict(),
+            rounds_micro_batches=list(self.rounds_micro_batches),
+            in_flight=flight,
+            clock=self.clock.state_dict() if self.clock is not None else None,
+        )
 
-    def load_state_dict(self, state: dict, anchor: torch.Tensor) -> None:
+    def resume_from(self, state: LocalRoundState, anchor: torch.Tensor) -> None:
+        """Continue from `state` and φ (read back from a checkpoint)."""
         self.anchor.copy_(anchor)
-        self.inner.load_state_dict(state["inner"])
+        self.inner.load_state_dict(state.inner)
         self.flat.params.copy_(self.inner.master)
-        for m, saved in zip(self.momentum, state["momentum"]):
+        for m, saved in zip(self.momentum, state.momentum):
             m.copy_(saved)
-        self.last_start = list(state["last_start"])
-        flight = state.get("in_flight")
+        self.last_start = list(state.last_start)
+        flight = state.in_flight
         if flight is not None:  # its outer step was taken before the checkpoint: only landing is left
-            f = int(flight["fragment"])
-            self.staging[: flight["staging"].numel()].copy_(flight["staging"])
+            self.staging[: flight.staging.numel()].copy_(flight.staging)
             done = CommJob(lambda: None)
             done.done.set()
-            self.in_flight, self.lands_after = (f, done), int(flight["lands_after"])
-        self.runner.load_state_dict(state["runner"])
-        self.rounds_micro_batches = list(state["rounds_micro_batches"])
+            self.in_flight, self.lands_after = (flight.fragment, done), flight.lands_after
+        self.runner.load_state_dict(state.runner)
+        self.rounds_micro_batches = list(state.rounds_micro_batches)
         if self.clock is not None:
-            self.clock.load_state_dict(state["clock"])
+            assert state.clock is not None, "a virtual-clock run's checkpoint holds its clock"
+            self.clock.load_state_dict(state.clock)
+
+    def state_dict(self) -> dict:
+        """carried_state() as a checkpoint holds it (the keys checkpoints have always had)."""
+        return self.carried_state().state_dict()
+
+    def load_state_dict(self, state: dict, anchor: torch.Tensor) -> None:
+        self.resume_from(LocalRoundState.from_state_dict(state), anchor)
 
 
 def run_local_rounds(engine: LocalEngine, until: StopRule, on_step: StepCallback, start: int = 0) -> None:

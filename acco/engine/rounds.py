@@ -23,6 +23,7 @@ import torch
 from .comm_worker import CommWorker
 from .compute import MicroBatchRunner
 from .flat import FlatModel
+from .round_state import RoundState
 from .sync import Syncer, SyncKind, SyncResult
 from .trace import COMPUTE, TraceRecorder
 from .virtual_clock import VirtualClock
@@ -163,30 +164,37 @@ class RoundEngine:
         return self._finish(job)
 
     # -- checkpoints: what a step boundary leaves for the next round -----------------------------
-    def state_dict(self, pending: bool) -> dict:
+    def carried_state(self, pending: bool) -> RoundState:
         """This rank's state between two committed steps: its optimizer shard, its data position
         and, when `pending` (dpu/wp/acco after their first overlapped round), the gradients the
-        next round will send. The parameters are the same on every rank and saved once."""
-        state = {
-            "opt": self.syncer.opt.state_dict(),
-            "runner": self.runner.state_dict(),
-            "rounds_micro_batches": list(self.rounds_micro_batches),
-        }
-        if pending:
-            state["grads"] = self.flat.grads
+        next round will send (the live buffer, not a copy). The parameters are the same on every
+        rank and saved once."""
+        return RoundState(
+            opt=self.syncer.opt.state_dict(),
+            runner=self.runner.state_dict(),
+            rounds_micro_batches=list(self.rounds_micro_batches),
+            grads=self.flat.grads if pending else None,
+            clock=self.clock.state_dict() if self.clock is not None else None,
+        )
+
+    def resume_from(self, state: RoundState, params: torch.Tensor) -> None:
+        """Continue from `state` and the committed parameters (read back from a checkpoint)."""
+        self.flat.params.copy_(params)
+        self.syncer.opt.load_state_dict(state.opt)
+        self.runner.load_state_dict(state.runner)
+        self.rounds_micro_batches = list(state.rounds_micro_batches)
+        if state.grads is not None:
+            self.flat.grads.copy_(state.grads)
         if self.clock is not None:
-            state["clock"] = self.clock.state_dict()
-        return state
+            assert state.clock is not None, "a virtual-clock run's checkpoint holds its clock"
+            self.clock.load_state_dict(state.clock)
+
+    def state_dict(self, pending: bool) -> dict:
+        """carried_state() as a checkpoint holds it (the keys checkpoints have always had)."""
+        return self.carried_state(pending).state_dict()
 
     def load_state_dict(self, state: dict, params: torch.Tensor) -> None:
-        self.flat.params.copy_(params)
-        self.syncer.opt.load_state_dict(state["opt"])
-        self.runner.load_state_dict(state["runner"])
-        self.rounds_micro_batches = list(state["rounds_micro_batches"])
-        if "grads" in state:
-            self.flat.grads.copy_(state["grads"])
-        if self.clock is not None:
-            self.clock.load_state_dict(state["clock"])
+        self.resume_from(RoundState.from_state_dict(state), params)
 
     def gather_committed(self, out: torch.Tensor) -> torch.Tensor:
         """θ_t from the masters, through the communication thread (its group, its order)."""

@@ -1,6 +1,9 @@
-"""What experiments/train.py does with a composed config: check it against the schema, validate, lay out
-the run folder, make sure what the run depends on exists (a pretrained checkpoint), and start the
-workers (spawned locally, or this process as one rank under torchrun / srun)."""
+"""What experiments/train.py does with a composed config, in two calls (torchtitan's build, then
+train): `prepare(cfg) -> Run` checks it against the schema, validates it, makes sure what the run
+depends on exists (a pretrained checkpoint, its data, room on disk), finds where it resumes from
+and how it starts; bad input is one line and exit 2, before any worker starts or any file of the
+run is written. `launch(run)` lays out the run folder and starts it: workers spawned locally, this
+process as one rank under torchrun / srun, or a Slurm job."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import NamedTuple, NoReturn
+from dataclasses import dataclass
+from typing import Literal, NamedTuple, NoReturn
 
 import torch
 import yaml
@@ -23,7 +27,7 @@ from ..runtime.files import PREEMPTED_EXIT, RUN_FILES
 from ..runtime.progress import say_how_it_ended
 from ..runtime.summary import read_summary, run_completed
 from . import TRAIN
-from .launch import external_env, local_envs, worker_start_method
+from .launch import DistEnv, external_env, local_envs, worker_start_method
 from .run.preflight import data_problem, memory_problem, with_step_timeout
 from .run.validate import validate
 
@@ -234,12 +238,6 @@ def submit_to_slurm(cfg: dict, world: int) -> int:
     return code
 
 
-def check_run(cfg: dict, external: bool) -> tuple[dict, int]:
-    """Validate a finalized config, make sure what it needs exists; exit 2 on bad input."""
-    cfg, _, world = checked_run(cfg, external)
-    return cfg, world
-
-
 def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str | None]:
     """The checks of a run that build, train or fetch nothing (a local sweep makes them on every job
     before its first starts): (the config with its world size, that size, None) or (None, 0, the
@@ -267,8 +265,10 @@ def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str |
 
 
 def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
-    """check_run's (plain config, its typed view, world size): the view is made once, after the
-    validation; `rank_view` gives it the notes the plain config takes after it."""
+    """A named config validated (precheck), what it needs made sure of (a pretrained model, the
+    checkpoint it resumes from, its data, room on disk): (the plain config, its typed view, the
+    world size); bad input: one line, exit 2. The view is made once, after the validation;
+    `rank_view` gives it the notes the plain config takes after it."""
     checked, world, problem = precheck(cfg, external)
     if checked is None:
         fail_config(problem or "?")
@@ -350,57 +350,106 @@ def named_and_checked(cfg: dict, overrides: list[str]) -> dict:
     return cfg
 
 
-def run(cfg: dict, overrides: list[str], multirun: bool = False) -> int:
+Launch = Literal["skip", "slurm", "rank", "local"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run made ready by `prepare`, and how `launch` starts it:
+    skip  -- nothing to do; `skip` says why (a sweep's completed run, a Slurm job still active);
+    slurm -- submitted to Slurm from this process (its job prepares the folder and resumes);
+    rank  -- this process is one of its ranks (torchrun / srun set `env`);
+    local -- `world` worker processes spawned on this machine."""
+
+    how: Launch
+    cfg: dict  # the checked plain config: what config.yaml holds and the workers are sent
+    out_dir: str
+    world: int = 0
+    view: DictConfig | None = None  # the config's typed view, made once (a rank of this process reads it)
+    env: DistEnv | None = None  # torchrun's / srun's environment
+    skip: str | None = None  # the line said for a run skipped
+    in_sweep: bool = False  # a job of a Hydra sweep: a folder in use elsewhere is skipped, not refused
+    auto_named: bool = False  # out_dir was named here: in use elsewhere, the next free name is taken
+
+
+def prepare(cfg: dict, overrides: list[str], multirun: bool = False) -> Run:
+    """Everything before a worker starts, from the composed config: named and checked (bad input:
+    one line, exit 2), skipped if there is nothing to do, the final config's checks and what it
+    needs (checked_run). Nothing is written in the run folder yet (a pretrained model it starts
+    from may be trained into the data cache)."""
     env = external_env()
     auto_named = not cfg.get("out_dir")
     cfg = named_and_checked(cfg, overrides)
     if multirun and not cfg.get("overwrite") and run_completed(cfg["out_dir"]):
-        print(f"acco: skip (completed): {cfg['out_dir']}", file=sys.stderr, flush=True)
-        return 0  # a sweep goes on with its other runs
+        return Run("skip", cfg, cfg["out_dir"], skip=f"skip (completed): {cfg['out_dir']}")
     if cfg["launcher"].get("name") == "slurm" and env is None:
         plan = resubmission(cfg)
         if plan.skip == "running":  # no second job into the same folder
-            print(f"acco: {plan.line()}", file=sys.stderr, flush=True)
-            return 0
-        # a completed run: check_run says what to do (overwrite=true)
-        cfg, world = check_run(plan.cfg, external=False)
-        return submit_to_slurm(cfg, world)
+            return Run("skip", plan.cfg, plan.cfg["out_dir"], skip=plan.line())
+        # a completed run: the checks say what to do (overwrite=true)
+        cfg, _, world = checked_run(plan.cfg, external=False)
+        return Run("slurm", cfg, cfg["out_dir"], world)
     cfg, view, world = checked_run(cfg, external=env is not None)
-    out_dir = cfg["out_dir"]
-    if env is not None:  # torchrun / srun: this process is one rank
-        if env.rank == 0:
-            prepare_out_dir(out_dir, cfg)
-        from ..engine.virtual_clock import is_virtual, unemulated_link
-        from .run.worker import exit_now, run_rank
-        from .testbed.emulate import for_external_launcher, join
+    how: Launch = "local" if env is None else "rank"
+    return Run(how, cfg, cfg["out_dir"], world, view, env, in_sweep=multirun, auto_named=auto_named)
 
-        cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
-        join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
-        try:
-            status = run_rank(rank_view(view, cfg), env)
-        except BaseException:  # reported by run_rank; leave without interpreter teardown
-            if env.rank == 0:
-                say_how_it_ended(out_dir)  # what rank 0's summary.json says of it
-            exit_now(1)
+
+def launch(run: Run) -> int:
+    """Start what `prepare` made ready; the launching process's exit code (a rank of torchrun /
+    srun exits here)."""
+    if run.how == "skip":
+        print(f"acco: {run.skip}", file=sys.stderr, flush=True)
+        return 0  # a sweep goes on with its other runs
+    if run.how == "slurm":
+        return submit_to_slurm(run.cfg, run.world)
+    if run.how == "rank":
+        run_this_rank(run)
+    return launch_local(run)
+
+
+def run_this_rank(run: Run) -> NoReturn:
+    """torchrun / srun: this process is one rank; it exits with the rank's status."""
+    env, out_dir = run.env, run.out_dir
+    assert env is not None and run.view is not None
+    if env.rank == 0:
+        prepare_out_dir(out_dir, run.cfg)
+    from ..engine.virtual_clock import is_virtual, unemulated_link
+    from .run.worker import exit_now, run_rank
+    from .testbed.emulate import for_external_launcher, join
+
+    cfg = unemulated_link(run.cfg) if is_virtual(run.cfg) else for_external_launcher(run.cfg)
+    join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
+    try:
+        status = run_rank(rank_view(run.view, cfg), env)
+    except BaseException:  # reported by run_rank; leave without interpreter teardown
         if env.rank == 0:
-            say_how_it_ended(out_dir)
-        if status == "preempted":  # the checkpoint and every file are written
-            leave_preempted(env.rank, env.world_size)
-        exit_now(0)
+            say_how_it_ended(out_dir)  # what rank 0's summary.json says of it
+        exit_now(1)
+    if env.rank == 0:
+        say_how_it_ended(out_dir)
+    if status == "preempted":  # the checkpoint and every file are written
+        leave_preempted(env.rank, env.world_size)
+    exit_now(0)
+
+
+def launch_local(run: Run) -> int:
+    """The workers spawned on this machine, this launcher the only writer of the run folder until
+    they have ended."""
     from .lock import RunInUse, claim
 
-    try:  # this launcher is the only writer of the run folder until it returns
+    cfg, out_dir = run.cfg, run.out_dir
+    try:
         lock = claim(out_dir)
     except RunInUse as exc:
-        if multirun:
+        if run.in_sweep:
             print(f"acco: skip (running elsewhere): {exc}", file=sys.stderr, flush=True)
             return 0
-        if not auto_named:
+        if not run.auto_named:
             fail_config(str(exc))
         lock = claim(out_dir := next_free_name(out_dir))  # runs/<time>_<name> taken this same second
         cfg["out_dir"] = out_dir
     with lock:
-        return run_local(cfg, world, out_dir)
+        return run_local(cfg, run.world, out_dir)
 
 
 # how long rank 0 waits, once every rank has agreed the run is preempted and its files are written,

@@ -39,6 +39,7 @@ from .build import build_backend
 from .faults import FaultPlan, nan_injecting
 from .precision import compute_dtype, grad_dtype, parameters_in
 from .signals import Preempted, SignalLatch
+from .train_state import TrainState
 
 
 class NonFiniteError(RuntimeError):
@@ -212,7 +213,7 @@ class Trainer:
         SignalLatch.install()
         self.backend.carry_votes(SignalLatch.votes)
         # last of the timeouts: a rank waiting for a stuck peer fails by its collective's timeout first
-        out_dir = self.cfg["out_dir"]
+        out_dir = self.cfg.out_dir
         self.watchdog = Watchdog(
             lambda: (self.runner.next_index, self.steps_done),
             self.timeouts.first_step().watchdog_s,
@@ -324,7 +325,7 @@ class Trainer:
         start = time.perf_counter()
         with self.watchdog.paused():
             saved = checkpoint.save(
-                self.cfg["out_dir"],
+                self.cfg.out_dir,
                 step,
                 self.rank,
                 self.world_size,
@@ -343,18 +344,24 @@ class Trainer:
         return saved.path
 
     def state_dicts(self, step: int) -> tuple[dict, dict]:
-        """(the state every rank shares: the parameters; this rank's own state) after `step`."""
-        wall = self.wall_now()
-        own = {
-            "step": step,
-            "samples": self.samples,
-            "wall_s": wall,
-            "last_eval": self.last_eval,
-            "rng": checkpoint.rng_state(),
-        }
+        """(the state every rank shares: the parameters; this rank's own state: the trainer's
+        TrainState and the backend's) after `step`."""
+        own = self.train_state(step).state_dict()  # first: the backend may wait for a sync in flight
         shared, backend_own = self.backend.state_dicts()
         own.update(backend_own)
         return shared, own
+
+    def train_state(self, step: int) -> TrainState:
+        """The trainer's own state after committed step `step`. The counters it reads are kept on
+        the trainer itself between checkpoints (the per-step code updates plain attributes)."""
+        return TrainState(step, self.samples, self.wall_now(), self.last_eval, checkpoint.rng_state())
+
+    def resume_train_state(self, state: TrainState) -> None:
+        self.start_step = self.steps_done = state.step
+        self.samples = state.samples
+        self.wall_offset = state.wall_s
+        self.last_eval = state.last_eval
+        checkpoint.set_rng_state(state.rng)
 
     def load_checkpoint(self, path: str, fallbacks: Sequence[str] = ()) -> int:
         """Continue from a complete checkpoint folder (checkpoint.verify), or, when a rank finds its
@@ -378,11 +385,7 @@ class Trainer:
             finally:
                 del live_shared, live_own
         self.backend.load_state_dicts(shared, own)
-        self.start_step = self.steps_done = int(own["step"])
-        self.samples = int(own["samples"])
-        self.wall_offset = float(own["wall_s"])
-        self.last_eval = own["last_eval"]
-        checkpoint.set_rng_state(own["rng"])
+        self.resume_train_state(TrainState.from_state_dict(own))
         self.last_checkpoint = candidate
         self.checkpoint_io["load"] = {"path": candidate, **dataclasses.asdict(stats)}
         if self.progress is not None:

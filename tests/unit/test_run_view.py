@@ -59,7 +59,7 @@ def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatc
     assert world == 2 and OmegaConf.is_readonly(view)
     if resume is not None:  # as resolve_resume gives it for a run folder with a checkpoint
         cfg["_resume"] = resume
-    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.harness.entry.run
+    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.harness.entry.run_this_rank
     got = rank_view(view, cfg)
     assert got is view and OmegaConf.is_readonly(got)
     want = typed(copy.deepcopy(cfg))  # what the final plain config typed again would be

@@ -20,7 +20,7 @@ from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_r
 from acco.config.validate import ConfigError, check_overrides
 from acco.harness.entry import (
     Resubmission,
-    check_run,
+    checked_run,
     fail_config,
     for_slurm_job,
     help_asked,
@@ -74,7 +74,7 @@ def plan_runs(named: list[tuple[str, dict]]) -> list[Planned]:
             planned.append(Planned(name, todo, None))
             continue
         # overwrite=true for the check alone: a completed run gets here only when it is asked for
-        cfg, world = check_run(dict(todo.cfg, overwrite=True), external=False)
+        cfg, _, world = checked_run(dict(todo.cfg, overwrite=True), external=False)
         planned.append(Planned(name, todo._replace(cfg=dict(cfg, overwrite=todo.cfg.get("overwrite"))), world))
     return planned
 

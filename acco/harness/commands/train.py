@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from acco.config.location import conf_dir
 from acco.config.schema import register
 from acco.config.validate import ConfigError, check_overrides
-from acco.harness.entry import fail_config, run
+from acco.harness.entry import fail_config, launch, prepare
 
 
 # an absolute path: the same folder from experiments/train.py, python -m and an installed acco
@@ -44,11 +44,12 @@ def main(cfg: DictConfig) -> int:
     # code to the launcher, which goes on with the next job and closes with a table
     in_local_sweep = multirun and str(hydra_cfg.launcher.get("_target_", "")).endswith("local_launcher.LocalLauncher")
     try:
-        code = run(
+        run = prepare(
             cast(dict, OmegaConf.to_container(cfg, resolve=True)),  # the composed config: a plain dict
             list(hydra_cfg.overrides.task),
             multirun=multirun,
         )
+        code = launch(run)
     except SystemExit as exc:
         if not in_local_sweep:
             raise

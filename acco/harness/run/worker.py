@@ -28,7 +28,7 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -84,7 +84,7 @@ def spawned_worker(local_rank: int, cfg: dict, envs: list[DistEnv]) -> None:
     exit_now(0)
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """Leave without running interpreter-exit destructors: a process group's gloo threads can
     deadlock against the GIL while a DDP reducer or group is torn down at exit (seen with torch
     2.13: the main thread joins gloo's worker thread, which waits for the GIL to drop a tensor)."""

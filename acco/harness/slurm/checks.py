@@ -1,11 +1,11 @@
 """The up-front checks of a run written as an sbatch script (experiments/make_sbatch.py): what
-experiments/submit.py checks through acco.harness.entry.check_run before it submits, so a script that
+experiments/submit.py checks through acco.harness.entry.checked_run before it submits, so a script that
 could not run is never written. Each check is the run's own, called, not copied: the memory fit
 against the profile's gpu_mem_gb (acco/train/memory.py), a dist.step_timeout_s long enough for
 the run's estimated waits (acco/harness/run/plan.py), the data, tokenizer and model present
 (acco/harness/run/preflight.py), the disk (acco/harness/run/disk.py).
 
-Unlike check_run nothing is trained or resolved here: a model another run saves (fig8 fine-tunes
+Unlike checked_run nothing is trained or resolved here: a model another run saves (fig8 fine-tunes
 fig7's) is that job's to make, so its folder is not required (the script says what it needs), and
 the checkpoint a requeued job continues from is found when the job starts."""
 
