@@ -71,13 +71,13 @@ def differences(base_dir: str, new_dir: str, names: list[str]) -> list[str]:
     """One line per run whose metrics differ or are missing; empty when all are identical."""
     found = []
     for name in names:
-        texts = []
-        for tree in (base_dir, new_dir):
-            path = os.path.join(tree, name, "metrics.csv")
-            texts.append(open(path).read() if os.path.isfile(path) else None)
-        if None in texts:
-            found.append(f"{name}: no metrics.csv in {'the base' if texts[0] is None else 'the new'} run")
-        elif comparable(texts[0], name in MODELLED_TIME) != comparable(texts[1], name in MODELLED_TIME):
+        paths = [os.path.join(tree, name, "metrics.csv") for tree in (base_dir, new_dir)]
+        missing = [side for side, path in zip(("the base", "the new"), paths) if not os.path.isfile(path)]
+        if missing:
+            found.append(f"{name}: no metrics.csv in {missing[0]} run")
+            continue
+        texts = [open(path).read() for path in paths]
+        if comparable(texts[0], name in MODELLED_TIME) != comparable(texts[1], name in MODELLED_TIME):
             found.append(f"{name}: metrics differ ({base_dir}/{name} vs {new_dir}/{name})")
     return found
 
