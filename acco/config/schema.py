@@ -39,9 +39,9 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ..methods import METHODS
-from ..methods.settings import MethodConfig
+from ..methods.settings import Check, MethodConfig, setting
 from .location import conf_dir
-from .validate import ConfigError, group_options
+from .validate import ConfigError, check_value, group_options
 
 SEE = "conf/config.yaml"
 DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
@@ -51,6 +51,17 @@ CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
 def _help(must: str, example: str):
     """Field metadata: what a value must be and an example, for the one-line error."""
     return {"must": must, "example": example}
+
+
+# a field's range, checked up front (check_settings; acco/methods/settings.py Check)
+COUNT = Check("int", 1)  # an integer >= 1
+COUNT_OR_NULL = Check("int", 1, optional=True)
+INDEX = Check("int", 0)  # an integer >= 0
+INDEX_OR_NULL = Check("int", 0, optional=True)
+POSITIVE = Check("number", 0.0, above=True)
+POSITIVE_OR_NULL = Check("number", 0.0, above=True, optional=True)
+NONNEGATIVE = Check("number", 0.0)
+FLAG = Check("bool", optional=True)
 
 
 # -- config groups: one dataclass per kind of option ---------------------------------------------
@@ -80,16 +91,16 @@ class DataConfig:
     kind: str = MISSING  # pretrain | instruct
     source: dict[str, Any] = MISSING  # hub_id/path/split/... or generator: its keys depend on the source
     tokenizer: dict[str, Any] = MISSING  # kind: bpe | pretrained | from_model, and that kind's keys
-    micro_batch_size: int = MISSING
-    val_fraction: float = MISSING
+    micro_batch_size: int = setting(check=COUNT)
+    val_fraction: float = setting(check=NONNEGATIVE)  # below 1 too (acco/harness/run/validate.py)
     seed: int = MISSING
     cache_dir: str = MISSING
 
 
 @dataclass
 class PretrainData(DataConfig):  # conf/data/{synthetic,tinystories,openwebtext}.yaml
-    seq_len: int = MISSING
-    num_proc: int | None = None
+    seq_len: int = setting(check=Check("int", 2))
+    num_proc: int | None = setting(None, COUNT_OR_NULL)
 
 
 @dataclass
@@ -160,40 +171,43 @@ class WandbLogger(LoggerConfig):  # conf/logger/wandb.yaml
 
 @dataclass
 class TrainConfig:
-    steps: int | None = MISSING
-    samples: int | None = MISSING
-    tokens: int | None = MISSING
-    accum: int = MISSING
-    deterministic: bool = MISSING
-    max_accum_factor: int = MISSING
-    eval_every: int = MISSING
-    eval_batches: int = MISSING
-    log_every: int = MISSING
-    trace: bool = MISSING
+    steps: int | None = setting(check=COUNT_OR_NULL)  # null: a budget (samples/tokens) ends the run
+    samples: int | None = setting(check=COUNT_OR_NULL)
+    tokens: int | None = setting(check=COUNT_OR_NULL)
+    accum: int = setting(check=COUNT)
+    deterministic: bool = MISSING  # checked with its own line (acco/harness/run/validate.py)
+    max_accum_factor: int = setting(check=COUNT)
+    eval_every: int = setting(check=INDEX)
+    eval_batches: int = setting(check=INDEX)
+    log_every: int = setting(check=INDEX)
+    trace: bool = setting(check=FLAG)
     trace_steps: list[int] | None = MISSING
-    save_final_params: bool = MISSING
-    save_model: bool = MISSING
-    threads: Any = field(default=MISSING, metadata=_help("auto or an integer >= 1", "auto"))
+    save_final_params: bool = setting(check=FLAG)
+    save_model: bool = setting(check=FLAG)
+    threads: Any = field(
+        default=MISSING,
+        metadata={**_help("auto or an integer >= 1", "auto"), "check": Check("int", 1, optional=True, words=("auto",))},
+    )
     precision: str = MISSING
     grad_dtype: str = MISSING
-    activation_checkpointing: bool = MISSING
-    checkpoint_every: int | None = MISSING
-    keep_checkpoints: int | None = MISSING
+    activation_checkpointing: bool = setting(check=FLAG)
+    checkpoint_every: int | None = setting(check=INDEX_OR_NULL)
+    keep_checkpoints: int | None = setting(check=COUNT_OR_NULL)
     # every collective each rank issues, in out_dir/collectives.rank<r>.jsonl (acco/engine/audit.py)
     audit_collectives: bool = MISSING
 
 
 @dataclass
 class OptimConfig:
-    lr: float = MISSING
+    lr: float = setting(check=POSITIVE)
     betas: list[float] = MISSING
-    eps: float = MISSING
-    weight_decay: float = MISSING
-    decay_bias_and_norm: bool = MISSING
-    clip_norm: float = MISSING
+    eps: float = setting(check=POSITIVE)
+    weight_decay: float = setting(check=NONNEGATIVE)
+    decay_bias_and_norm: bool = setting(check=FLAG)
+    clip_norm: float = setting(check=NONNEGATIVE)
     schedule: str = MISSING
-    warmup_steps: int = MISSING
-    min_lr_ratio: float = MISSING
+    warmup_steps: int = setting(check=INDEX)
+    min_lr_ratio: float = setting(check=Check("number", 0.0, 1.0))
 
 
 @dataclass
@@ -222,28 +236,30 @@ class ClockConfig:  # acco/engine/virtual_clock.py
 
 @dataclass
 class HeteroConfig:
-    slow_rank: int | None = MISSING
-    factor: float = MISSING
+    slow_rank: int | None = setting(check=INDEX_OR_NULL)
+    factor: float = setting(check=Check("number"))  # >= 1 too, with its own line
 
 
 @dataclass
-class FaultConfig:
-    kill_rank: int | None = MISSING
-    hang_rank: int | None = MISSING
-    signal_rank: int | None = MISSING
+class FaultConfig:  # at_step, signal and final_eval_sleep_rank: checked where a fault reads them
+    kill_rank: int | None = setting(check=INDEX_OR_NULL)
+    hang_rank: int | None = setting(check=INDEX_OR_NULL)
+    signal_rank: int | None = setting(check=INDEX_OR_NULL)
     signal: str = MISSING
     at_step: int | None = MISSING
-    nan_at_step: int | None = MISSING
-    final_eval_sleep_s: float | None = MISSING
+    nan_at_step: int | None = setting(check=COUNT_OR_NULL)
+    final_eval_sleep_s: float | None = setting(check=Check("number", 0.0, optional=True))
     final_eval_sleep_rank: int = MISSING
 
 
 @dataclass
 class DistConfig:
-    timeout_s: float = MISSING
-    step_timeout_s: float | None = MISSING  # null: sized before the workers start (acco/harness/run/plan.py)
-    final_timeout_s: float | None = MISSING
-    checkpoint_timeout_s: float = MISSING  # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
+    timeout_s: float = setting(check=POSITIVE)
+    # null: sized before the workers start (acco/harness/run/plan.py)
+    step_timeout_s: float | None = setting(check=POSITIVE_OR_NULL)
+    final_timeout_s: float | None = setting(check=POSITIVE_OR_NULL)
+    # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
+    checkpoint_timeout_s: float = setting(check=POSITIVE_OR_NULL)
     start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/harness/entry.py worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
@@ -290,14 +306,14 @@ class RunConfig:
     launcher: LauncherConfig = MISSING
     logger: LoggerConfig = MISSING
     experiment: ExperimentConfig | None = None  # experiment=<id>/<scale>: its metadata and run list
-    seed: int = MISSING
+    seed: int = setting(check=INDEX)
     scale: str = MISSING
     layout: str | None = MISSING
-    world_size: int | None = MISSING
+    world_size: int | None = setting(check=COUNT_OR_NULL)
     device: str = MISSING
     out_dir: str | None = MISSING
     results_root: str = MISSING
-    overwrite: bool = MISSING
+    overwrite: bool = setting(check=FLAG)
     resume: str | None = field(default=MISSING, metadata=_help("auto or a checkpoint/run folder", "auto"))
     task: str = MISSING
     train: TrainConfig = MISSING
@@ -547,6 +563,33 @@ def _check_node(node: dict, cls, prefix: str, groups: dict, allow_extra: bool) -
         tp, _ = _unwrap(decl)
         if dataclasses.is_dataclass(tp) and isinstance(value, dict):
             _check_node(value, tp, f"{dotted}.", groups, allow_extra)
+
+
+def check_settings(cfg: dict) -> None:
+    """Every schema field's check (its `check`, acco/methods/settings.py Check) on a plain config,
+    section by section in the schema's order; only the keys present (a group's section: the checks
+    of each kind of the group). The method's settings are its spec's, checked by
+    acco/train/settings.py check_method; the checks across fields stay with the code that knows
+    them (acco/harness/run/validate.py)."""
+    _check_section(cfg, (RunConfig,), "")
+
+
+def _check_section(node: dict, classes: tuple, prefix: str) -> None:
+    seen: set[str] = set()
+    for cls in classes:
+        for name, (f, decl) in _fields(cls).items():
+            if name in seen or name not in node:
+                continue
+            seen.add(name)
+            value, dotted = node[name], f"{prefix}{name}"
+            if "check" in f.metadata:
+                check_value(dotted, value, f.metadata["check"])
+            if not prefix and name == "method":
+                continue
+            tp, _ = _unwrap(decl)
+            kinds = GROUP_KINDS.get(name) if not prefix else None
+            if isinstance(value, dict) and (kinds or dataclasses.is_dataclass(tp)):
+                _check_section(value, kinds or (tp,), f"{dotted}.")
 
 
 def typed(cfg: dict | DictConfig) -> DictConfig:

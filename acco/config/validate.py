@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ..methods.settings import Check
+
 
 class ConfigError(ValueError):
     pass
@@ -178,17 +180,38 @@ def chosen_options(argv: list[str], conf_dir: str) -> dict[str, str]:
     return chosen
 
 
+def check_value(dotted: str, value, check: Check) -> None:
+    """A setting's value against its field's check (acco/methods/settings.py Check; the schema's
+    fields, acco/config/schema.py check_settings): one line naming the setting and the fix."""
+    if (value is None and check.optional) or (isinstance(value, str) and value in check.words):
+        return
+    if check.kind == "int":
+        int_value(value, dotted, None if check.minimum is None else int(check.minimum))
+    elif check.kind == "number":
+        setting_number(value, dotted, check.minimum, check.maximum, strict_min=check.above)
+    elif check.kind == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"{dotted} must be true or false, got {value!r}; set {dotted}=true or {dotted}=false")
+    elif check.kind == "choice" and value not in check.choices:
+        raise ConfigError(
+            f"{dotted} must be one of {', '.join(check.choices)}, got {value!r}; set e.g. {dotted}={check.choices[0]}"
+        )
+
+
 def setting_int(cfg: dict, dotted: str, minimum: int | None = None, allow_none: bool = False):
     node: Any = cfg
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     if node is None and allow_none:
         return None
-    if isinstance(node, bool) or not isinstance(node, int):
-        raise ConfigError(f"{dotted} must be an integer, got {node!r}; set e.g. {dotted}={minimum or 1}")
-    if minimum is not None and node < minimum:
-        raise ConfigError(f"{dotted} must be >= {minimum}, got {node}; set {dotted}={minimum} or more")
-    return node
+    return int_value(node, dotted, minimum)
+
+
+def int_value(value, dotted: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{dotted} must be an integer, got {value!r}; set e.g. {dotted}={minimum or 1}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{dotted} must be >= {minimum}, got {value}; set {dotted}={minimum} or more")
+    return value
 
 
 def setting_number(
@@ -228,14 +251,6 @@ def check_experiment(cfg: dict, cuda_available: bool) -> None:
             f"experiment {exp['id']} at scale=paper trains on {gpus} GPUs and no GPU is "
             f"visible here; use experiment={exp['id']}/cpu, or launcher=slurm on a GPU cluster"
         )
-
-
-def setting_bool(cfg: dict, dotted: str) -> None:
-    node: Any = cfg
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    if node is not None and not isinstance(node, bool):
-        raise ConfigError(f"{dotted} must be true or false, got {node!r}; set {dotted}=true or {dotted}=false")
 
 
 def check_trace_steps(window) -> None:

@@ -21,7 +21,8 @@ __all__ = ["MISSING", "Check", "MethodConfig", "setting"]
 @dataclass(frozen=True)
 class Check:
     """What a setting's value must be: `kind` int | number | bool | choice; for a number the
-    bounds (`above`: strictly greater than `minimum`); `optional`: null is allowed too."""
+    bounds (`above`: strictly greater than `minimum`); `optional`: null is allowed too; `words`:
+    names that stand for a value and are allowed as they are (train.threads: auto)."""
 
     kind: str
     minimum: float | None = None
@@ -30,6 +31,7 @@ class Check:
     optional: bool = False
     choices: tuple[str, ...] = ()
     default: Any = None  # the value a config without the key gets
+    words: tuple[str, ...] = ()
 
 
 def setting(default: Any = MISSING, check: Check | None = None) -> Any:

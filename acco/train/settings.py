@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..config.validate import ConfigError, setting_int, setting_number
+from ..config.validate import ConfigError, check_value, setting_number
 from ..engine.local_rounds import check_local_method
 from ..engine.schedule import SCHEDULES
 from ..methods import METHODS
@@ -37,27 +37,16 @@ def check_method(cfg: dict) -> None:
 def check_setting(cfg: dict, key: str, check: Check) -> None:
     """method.<key> against its field's check; one line naming the setting and the fix."""
     dotted, value = f"method.{key}", cfg["method"].get(key, check.default)
-    if value is None and check.optional:
-        return
-    if check.kind == "int":
-        setting_int(cfg, dotted, None if check.minimum is None else int(check.minimum))
-    elif check.kind == "number":
-        setting_number(value, dotted, check.minimum, check.maximum, strict_min=check.above)
-    elif check.kind == "bool" and not isinstance(value, bool):
+    if check.kind == "bool" and not isinstance(value, bool) and not (value is None and check.optional):
+        # a method's flag: its line names no fix (acco/api.py words its own for Python)
         raise ConfigError(f"{dotted} must be true or false, got {value!r}")
-    elif check.kind == "choice" and value not in check.choices:
-        raise ConfigError(
-            f"{dotted} must be one of {', '.join(check.choices)}, got {value!r}; set e.g. {dotted}={check.choices[0]}"
-        )
+    check_value(dotted, value, check)
 
 
 def check_optimizer(cfg: dict) -> None:
-    """optim.*: AdamW's numbers and the learning-rate schedule."""
+    """optim.betas and the learning-rate schedule; AdamW's other numbers are their fields' checks
+    (acco/config/schema.py OptimConfig)."""
     optim = cfg["optim"]
-    setting_number(optim.get("lr"), "optim.lr", 0.0, strict_min=True)
-    setting_number(optim.get("weight_decay"), "optim.weight_decay", 0.0)
-    setting_number(optim.get("eps"), "optim.eps", 0.0, strict_min=True)
-    setting_number(optim.get("clip_norm"), "optim.clip_norm", 0.0)
     betas = optim.get("betas")
     if not isinstance(betas, (list, tuple)) or len(betas) != 2:
         raise ConfigError(f"optim.betas must be a pair, got {betas!r}; set e.g. optim.betas=[0.9,0.95]")
@@ -65,7 +54,6 @@ def check_optimizer(cfg: dict) -> None:
         setting_number(b, f"optim.betas[{i}]", 0.0, 0.999999)
     if optim.get("schedule") not in SCHEDULES:
         raise ConfigError(f"optim.schedule must be one of {', '.join(SCHEDULES)}, got {optim.get('schedule')!r}")
-    setting_int(cfg, "optim.warmup_steps", 0)
 
 
 def check_precision_and_budget(cfg: dict) -> None:
@@ -86,8 +74,7 @@ def check_precision_and_budget(cfg: dict) -> None:
             f"train.grad_dtype must be one of {', '.join(GRAD_DTYPES)}, got {train.get('grad_dtype')!r}; "
             f"set e.g. train.grad_dtype=fp32"
         )
-    tokens = setting_int(cfg, "train.tokens", 1, allow_none=True)
-    samples = setting_int(cfg, "train.samples", 1, allow_none=True)
+    tokens, samples = train.get("tokens"), train.get("samples")  # their ranges: TrainConfig's checks
     if tokens is not None and samples is not None:
         raise ConfigError(
             f"train.tokens={tokens} and train.samples={samples} are both set; keep one budget "

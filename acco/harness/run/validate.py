@@ -1,10 +1,12 @@
 """A run's up-front validation: every problem is one line naming it and the fix; the entry point
 prints the first one and exits with code 2 before any worker starts or any file is written.
 
-`validate` runs the config's own checks (acco/config/validate.py) and those of each layer the run
-uses, each kept with what it is about: the method's (acco/train/settings.py), the clock's, the
+`validate` runs the config's own checks (each field's type and range, declared beside the field:
+acco/config/schema.py check_settings; the rest: acco/config/validate.py) and those of each layer the
+run uses, each kept with what it is about: the method's (acco/train/settings.py), the clock's, the
 link's (acco/harness/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's;
-and every setting that selects code against its choices (acco/harness/run/choices.py)."""
+and every setting that selects code against its choices (acco/harness/run/choices.py); the checks
+across fields (a rank below the world, a window within train.steps) here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import os
 
 import torch
 
+from ...config.schema import check_settings
 from ...config.slurm_profile import check_profile
 from ...config.validate import (
     ConfigError,
@@ -21,9 +24,7 @@ from ...config.validate import (
     check_trace_steps,
     embedding_rows,
     parse_layout,
-    setting_bool,
     setting_int,
-    setting_number,
 )
 from ...engine.virtual_clock import check_clock
 from ...runtime.summary import run_completed
@@ -107,24 +108,15 @@ def check_unused_settings(cfg: dict) -> None:
 
 
 def check_run_settings(cfg: dict, world: int) -> None:
-    """Logging, threads, checkpoints, timeouts and fault injection."""
+    """What their fields' checks (check_settings) cannot say of the run's settings: the budget,
+    the trace window, resume, a data source's size, the start method, and fault injection's ranks
+    and steps against the world and train.steps."""
     train = cfg["train"]
     steps = train["steps"]
-    setting_int(cfg, "train.log_every", 0)
-    setting_int(cfg, "train.checkpoint_every", 0, allow_none=True)
-    setting_int(cfg, "train.keep_checkpoints", 1, allow_none=True)
-    for key in ("trace", "save_final_params", "save_model", "activation_checkpointing"):
-        setting_bool(cfg, f"train.{key}")
     check_precision_and_budget(cfg)
-    setting_bool(cfg, "overwrite")
-    setting_bool(cfg, "optim.decay_bias_and_norm")
-    threads = train.get("threads")
-    if threads not in (None, "auto"):
-        setting_int(cfg, "train.threads", 1)
-    setting_number(cfg["optim"].get("min_lr_ratio", 0.0), "optim.min_lr_ratio", 0.0, 1.0)
     data = cfg.get("data") or {}
     if "val_fraction" in data:
-        fraction = setting_number(data["val_fraction"], "data.val_fraction", 0.0)
+        fraction = float(data["val_fraction"])
         if fraction >= 1.0:
             raise ConfigError(
                 f"data.val_fraction must be below 1 (a fraction held out), got {fraction}; "
@@ -132,21 +124,13 @@ def check_run_settings(cfg: dict, world: int) -> None:
             )
     if isinstance(data.get("source"), dict) and data["source"].get("num_stories") is not None:
         setting_int(cfg, "data.source.num_stories", 1)
-    setting_int(cfg, "data.num_proc", 1, allow_none=True)
     dist_cfg = cfg.get("dist") or {}
-    setting_number(dist_cfg.get("timeout_s", 300), "dist.timeout_s", 0.0, strict_min=True)
-    if dist_cfg.get("step_timeout_s") is not None:  # null: sized (acco/harness/run/plan.py step_timeout)
-        setting_number(dist_cfg["step_timeout_s"], "dist.step_timeout_s", 0.0, strict_min=True)
     start_method = dist_cfg.get("start_method", "auto")
     if start_method not in START_METHODS:
         raise ConfigError(
             f"dist.start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}; "
             "use dist.start_method=auto"
         )
-    if dist_cfg.get("final_timeout_s") is not None:
-        setting_number(dist_cfg["final_timeout_s"], "dist.final_timeout_s", 0.0, strict_min=True)
-    if dist_cfg.get("checkpoint_timeout_s") is not None:
-        setting_number(dist_cfg["checkpoint_timeout_s"], "dist.checkpoint_timeout_s", 0.0, strict_min=True)
     check_trace_steps(train.get("trace_steps"))
     resume = cfg.get("resume")
     if resume is not None and not isinstance(resume, str):
@@ -155,7 +139,7 @@ def check_run_settings(cfg: dict, world: int) -> None:
         )
     fault = cfg.get("fault") or {}
     for key in ("kill_rank", "hang_rank", "signal_rank"):
-        rank = setting_int(cfg, f"fault.{key}", 0, allow_none=True)
+        rank = fault.get(key)
         if rank is None:
             continue
         if rank >= world:
@@ -174,14 +158,13 @@ def check_run_settings(cfg: dict, world: int) -> None:
             f"set e.g. fault.signal=SIGUSR1"
         )
     if fault.get("final_eval_sleep_s") is not None:
-        setting_number(fault["final_eval_sleep_s"], "fault.final_eval_sleep_s", 0.0)
         sleep_rank = setting_int(cfg, "fault.final_eval_sleep_rank", 0, allow_none=True)
         if sleep_rank is not None and sleep_rank >= world:
             raise ConfigError(
                 f"fault.final_eval_sleep_rank={sleep_rank} but there are only {world} ranks "
                 f"(0..{world - 1}); pick a rank below {world}"
             )
-    nan_at = setting_int(cfg, "fault.nan_at_step", 1, allow_none=True)
+    nan_at = fault.get("nan_at_step")
     if nan_at is not None and steps is not None and nan_at > steps:
         raise ConfigError(f"fault.nan_at_step={nan_at} is past train.steps={steps}; pick a step from 1 to {steps}")
 
@@ -237,7 +220,8 @@ def validate(
     """Check the resolved config; return the world size the run will use."""
     check_experiment(cfg, cuda_available)
     check_method(cfg)
-    world = setting_int(cfg, "world_size", 1, allow_none=True)
+    check_settings(cfg)  # each field's type and range, declared beside it in the schema
+    world = cfg.get("world_size")
     if cfg.get("layout"):
         nodes, per_node = parse_layout(cfg["layout"])
         if world is not None and world != nodes * per_node:
@@ -255,19 +239,13 @@ def validate(
         world = launcher_world_size
     world = world or 1
     check_local_workers(cfg, world, launcher_world_size, cuda_available)
-    setting_int(cfg, "train.steps", 1, allow_none=True)  # null: a budget (train.samples/tokens) ends the run
-    setting_int(cfg, "train.accum", 1)
-    setting_int(cfg, "train.max_accum_factor", 1)
-    setting_int(cfg, "train.eval_every", 0)
-    setting_int(cfg, "train.eval_batches", 0)
-    setting_int(cfg, "seed", 0)
     if not isinstance(cfg["train"].get("deterministic"), bool):
         raise ConfigError("train.deterministic must be true or false")
     hetero = cfg.get("hetero") or {}
-    factor = setting_number(hetero.get("factor", 1.0), "hetero.factor")
+    factor = float(hetero.get("factor", 1.0))
     if factor < 1.0:
         raise ConfigError(f"hetero.factor must be >= 1 (a slowdown), got {factor}; use e.g. hetero.factor=4")
-    slow = setting_int(cfg, "hetero.slow_rank", 0, allow_none=True)
+    slow = hetero.get("slow_rank")
     if slow is not None and slow >= world:
         raise ConfigError(
             f"hetero.slow_rank={slow} but there are only {world} ranks (0..{world - 1}); pick a rank below {world}"
@@ -289,10 +267,8 @@ def validate(
     if device != "cpu" and cuda_available and not submitting and dist_backend != "gloo":
         check_gpus_per_node(world, launcher_world_size, gpus_here, launcher_local_world_size)
     data = cfg.get("data") or {}
-    if "micro_batch_size" in data:
-        setting_int(cfg, "data.micro_batch_size", 1)
     if "seq_len" in data:
-        seq = setting_int(cfg, "data.seq_len", 2)
+        seq = data["seq_len"]
         max_pos = ((cfg.get("model") or {}).get("config") or {}).get("max_position_embeddings")
         if isinstance(max_pos, int) and seq > max_pos:
             raise ConfigError(
