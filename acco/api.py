@@ -20,12 +20,15 @@ flat engine, dpu, wp, acco), backend_local.py (diloco, streaming_diloco) and bac
 run one committed step at a time through the schedules of acco/engine/rounds.py and
 local_rounds.py; precision, gradient
 dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
-the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml. A
+the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml (a
+method defined outside acco: its settings dataclass's), each method setting checked by its field's
+check (acco/methods/settings.py), as the suite's up-front checks do. A
 deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
 model, data order and settings (tests/integration/test_api.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -40,13 +43,14 @@ from torch import nn
 
 from . import methods
 from .config.location import conf_dir
+from .config.validate import ConfigError
 from .engine.local_rounds import check_schedule
 from .engine.rounds import StopRule
 from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
 from .engine.sharded_adamw import AdamWSettings
 from .engine.sync import SyncResult
-from .engine.torch_ddp import COMM_HOOKS
 from .engine.trace import TraceRecorder
+from .methods.settings import MISSING, Check
 from .runtime.process_group import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
@@ -54,6 +58,7 @@ from .train.backend_local import local_schedule
 from .train.build import build_backend
 from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
+from .train.settings import check_setting
 
 METHODS = tuple(methods.METHODS)  # the registry's names (acco/methods/), as acco.METHODS lists them
 CONF_DIR = conf_dir()  # acco/conf, shipped with the package (acco/config/location.py)
@@ -80,13 +85,63 @@ def optimizer_defaults() -> dict:
 
 
 def method_defaults(method: str) -> dict:
-    """conf/method/<method>.yaml's options, but for ddp's `impl`: flat here (the flat engine, like
-    the other methods), torch (PyTorch's DDP + ZeroRedundancyOptimizer) in the suite."""
-    options = dict(_suite_defaults(os.path.join(CONF_DIR, "method", f"{method}.yaml")))
+    """conf/method/<method>.yaml's options or, for a method without one (defined outside acco),
+    its settings dataclass's defaults; but for ddp's `impl`: flat here (the flat engine, like the
+    other methods), torch (PyTorch's DDP + ZeroRedundancyOptimizer) in the suite."""
+    spec = methods.get(method)
+    path = os.path.join(CONF_DIR, "method", f"{method}.yaml")
+    options = dict(_suite_defaults(path)) if os.path.exists(path) else _dataclass_defaults(spec.config)
     options.pop("name", None)
-    if methods.get(method).impls:  # ddp: a choice of implementation
+    if spec.impls:  # ddp: a choice of implementation
         options["impl"] = "flat"
     return options
+
+
+def _dataclass_defaults(config: type) -> dict:
+    """A settings dataclass's fields that have a default (MISSING: none, it must be given)."""
+    out = {}
+    for f in dataclasses.fields(config):
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+        elif f.default is not dataclasses.MISSING and f.default is not MISSING:
+            out[f.name] = f.default
+    return out
+
+
+def _check_method_options(method: str, options: dict) -> None:
+    """Each of the method's settings against its field's check (its settings dataclass, the rule
+    the config's up-front checks apply: acco/train/settings.py check_setting), phrased for Python
+    (True/False, None); a field typed int without a check must be a whole number >= 0."""
+    for f in dataclasses.fields(methods.get(method).config):
+        if f.name not in options:
+            continue
+        value, check = options[f.name], f.metadata.get("check")
+        if check is None:
+            if f.type in (int, "int") and (not _is_int(value) or value < 0):
+                raise ValueError(f"{method} option {f.name} must be a whole number >= 0, got {value!r}")
+            continue
+        try:
+            check_setting({"method": options}, f.name, check)
+        except ConfigError as exc:
+            raise _refusal(f"{method} option {f.name}", value, check, f.metadata.get("unit"), str(exc)) from None
+
+
+def _refusal(what: str, value: Any, check: Check, unit: str | None, config_message: str) -> Exception:
+    """The one line refusing `value` for the setting `what` by `check` (`unit`: what a number counts)."""
+    if check.kind == "bool":
+        return TypeError(f"{what} must be True or False, got {value!r}")
+    if check.kind == "choice":
+        return ValueError(f"{what} must be one of {', '.join(check.choices)}, got {value!r}")
+    if check.kind not in ("int", "number"):
+        return ValueError(f"{what}: {config_message}")
+    rule = "a whole number" if check.kind == "int" else "a number"
+    if check.minimum is not None:
+        rule += f" {'>' if check.above else '>='} {check.minimum:g}"
+    if check.maximum is not None:
+        rule += f" and <= {check.maximum:g}"
+    rule += f" ({unit})" if unit else ""
+    rule += " or None" if check.optional else ""
+    return ValueError(f"{what} must be {rule}, got {value!r}")
 
 
 class _IterableStream:
@@ -242,7 +297,8 @@ class Overlapped:
       broadcast_initial  False (default): the ranks' models must hold the same initial parameters,
                     a difference is refused with one ValueError line (acco/train/same_start.py);
                     True: every rank starts from rank 0's, as DistributedDataParallel does.
-      **method_options  the method's own settings, over conf/method/<method>.yaml: impl (ddp: flat,
+      **method_options  the method's own settings, over conf/method/<method>.yaml (a method
+                    defined outside acco: over its settings dataclass's defaults): impl (ddp: flat,
                     the default here, or torch: PyTorch's DistributedDataParallel +
                     ZeroRedundancyOptimizer, the paper's baseline), comm_hook (ddp impl torch),
                     overlap_backward and bucket_mb (ddp: the reduce-scatter bucket by bucket in the
@@ -281,34 +337,16 @@ class Overlapped:
         _check_optimizer(opt)
         spec = methods.get(method)
         adaptive_keys = ("max_accum_factor",) if spec.backend == methods.FLAT else ()
-        options = _merged(
-            f"{method}", method_defaults(method), method_options, (*method_defaults(method), *adaptive_keys)
-        )
+        options = _merged(f"{method}", method_defaults(method), method_options, (*spec.settings, *adaptive_keys))
         max_accum_factor = options.pop("max_accum_factor", 64)
-        for key in ("warmup_steps", "sync_every", "fragments", "overlap_steps"):
-            if key in options and (not _is_int(options[key]) or options[key] < 0):
-                raise ValueError(f"{method} option {key} must be a whole number >= 0, got {options[key]!r}")
+        unset = [key for key in spec.settings if key not in options]
+        if unset:
+            raise ValueError(f"{method} option {unset[0]} has no default: give it ({unset[0]}=...)")
         if spec.impls and options["impl"] not in spec.impl_names:
             raise ValueError(
                 f"{method} option impl must be flat (the flat engine) or torch (PyTorch's DDP), got {options['impl']!r}"
             )
-        if "comm_hook" in spec.settings and options["comm_hook"] not in COMM_HOOKS:
-            raise ValueError(
-                f"{method} option comm_hook must be one of {', '.join(COMM_HOOKS)}, got {options['comm_hook']!r}"
-            )
-        if "overlap_backward" in spec.settings and not isinstance(options["overlap_backward"], bool):
-            raise TypeError(
-                f"{method} option overlap_backward must be True or False, got {options['overlap_backward']!r}"
-            )
-        bucket_mb = options.get("bucket_mb")
-        if (
-            "bucket_mb" in spec.settings
-            and bucket_mb is not None
-            and (isinstance(bucket_mb, bool) or not bucket_mb > 0)
-        ):
-            raise ValueError(
-                f"{method} option bucket_mb must be a number > 0 (MiB) or None (DDP's defaults), got {bucket_mb!r}"
-            )
+        _check_method_options(method, options)
         if not _is_int(max_accum_factor) or max_accum_factor < 1:
             raise ValueError(f"max_accum_factor must be a whole number >= 1, got {max_accum_factor!r}")
         if spec.local:

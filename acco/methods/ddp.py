@@ -2,7 +2,7 @@
 PyTorch's DDP + ZeroRedundancyOptimizer (the suite's default, which sends fp32 gradients, or the
 comm_hook's); impl=flat: the same update on the flat engine, optionally overlapped with the backward."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .settings import MISSING, Check, MethodConfig, setting
 from .spec import FLAT, TORCH_DDP, MethodSpec
@@ -19,8 +19,11 @@ class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
     comm_hook: str = setting("allreduce", Check("choice", choices=COMM_HOOKS, default="allreduce"))
     # impl=flat: reduce-scatter gradient buckets during the last backward (acco/engine/backward_overlap.py)
     overlap_backward: bool = setting(False, Check("bool", default=False))
-    # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25)
-    bucket_mb: float | None = setting(None, Check("number", minimum=0.0, above=True, optional=True))
+    # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25). `unit`: what the number counts,
+    # which acco.Overlapped's refusal names
+    bucket_mb: float | None = field(
+        default=None, metadata={"check": Check("number", minimum=0.0, above=True, optional=True), "unit": "MiB"}
+    )
 
 
 SPEC = MethodSpec(
@@ -36,4 +39,5 @@ SPEC = MethodSpec(
     reference="sequential",
     config=DdpMethod,
     config_schema="schema_ddp",
+    added_settings=(("overlap_backward", False), ("bucket_mb", None)),  # the backward overlap (issue 40)
 )

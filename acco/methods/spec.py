@@ -48,6 +48,10 @@ class MethodSpec:
     # first in its defaults to be checked against it (acco/config/schema.py registers each)
     config: type = MethodConfig
     config_schema: str = "schema_acco"
+    # settings its config gained after checkpoints were first written, each with the value that
+    # means what such a checkpoint did: it still resumes a run that leaves them there
+    # (acco/train/checkpoint.py with_added_settings)
+    added_settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.settings:  # by default its settings dataclass's fields (beside `name`)

@@ -4,8 +4,10 @@ schedules of rounds (acco/engine/rounds.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
 
 import torch
 
@@ -26,18 +28,26 @@ from .backend import Backend
 from .precision import dtype_name
 from .signals import CHECKPOINT_SIGNALS
 
-# a schedule of rounds on this engine: (engine, until, on_step, start, method.warmup_steps)
-FlatSchedule = Callable[[RoundEngine, StopRule, StepCallback, int, int], None]
+# a schedule of rounds on this engine: (engine, until, on_step, start, settings), `settings` the
+# method's own (method.*, read-only), so a schedule brought from outside acco reads its own there
+FlatSchedule = Callable[[RoundEngine, StopRule, StepCallback, int, Mapping[str, Any]], None]
+
+
+def _warmup(settings: Mapping[str, Any]) -> int:
+    """dpu's and wp's method.warmup_steps: sequential steps before the delayed updates."""
+    return int(settings.get("warmup_steps", 0))
+
+
 # the schedules, by the name a method's spec gives (acco/methods/: `schedule`); register_schedule adds one
 SCHEDULES: dict[str, FlatSchedule] = {
-    "sequential": lambda engine, until, on_step, start, warmup: run_sequential(engine, until, on_step, start),
-    "delayed": lambda engine, until, on_step, start, warmup: run_delayed(
-        engine, until, on_step, warmup_steps=warmup, predict=False, start=start
+    "sequential": lambda engine, until, on_step, start, settings: run_sequential(engine, until, on_step, start),
+    "delayed": lambda engine, until, on_step, start, settings: run_delayed(
+        engine, until, on_step, warmup_steps=_warmup(settings), predict=False, start=start
     ),
-    "delayed_predict": lambda engine, until, on_step, start, warmup: run_delayed(
-        engine, until, on_step, warmup_steps=warmup, predict=True, start=start
+    "delayed_predict": lambda engine, until, on_step, start, settings: run_delayed(
+        engine, until, on_step, warmup_steps=_warmup(settings), predict=True, start=start
     ),
-    "acco": lambda engine, until, on_step, start, warmup: run_acco(engine, until, on_step, start),
+    "acco": lambda engine, until, on_step, start, settings: run_acco(engine, until, on_step, start),
 }
 
 
@@ -57,7 +67,7 @@ class FlatBackend(Backend):
         self,
         task: Task,
         method: str,
-        warmup_steps: int,
+        settings: Mapping[str, Any],
         adamw: AdamWSettings,
         rank: int,
         world_size: int,
@@ -76,8 +86,10 @@ class FlatBackend(Backend):
         overlap_backward: bool = False,
         bucket_mb: float | None = None,
     ):
-        """`grad_dtype` (train.grad_dtype): the gradient accumulator's and the communication
-        buffer's dtype (default: the compute dtype); the parameters are stored in the compute dtype.
+        """`settings`: the method's (method.*: a dict, or the run's cfg.method), which its schedule
+        of rounds reads (dpu, wp: warmup_steps). `grad_dtype` (train.grad_dtype): the gradient
+        accumulator's and the communication buffer's dtype (default: the compute dtype); the
+        parameters are stored in the compute dtype.
         `overlap_backward` (ddp, method.overlap_backward): reduce-scatter the gradients bucket by
         bucket during the last micro-batch's backward (acco/engine/backward_overlap.py), in buckets of
         `bucket_mb` MiB (method.bucket_mb; None: PyTorch DDP's defaults, a 1 MiB first bucket then
@@ -92,7 +104,8 @@ class FlatBackend(Backend):
             raise ValueError(f"overlap_backward is ddp's setting, not {method}'s")
         self.method = method
         self.spec = spec
-        self.warmup_steps = warmup_steps
+        # read-only: a schedule reads its settings, it does not change the run's
+        self.settings: Mapping[str, Any] = MappingProxyType({key: settings[key] for key in settings})
         self.overlap_backward = overlap_backward
         # dpu/wp past warmup and acco hold the gradients of a round not yet sent
         self.carries_gradients = spec.carries_gradients
@@ -190,7 +203,7 @@ class FlatBackend(Backend):
         return self.syncer
 
     def run(self, until: StopRule, on_step: StepCallback, start: int) -> None:
-        self.schedule(self.live_engine, until, on_step, start, self.warmup_steps)
+        self.schedule(self.live_engine, until, on_step, start, self.settings)
 
     def carry_votes(self, votes) -> None:
         self.live_syncer.agreement.votes = votes

@@ -53,8 +53,8 @@ def build_backend(
     PyTorch's DDP + ZeRO-1 (ddp with options["impl"] "torch", the suite's default, and
     options["comm_hook"]), the local methods' (diloco, streaming_diloco: options are conf/method's
     sync_every ... outer_momentum; `step_group` a host group for the inner steps' counts) or the
-    flat engine's (ddp with impl "flat" and options["overlap_backward"], options["bucket_mb"]; dpu, wp:
-    options["warmup_steps"]; acco). `options`: the
+    flat engine's (ddp with impl "flat" and options["overlap_backward"], options["bucket_mb"]; the
+    schedule of rounds gets `options`: dpu's, wp's warmup_steps). `options`: the
     method's settings (conf/method/<name>.yaml: a dict, or the run's cfg.method); `adamw`:
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more).
@@ -173,7 +173,7 @@ def _flat(p: BackendParts) -> Backend:
     return FlatBackend(
         p.task,
         p.method,
-        int(options.get("warmup_steps", 0)),
+        options,  # the method's settings, which its schedule reads
         p.adamw,
         p.rank,
         p.world_size,

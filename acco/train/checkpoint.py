@@ -41,6 +41,7 @@ from omegaconf import DictConfig
 
 from ..atomic import atomic_write
 from ..config.plain import plain
+from ..methods import METHODS
 from ..runtime.disk import Advice, is_no_space
 from ..runtime.host_io import bytes_read, peak_rss_bytes, reset_peak_rss, rss_bytes
 from .checkpoint_state import (
@@ -92,13 +93,12 @@ NOT_IDENTITY_TRAIN = {
     "audit_collectives",
 }
 # settings added after checkpoints were first written, with the value that means what a checkpoint
-# without them did: such a checkpoint still resumes a run that leaves them at that value
+# without them did: such a checkpoint still resumes a run that leaves them at that value (a
+# method's own settings: its spec's `added_settings`, acco/methods/)
 ADDED_SINCE: dict[str, dict[str, object]] = {
     "train": {"grad_dtype": "auto"},
     "clock": {"mode": "real", "micro_batch_s": None, "sync_s": None, "optimizer_step_s": 0.0, "backward_share": None},
 }
-# per method: settings its config gained since (ddp's backward overlap, issue 40)
-ADDED_SINCE_METHOD: dict[str, dict[str, object]] = {"ddp": {"overlap_backward": False, "bucket_mb": None}}
 
 
 # dist.checkpoint_timeout_s when a config has none: a paper-scale save writes tens of GB (fig8's ~80 GB)
@@ -140,14 +140,14 @@ def identity(cfg: DictConfig | dict) -> dict:
 
 
 def with_added_settings(saved: dict) -> dict:
-    """A checkpoint's identity with the settings added since it was written (ADDED_SINCE) at
-    their defaults, where it has none."""
+    """A checkpoint's identity with the settings added since it was written (ADDED_SINCE, and its
+    method's spec's `added_settings`) at their defaults, where it has none."""
     out = dict(saved)
     for section, defaults in ADDED_SINCE.items():
         out[section] = {**defaults, **(out.get(section) or {})}
     method = out.get("method") or {}
-    if isinstance(method, dict) and method.get("name") in ADDED_SINCE_METHOD:
-        out["method"] = {**ADDED_SINCE_METHOD[method["name"]], **method}
+    if isinstance(method, dict) and method.get("name") in METHODS:
+        out["method"] = {**dict(METHODS[method["name"]].added_settings), **method}
     return out
 
 

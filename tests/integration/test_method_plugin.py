@@ -1,7 +1,8 @@
 """A method defined outside acco is one module (tests/plugins/local_sgd.py: its spec, its settings with
 their defaults as its config, its reference update) named by ACCO_METHODS: it trains at world size 2
 and matches its own reference update, and the sweep's preview, the virtual clock and the simulator
-know it, with no file of acco changed for it."""
+know it, with no file of acco changed for it. tests/plugins/ddp_then_dpu.py is one on the flat engine,
+whose schedule of rounds reads a setting of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from acco import methods
 from acco.train.reference import replay
+from tests.helpers.methods import equals_reference
 from tests.helpers.paths import ROOT
 from tests.helpers.rounding import rounding_mismatch
 from tests.helpers.runs import SMALL_LM, load_run, run_script, run_train
@@ -56,19 +58,44 @@ def test_a_plugin_method_trains_and_equals_its_reference(tmp_path, plugin_env, l
         "outer_lr": 1.0,
         "outer_momentum": 0.0,
     }
-    final = torch.load(os.path.join(out, "final_params.pt"))
-    ref = replay(run["cfg"])
-    assert len(ref.history) == STEPS + 1
-    mismatch = rounding_mismatch(final, ref.history[-1])
-    assert mismatch is None, mismatch
-    with open(os.path.join(out, "metrics.csv")) as f:
-        losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
-    assert losses == pytest.approx(ref.losses, rel=1e-4)
+    final, _ = equals_reference(out, run["cfg"], STEPS)
     # another update rule on the same run misses it (agreeing with its own rule means something)
     ddp = copy.deepcopy(run["cfg"])
     ddp["method"] = {"name": "ddp", "impl": "flat", "comm_hook": "allreduce"}
     ddp["method"] |= {"overlap_backward": False, "bucket_mb": None}
     assert rounding_mismatch(final, replay(ddp).history[-1]) is not None
+
+
+FLAT_PLUGIN = "tests.plugins.ddp_then_dpu"
+
+
+def test_a_flat_plugin_methods_schedule_reads_its_own_setting(tmp_path, plugin_env, monkeypatch):
+    """DDP then DPU on the flat engine: its schedule reads method.ddp_steps from the settings the
+    backend hands it, and the run matches its reference at that ddp_steps, not at another."""
+    monkeypatch.setenv(methods.PLUGINS_ENV, FLAT_PLUGIN)
+    from acco.config import schema
+
+    spec = methods.register(importlib.import_module(FLAT_PLUGIN).SPEC)  # the reference replays here
+    schema.method_schemas()  # its settings class is a kind of the method section (as ACCO_METHODS makes it)
+    try:
+        out = str(tmp_path / "run")
+        deterministic = ["train.accum=2", "train.deterministic=true", "train.save_final_params=true", "optim.lr=2e-3"]
+        run_train(
+            ["method=ddp_then_dpu", "method.ddp_steps=3", *SMALL_LM, "world_size=2", "train.steps=5"]
+            + [*deterministic, f"out_dir={out}"]
+        )
+        run = load_run(out)
+        assert run["summary"]["status"] == "completed" and run["cfg"]["method"] == {"name": spec.name, "ddp_steps": 3}
+        final = torch.load(os.path.join(out, "final_params.pt"))
+        mismatch = rounding_mismatch(final, replay(run["cfg"]).history[-1])
+        assert mismatch is None, mismatch
+        for ddp_steps in (0, 2):  # another number of sequential steps is another run
+            other = copy.deepcopy(run["cfg"])
+            other["method"]["ddp_steps"] = ddp_steps
+            assert rounding_mismatch(final, replay(other).history[-1]) is not None
+    finally:
+        methods.METHODS.pop(spec.name, None)
+        schema.method_schemas()
 
 
 def test_a_plugin_method_is_in_the_sweep_preview(tmp_path, plugin_env):

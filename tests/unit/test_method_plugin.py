@@ -35,6 +35,15 @@ def local_sgd():
     schema.method_schemas()
 
 
+@pytest.fixture
+def ddp_then_dpu():
+    """A method on the flat engine defined outside acco, registered for the test."""
+    spec = importlib.import_module("tests.plugins.ddp_then_dpu").SPEC
+    methods.register(spec)
+    yield spec
+    METHODS.pop(spec.name, None)
+
+
 @pytest.mark.parametrize("name", SUITE)
 def test_each_methods_settings_class_is_its_config_files_schema(name):
     spec = methods.get(name)
@@ -90,7 +99,7 @@ def test_a_table_entry_is_registered_or_named_as_module_function():
     from acco.train.backend_flat import SCHEDULES, register_schedule
     from tests.helpers.recording_engine import RecordingEngine
 
-    def twice_sequential(engine, until, on_step, start, warmup):
+    def twice_sequential(engine, until, on_step, start, settings):
         run_sequential(engine, until, on_step, start)
 
     register_schedule("test_sequential", twice_sequential)
@@ -99,7 +108,7 @@ def test_a_table_entry_is_registered_or_named_as_module_function():
         with pytest.raises(ValueError, match="already registered"):
             register_schedule("test_sequential", lambda *a: None)
         engine = RecordingEngine()
-        SCHEDULES["test_sequential"](engine, StopRule(lambda t: t >= 3), lambda t, result: None, 0, 0)
+        SCHEDULES["test_sequential"](engine, StopRule(lambda t: t >= 3), lambda t, result: None, 0, {})
         assert engine.rounds == 3
     finally:
         SCHEDULES.pop("test_sequential")
@@ -147,3 +156,49 @@ def test_acco_methods_names_the_modules_to_import():
     with pytest.raises(ImportError) as err:
         methods.import_plugins({methods.PLUGINS_ENV: "tests.plugins.no_such_method"})
     assert "ACCO_METHODS=tests.plugins.no_such_method" in str(err.value)
+
+
+def test_a_flat_schedule_gets_its_methods_settings(ddp_then_dpu):
+    from acco.train.backend_flat import SCHEDULES
+    from tests.helpers.recording_engine import RecordingEngine
+
+    class CountingSequential(RecordingEngine):
+        sequential = 0
+
+        def sequential_round(self):
+            self.sequential += 1
+            return super().sequential_round()
+
+    schedule = lookup(SCHEDULES, ddp_then_dpu.schedule, "flat schedule of rounds")
+    for ddp_steps in (0, 3):
+        engine = CountingSequential()
+        schedule(engine, StopRule(lambda t: t >= 5), lambda t, result: None, 0, {"ddp_steps": ddp_steps})
+        assert engine.rounds == 5 and engine.sequential == ddp_steps
+    SCHEDULES.pop(ddp_then_dpu.schedule)
+
+
+def test_the_api_takes_a_plugins_defaults_and_checks_from_its_settings_class(ddp_then_dpu):
+    from acco.api import _check_method_options, method_defaults
+
+    assert method_defaults("ddp_then_dpu") == {"ddp_steps": 2}  # no conf/method/ddp_then_dpu.yaml
+    _check_method_options("ddp_then_dpu", {"ddp_steps": 0})
+    with pytest.raises(ValueError) as err:
+        _check_method_options("ddp_then_dpu", {"ddp_steps": -1})
+    assert str(err.value) == "ddp_then_dpu option ddp_steps must be a whole number >= 0, got -1"
+    with pytest.raises(ConfigError, match="method.ddp_steps must be >= 0"):  # the config's check, the same rule
+        check_method({"method": {"name": "ddp_then_dpu", "ddp_steps": -1}})
+
+
+def test_an_older_checkpoint_gets_the_settings_its_methods_spec_added_since(ddp_then_dpu):
+    from acco.train.checkpoint import with_added_settings
+
+    older = {"method": {"name": "ddp", "impl": "flat", "comm_hook": "allreduce"}}
+    assert with_added_settings(older)["method"] == {**older["method"], **dict(methods.get("ddp").added_settings)}
+    later = dataclasses.replace(ddp_then_dpu, name="ddp_then_dpu_v2", added_settings=(("ddp_steps", 0),))
+    methods.register(later)
+    try:
+        assert with_added_settings({"method": {"name": "ddp_then_dpu_v2"}})["method"]["ddp_steps"] == 0
+        assert with_added_settings({"method": {"name": "ddp_then_dpu_v2", "ddp_steps": 3}})["method"]["ddp_steps"] == 3
+    finally:
+        METHODS.pop(later.name)
+    assert with_added_settings({"method": {"name": "acco"}})["method"] == {"name": "acco"}

@@ -42,7 +42,8 @@ def test_flat_schedule_agrees_with_the_spec(name):
     spec = methods.get(name)
     engine, steps, warmup = RecordingEngine(), 6, 2
     # a budget's end (not known in advance): every step computes its rounds
-    SCHEDULES[spec.schedule](engine, StopRule(lambda t: t >= steps), lambda t, result: None, 0, warmup)
+    settings = {"warmup_steps": warmup}  # the method's settings (dpu, wp read theirs)
+    SCHEDULES[spec.schedule](engine, StopRule(lambda t: t >= steps), lambda t, result: None, 0, settings)
     assert engine.rounds == steps * spec.rounds_per_step
     assert engine.kinds == set(spec.sync_kinds)
     assert all(SyncKind(kind) for kind in spec.sync_kinds)
