@@ -32,3 +32,27 @@ def reference_run(method: str, world: int, steps: int, out_dir: str, *extra: str
         *extra,
         f"out_dir={out_dir}",
     ]
+
+
+def equals_reference(out_dir: str, cfg: dict, steps: int):
+    """Asserts that the run in `out_dir` ended on the single-process reference's parameters for its
+    config (within rounding) and logged the reference's training losses; returns (the run's final
+    parameters, the reference's replay)."""
+    import csv
+    import os
+
+    import pytest
+    import torch
+
+    from acco.train.reference import replay
+    from tests.helpers.rounding import rounding_mismatch
+
+    final = torch.load(os.path.join(out_dir, "final_params.pt"))
+    ref = replay(cfg)
+    assert len(ref.history) == steps + 1
+    mismatch = rounding_mismatch(final, ref.history[-1])
+    assert mismatch is None, mismatch
+    with open(os.path.join(out_dir, "metrics.csv")) as f:
+        losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
+    assert losses == pytest.approx(ref.losses, rel=1e-4)
+    return final, ref

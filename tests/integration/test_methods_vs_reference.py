@@ -3,13 +3,9 @@ the single-process reference of its update rule, for 2 and 3 workers (3 pads the
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import torch
 
-from acco.train.reference import replay
-from tests.helpers.methods import METHODS, reference_run
+from tests.helpers.methods import METHODS, equals_reference, reference_run
 from tests.helpers.rounding import rounding_mismatch
 from tests.helpers.runs import load_run, run_train
 
@@ -30,17 +26,7 @@ def test_distributed_equals_reference(tmp_path, method, world, references):
     run_train(reference_run(method, world, STEPS, out, "optim.schedule=cosine", "optim.warmup_steps=3"))
     run = load_run(out)
     assert run["summary"]["status"] == "completed" and run["summary"]["steps_completed"] == STEPS
-    final = torch.load(os.path.join(out, "final_params.pt"))
-    ref = replay(run["cfg"])
-    assert len(ref.history) == STEPS + 1
-    mismatch = rounding_mismatch(final, ref.history[-1])
-    assert mismatch is None, mismatch
-    # the logged training losses are the reference's too
-    import csv
-
-    with open(os.path.join(out, "metrics.csv")) as f:
-        losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
-    assert losses == pytest.approx(ref.losses, rel=1e-4)
+    _, ref = equals_reference(out, run["cfg"], STEPS)  # its parameters and logged losses
     references[(method, world)] = ref.history[-1]
     # methods really differ from one another (so agreeing with the right one means something)
     ddps = {"ddp", "ddp_flat", "ddp_overlap"}  # one update rule
