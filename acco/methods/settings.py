@@ -13,7 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING
+# OmegaConf's MISSING (omegaconf.MISSING is this string: a structured config's field without a value).
+# Spelt here so that acco.methods imports nothing outside the standard library: a submit host's plan
+# and experiments/gpu_check.py's own import check read the registry before any dependency is known
+# to be there (tests/unit/test_method_registry.py checks the two agree).
+MISSING: Any = "???"
 
 __all__ = ["MISSING", "Check", "MethodConfig", "setting"]
 

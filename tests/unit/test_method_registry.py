@@ -112,3 +112,22 @@ def test_a_registered_method_is_in_the_registry():
     finally:
         METHODS.pop("test_local_sgd", None)
     assert "test_local_sgd" not in METHODS
+
+
+def test_the_registry_imports_only_the_standard_library():
+    """acco.methods is read before any dependency is known to be there (a plan on a submit host,
+    gpu_check's import check): importing it loads no third-party package, and its MISSING is OmegaConf's."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import acco.methods, acco.methods.variants; "
+        "print(sorted(m for m in ('omegaconf', 'hydra', 'torch', 'yaml') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    from omegaconf import MISSING
+
+    from acco.methods import settings
+
+    assert settings.MISSING == MISSING
