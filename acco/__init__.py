@@ -1,6 +1,6 @@
 """acco: ACCO (Accumulate While You Communicate) and its baselines on one sharded AdamW.
 
-`acco.Overlapped` runs any of the methods in one's own training loop (acco/api.py). It is imported
+`acco.Overlapped` runs any of the methods in one's own training loop. It is imported
 on first use: `import acco` itself imports nothing (acco.harness.bench is read with only a bare Python)."""
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """The backward overlap of a data-parallel step: one model of one schedule, read by the virtual
-clock (acco/engine/virtual_clock.py: PyTorch's DDP and the flat engine's overlapped ddp) and by the
-simulator (acco/harness/simulation/schedules.py `ddp`).
+clock (VirtualClock: PyTorch's DDP and the flat engine's overlapped ddp) and by the simulator (its
+schedule `ddp`).
 
 What it models is what PyTorch's DistributedDataParallel (after `no_sync()` micro-batches),
 DeepSpeed ZeRO's `overlap_comm` and FSDP do with gradient accumulation: only the last

@@ -1,6 +1,6 @@
 """Table 1 of the paper: model-state memory per replica, bytes per parameter, as a function of K
 (bytes of optimizer state per parameter; 12 for AdamW: fp32 master, m, v) and N (workers), with
-bf16 parameters, gradients and buffers (2 bytes). analysis/tables.py sets them beside the paper's
+bf16 parameters, gradients and buffers (2 bytes). The analysis's tables set them beside the paper's
 numbers and the runs' measurements; acco/harness/simulation and acco/harness/bench use them for memory per GPU."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and the experiment's block (`experiment: {id, title, paper, runs}`, the id, titl
 included from conf/experiment_info/<id>.yaml). The experiment's settings for one method come from
 conf/experiment_method/<id>/<scale>_<method>.yaml, which conf/config.yaml merges last. The rehearsal
 file includes the paper file and changes only sizes, paths and where it runs; its
-`experiment.rehearsal_maps` map the paper's run list to the rehearsal's (acco/config/overlay.py).
+`experiment.rehearsal_maps` map the paper's run list to the rehearsal's (map_run_specs).
 
     python experiments/train.py experiment=fig5/cpu method=acco
     python experiments/train.py -m experiment=fig5/cpu method=ddp,dpu,acco
@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from .compose_cache import cached
 from .location import conf_dir
 
-CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
+CONF_DIR = conf_dir()  # acco/conf, the package's
 EXPERIMENT_DIR = os.path.join(CONF_DIR, "experiment")
 SCALES = ("cpu", "paper", "rehearsal")
 # keys that say where or how a run is executed, not what it computes: left out of folder names
@@ -174,7 +174,7 @@ def run_list_names(exp: Mapping) -> tuple[dict[str, str], dict[str, str]]:
     """The runs of an experiment's run list (its composed block, `experiment`) by folder name: each
     run's name from its overrides (run_name) -> the name of its folder (the same, or the short one
     of a labelled entry, expanded_runs); and the same with the seed left open (`seed=*`: the seeds
-    reproduce.py adds to an undecided claim's groups). A run list entry without `method` runs the
+    the reproduce command adds to an undecided claim's groups). A run list entry without `method` runs the
     default method, acco. (Cached: the analysis asks for every run folder it reads.)"""
     import json
 
@@ -252,8 +252,8 @@ def run_list_keys(exp: Mapping) -> set[str]:
 
 
 def variant_root(results_root: str, ids: str, scale: str, overrides: list[str], listed_keys: set[str]) -> str:
-    """Where an experiment's runs made with `overrides` on top of its run list go (reproduce.py,
-    submit.py, make_sbatch.py): `results_root` when the overrides change no run (a path, the
+    """Where an experiment's runs made with `overrides` on top of its run list go (the reproduce,
+    submit and make_sbatch commands): `results_root` when the overrides change no run (a path, the
     launcher, the logger, a key the run list sets itself), else a results root of their own,
     `<results_root>/sweeps/<ids>-<scale>_<overrides>/`, with the usual <scale>/<id>/ folders inside,
     so that a changed reproduction never lands beside the runs the committed figures read."""
@@ -265,7 +265,7 @@ def variant_root(results_root: str, ids: str, scale: str, overrides: list[str], 
         and (k == "method" or names_the_run(k))
     ]
     if not changing or os.path.basename(os.path.dirname(os.path.normpath(results_root))) == SWEEPS:
-        return results_root  # (a root of its own already: reproduce.py's, handed to submit.py)
+        return results_root  # (a root of its own already: the reproduce command's, handed to submit)
     return os.path.join(results_root, SWEEPS, sweep_label({"id": ids}, scale, [changing]))
 
 
@@ -275,7 +275,7 @@ def results_root_override(root: str) -> str:
 
 
 def in_variant_root(overrides: list[str], composed: dict) -> tuple[list[str], str | None]:
-    """`overrides` (an experiment and more, as submit.py and status.py take them) with the results
+    """`overrides` (an experiment and more, as the submit and status commands take them) with the results
     root their runs go to (variant_root) named last, and that root when it is one of their own."""
     exp = composed.get("experiment") or {}
     root = str(composed.get("results_root") or "results")
@@ -288,7 +288,7 @@ def in_variant_root(overrides: list[str], composed: dict) -> tuple[list[str], st
 
 def default_out_dir(cfg: dict, overrides: list[str], in_experiment: bool = False) -> str:
     """`<results_root>/<scale>/<exp>/<run>` for a run of an experiment's run list (or
-    `in_experiment`: reproduce.py, submit.py and make_sbatch.py place an experiment's runs so),
+    `in_experiment`: the reproduce, submit and make_sbatch commands place an experiment's runs so),
     `<results_root>/sweeps/<label>/<run>` for any other run of an experiment (never beside the
     experiment's own runs: the figures and the report read that folder), and
     `<results_root>/runs/<time>_<run>` without an experiment."""
@@ -315,7 +315,7 @@ def with_out_dir(cfg: dict, overrides: list[str], in_experiment: bool = False) -
 
 
 def compose(overrides: list[str], in_experiment: bool = False) -> dict:
-    """The config experiments/train.py runs with these overrides (Hydra's compose API, resolved);
+    """The config the train command runs with these overrides (Hydra's compose API, resolved);
     `in_experiment`: its folder is the experiment's, whatever the overrides (default_out_dir)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -346,7 +346,7 @@ def compose_runs(common: list[str], runs: list[list[str]], in_experiment: bool =
     """compose([*common, *run]) for each run, the same configs at a fraction of the time: Hydra
     composes once per distinct choice of config groups (a run list varies values: seeds, rates,
     layouts; methods choose a group), and each run's value overrides are applied to that
-    composition by Hydra's own code for them and taken back (acco/config/value_overrides.py), as
+    composition by Hydra's own code for them and taken back (overridden), as
     Hydra applies them after the composition. A plan of 46 runs then takes seconds, not a minute."""
     return _compose_runs(common, runs, in_experiment)[1]
 

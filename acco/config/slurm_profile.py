@@ -1,5 +1,5 @@
 """What a launcher profile (conf/launcher/<name>.yaml) says beyond a job's shape, read the same way for
-the generated sbatch scripts (acco/harness/slurm/sbatch.py) and for submitit (acco/harness/slurm/dispatch.py):
+the generated sbatch scripts and for submitit:
 
     setup:          shell lines run before the ranks start   (`module load cuda`, `source venv/bin/activate`)
     sbatch_options: extra #SBATCH options, long form        (`--exclusive`, `--gres=nvme:1`, `--mem=0`; not
@@ -161,7 +161,7 @@ def check_profile(profile: dict) -> None:
 @contextlib.contextmanager
 def as_the_job_sees_the_hub(profile: dict):
     """Inside: the hub switches (OFFLINE_ENV) and hub cache variables as the job will have them, so a
-    check made before submission (acco/harness/run/preflight.py) finds what the job will find: with the hub
+    check made before submission finds what the job will find: with the hub
     off, a hub id passes only when its snapshot is in the prepared cache."""
     names = (*OFFLINE_ENV, "HF_HOME", "HF_HUB_CACHE")
     wanted = {k: v for k, v in job_env(profile) if k in names}

@@ -1,6 +1,6 @@
 """A run's value overrides (`seed=1`, `optim.lr=1e-3`) applied to a Hydra composition, the resolved
 plain config taken, and the composition given back as it was: what compose_runs
-(acco/config/experiments.py) does for every run of a plan. A deep copy of the composition per run
+does for every run of a plan. A deep copy of the composition per run
 (~25 ms, the most of a plan of hundreds of runs) is needed only for an override that adds, deletes
 or replaces a list or a mapping; one that changes an existing scalar is undone in place."""
 

@@ -1,4 +1,4 @@
-"""The build core shared by the pretraining pipelines (``prepare_pretraining.py``, ``prepare_stories.py``): raw
+"""The build core shared by the pretraining pipelines (``prepare_pretraining_data``, ``prepare_story_data``): raw
 documents -> tokenizer -> token ids in parallel -> packed token files, in memory bounded by a batch.
 
 ``build_packed(out, segments, field, tok, seq_len, ...)`` takes the raw ``datasets.Dataset``s of a

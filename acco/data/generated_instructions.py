@@ -2,7 +2,7 @@
 
 The CPU-scale stand-in for tatsu-lab/alpaca: ``generate_instructions(n, seed)`` returns ``n``
 records ``{"instruction", "input", "output"}`` (``input`` empty for about half of them), drawn from
-the story world of ``stories.py`` (its names, animals, objects, foods and places). Every task has
+the story world of ``acco.data.stories`` (its names, animals, objects, foods and places). Every task has
 one right answer, so a fine-tuned model can be scored with ``check_answer``:
 
 ========== ============================================ =====================================

@@ -1,6 +1,6 @@
 """A CPU-scale stand-in for LAMBADA, in its schema (``{"text": passage}``).
 
-Short passages from the story world of ``acco/data/stories.py`` whose last word can only be
+Short passages from the story world of ``acco.data.stories`` whose last word can only be
 predicted from earlier context: a pet's name, a friend's name, an object, a place or a food
 introduced earlier, with other names around as distractors. As in LAMBADA, the passage ends with
 the target word, without punctuation. Deterministic: passage ``i`` depends only on ``(seed, i)``.

@@ -2,8 +2,8 @@
 experiments/prepare_data.py on the login node), so the jobs run with the hub switched off
 (HF_HUB_OFFLINE=1) and find it all on disk:
 
-* a dataset named by hub id (data.source, final_eval.lambada_source): into the hub cache
-  (acco/data/hub.py), only the files the data code reads (KNOWN_DATASETS' include pattern);
+* a dataset named by hub id (data.source, final_eval.lambada_source): into the hub cache,
+  only the files the data code reads (KNOWN_DATASETS' include pattern);
 * a pretrained tokenizer named by hub id (data.tokenizer): its files into the hub cache;
 * a hub id whose config also names a local folder that is missing (data.source.path,
   data.tokenizer.path, model.pretrained_path): into that folder, as `hf download --local-dir`

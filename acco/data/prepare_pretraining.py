@@ -25,7 +25,7 @@ the token files, so its memory does not grow with the number of tokens (a full O
 GPT-2 tokens, needs ~18 GB of disk for the token files, as much again for the Arrow token ids while
 building, and datasets' Arrow copy of the text when the source is not a saved dataset). What does
 grow with the corpus is O(documents): ~14 bytes a document while splitting, 1 byte a document
-after (``split.py``).
+after.
 
 A hub id without a ``path`` is read from its snapshot folder in the hub cache (``locate_source``;
 ``sources.locate_hub_dataset``), like a local copy.

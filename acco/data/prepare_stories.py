@@ -8,7 +8,7 @@
 * ``train.bin`` / ``val.bin``: the packed token streams (``uint16``), read as ``TokenBlocks``;
 * ``meta.json``: the parameters and sizes.
 
-It is the special case of the general pipeline (``prepare_pretraining.py``) where the source is the generated
+It is the special case of the general pipeline (``prepare_pretraining_data``) where the source is the generated
 corpus and the tokenizer ``{"kind": "bpe", "vocab_size": vocab_size}``: the same document-level
 split, tokenizer training, tokenization and packing (``build_blocks.build_packed``), with its own
 cache key (the generator's parameters, see ``story_cache_path``). The blocks' token values are

@@ -1,5 +1,5 @@
 """Raw datasets through Hugging Face ``datasets``, always from local files: a copy on disk, or the
-hub cache (``acco/data/hub.py``) that ``experiments/prepare_data.py`` fills before any job starts.
+hub cache that ``experiments/prepare_data.py`` fills before any job starts.
 
 ``load_raw_dataset(hub_id, path, split, config_name, cache_dir)`` returns a ``datasets.Dataset``:
 

@@ -119,7 +119,7 @@ def load_pretrained_tokenizer(
 
     ``path``: a folder written by ``save_pretrained`` / ``hf download --local-dir`` (or one of our
     ``tokenizer.json`` files); without it, ``hub_id`` is looked up in the hub cache only
-    (``acco/data/hub.py``: where ``experiments/prepare_data.py`` fetches it).
+    (where ``experiments/prepare_data.py`` fetches it).
     ``pad_token`` is set to ``eos_token`` when the tokenizer has none. Raises ``DataNotFoundError``
     (one line: what to download, where to put it) when nothing is found.
     """

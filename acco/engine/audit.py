@@ -7,14 +7,14 @@ PyTorch's DDP / ZeroRedundancyOptimizer call (`dist.all_reduce`, `dist.broadcast
 replaced by recording wrappers; `dist.new_group` too, to name each group and note whether it
 would be NCCL on a GPU (every group not created as gloo: on CPU all of them are gloo). Off, nothing
 is replaced and nothing costs. PyTorch DDP's bucket all-reduce runs inside its C++ reducer, out of
-Python's sight: the audit registers a collective hook (acco/engine/collectives.py), which makes the
+Python's sight: the audit registers a collective hook (register_collective_hook), which makes the
 torch DDP baseline run that all-reduce through a Python comm hook calling `dist.all_reduce`
-(acco/engine/torch_ddp.py, _report_collectives), the same collective, now seen.
+(its _report_collectives), the same collective, now seen.
 
 A record: seq (this rank's count), op, group (its role: where it was created, see
 _creator, or "default"), backend (now), gpu_backend (on a GPU), thread, main (the main thread?), dtypes and
 devices of its tensors, step (committed steps so far), pending (a communication-thread job in
-flight, acco/engine/comm_worker.py), overlap (other threads inside a collective on the same group)."""
+flight), overlap (other threads inside a collective on the same group)."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ AdamW and communication thread as every other flat method.
     [mb]...[mb][fwd|bwd ............]                         compute
                    [rs b0][rs b1]...[rs bK-1][counts|adamw|all-gather]   communication
 
-The flat vector is cut into buckets (acco/engine/flat.py BucketLayout: PyTorch DDP's sizes, in
+The flat vector is cut into buckets (BucketLayout: PyTorch DDP's sizes, in
 reverse parameter order); rank r owns the r-th chunk of every bucket, so a bucket's reduce-scatter
-is balanced, moves the minimal (N−1)/N of its bytes (acco/engine/collectives.py's ring on gloo,
+is balanced, moves the minimal (N−1)/N of its bytes (reduce_scatter_sum's ring on gloo,
 NCCL's own on GPU) and needs nothing but that bucket. During the last micro-batch's backward a
 post-accumulate-grad hook on every parameter counts down each bucket's parameters; once a bucket
 and every bucket before it in launch order are final (a fixed order on every rank, as DDP's
@@ -211,7 +211,7 @@ class _Jobs:
 class BackwardOverlapEngine(RoundEngine):
     """The flat engine's rounds with ddp's sequential round replaced by the backward-overlapped step
     (run_sequential runs it as it runs the blocking one). On the virtual clock the step's time is
-    acco/analytic/overlap.py's rule (VirtualClock.backward_overlapped_step)."""
+    the overlap model's rule (VirtualClock.backward_overlapped_step)."""
 
     def __init__(self, flat: FlatModel, syncer: BucketedSyncer, *args, **kwargs):
         super().__init__(flat, syncer, *args, **kwargs)

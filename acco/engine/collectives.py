@@ -13,7 +13,7 @@ that ran the collective, right after it, as fn(op, nbytes, world, started), wher
 "all_reduce" | "reduce_scatter" | "all_gather", nbytes the size of the full buffer (the ring's
 per-rank share is the hook's to work out), world the group's size and started the
 time.perf_counter() at which the collective began. The engine's torch DDP baseline reports
-PyTorch's own collectives through the same hooks (acco/engine/torch_ddp.py)."""
+PyTorch's own collectives through the same hooks."""
 
 from __future__ import annotations
 

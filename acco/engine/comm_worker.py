@@ -11,7 +11,7 @@ ones instead of starved behind them (overlap is the point of the thread).
 Every CUDA call goes through the module-level `cuda` (torch.cuda), the one place a test puts a
 stand-in (tests/unit/test_comm_worker.py checks the order of the calls on CPU).
 
-Two modes for `make gpu-check`'s race detection (experiments/gpu_check.py), both off by default:
+Two modes for `make gpu-check`'s race detection, both off by default:
 - inline (`dist.comm_thread=false`, set through `configure`): no thread and no stream, `submit`
   runs the job at once on the caller's thread and current stream, the sequential reference a
   threaded run must equal bit for bit (deterministic runs);
@@ -40,7 +40,7 @@ from . import device_clock
 cuda = torch.cuda
 
 # jobs submitted and not yet done, over every worker of this process: the collective audit
-# (acco/engine/audit.py) records whether a sync was in flight when a collective was issued
+# records whether a sync was in flight when a collective was issued
 _in_flight = 0
 _in_flight_lock = threading.Lock()
 

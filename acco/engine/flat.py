@@ -71,7 +71,7 @@ class BucketLayout:
     ) -> BucketLayout:
         """PyTorch DDP's bucketing on the flat vector: the parameters (`slices`, model order) taken
         in reverse order fill the current bucket until its bytes reach its limit (`limits` in turn,
-        the last repeating: acco/analytic/overlap.py ddp_limits); a bucket starts at its first
+        the last repeating: ddp_limits); a bucket starts at its first
         parameter's offset rounded up to a multiple of N (the few entries below it belong to the
         next bucket, which is final later anyway); the first bucket holds the padding."""
         world = layout.world_size

@@ -45,7 +45,7 @@ class RoundEngine:
         clock: VirtualClock | None = None,
     ):
         """`clock` (clock.mode=virtual): the virtual clock decides every rank's micro-batches per
-        round (acco/engine/virtual_clock.py) instead of the real sync's end."""
+        round instead of the real sync's end."""
         self.flat = flat
         self.syncer = syncer
         self.buffer = syncer.buffer

@@ -36,13 +36,13 @@ def adamw_param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_a
 
 # allreduce: PyTorch's own hook; reduce_scatter / reduce_scatter_bf16: reduce_scatter_hook with the
 # bucket sent in fp32 / in bf16 as ACCO's buffer is (PyTorch's bf16_compress_hook needs NCCL);
-# the names are ddp's setting (acco/methods/ddp.py)
+# the names are ddp's setting method.comm_hook
 COMM_HOOKS = DDP_COMM_HOOKS
 
 
 def reduce_scatter_hook(world: int, wire_dtype: torch.dtype | None = None):
     """A DDP communication hook that averages a gradient bucket with a reduce-scatter and an
-    all-gather (acco/engine/collectives.py: a ring from point-to-point sends on gloo, NCCL's own
+    all-gather (reduce_scatter_sum: a ring from point-to-point sends on gloo, NCCL's own
     reduce-scatter on GPU), each rank sending 2(N-1)/N of the bucket: the minimal bytes, as NCCL's
     ring all-reduce does. gloo's all-reduce, PyTorch's default hook on CPU, moved ~1.9x longer on
     a shaped link for the same bucket, which is gloo's algorithm, not DDP's. Like PyTorch's hook it
@@ -115,7 +115,7 @@ class TorchDDPZero1:
         (cat "ddp_bucket": from DDP's call of the hook to its future's completion) and the last
         backward a span "bwd (DDP, to the last gradient)" (cat "ddp_backward": until the last
         parameter's gradient is final), so how much of the reduction the backward hides is read off
-        the trace (acco/engine/trace.py backward_overlap); both categories stay out of the compute and
+        the trace (backward_overlap); both categories stay out of the compute and
         communication lanes' sums, whose "bwd + all_reduce (DDP hooks)" span covers the whole
         hooked backward, waiting for its reductions included."""
         if comm_hook not in COMM_HOOKS:
@@ -155,11 +155,11 @@ class TorchDDPZero1:
         self.clip_norm = float(clip_norm or 0.0)
         self.step_count = 0
         self.micro_batches = 0  # global micro-batches of the committed steps (a budget's schedule)
-        # per-rank votes carried in the loss all-reduce, as on the flat path (acco/engine/sync.py)
+        # per-rank votes carried in the loss all-reduce, as on the flat path (Agreement)
         self.votes: Callable[[], Sequence[float]] = tuple
         self.agreed_votes: list[float] = []
         # one comm hook (DDP takes one): the bucket's reduction, reported to the collective hooks
-        # (acco/engine/collectives.py) and timed for the trace when either is wanted; none at all
+        # (register_collective_hook) and timed for the trace when either is wanted; none at all
         # (DDP's own C++ all-reduce) otherwise
         hook = None
         if comm_hook.startswith("reduce_scatter"):
@@ -224,7 +224,7 @@ class TorchDDPZero1:
         return reported_allreduce
 
     def _report_step(self) -> None:
-        """PyTorch's collectives through the collective hooks (acco/engine/collectives.py), like
+        """PyTorch's collectives through the collective hooks (register_collective_hook), like
         the flat path's: each bucket's all-reduce is reported by the comm hook (the reduce-scatter
         hook's collectives report themselves), and the optimizer step (whose partition broadcasts
         move the bytes of an all-gather of the parameters) is reported as an all-gather. Only when

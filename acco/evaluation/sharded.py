@@ -3,7 +3,7 @@
 every part's sums gives what one process scoring everything would (to round-off: the sums are
 float64), and ``finish`` turns the sums into the reported figures.
 
-No torch.distributed here: the caller adds the parts' sums (acco/train/post_training.py: one all-reduce;
+No torch.distributed here: the caller adds the parts' sums (post-training: one all-reduce;
 a single process calls the evaluation itself)."""
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ def init_process_group(
     dump_dir: str | None = None,
 ) -> str:
     """dist.backend: auto is NCCL on CUDA, gloo on CPU; gloo on CUDA runs the training
-    collectives through host copies (acco/engine/collectives.py). `deterministic`
+    collectives through host copies. `deterministic`
     (train.deterministic) on CUDA: deterministic kernels set before the first group."""
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"

@@ -1,7 +1,7 @@
 """What a job of many runs would do, before it does it: each run complete (skipped), to train, or to
 train again (made with other settings than its config now says), with an ETA for what trains. The
 one planner of `experiments/reproduce.py <ids> --plan` and of a sweep's preview
-(`experiments/train.py -m ... --plan`, acco/harness/sweep_preview.py).
+(`experiments/train.py -m ... --plan`).
 
 A planned run is a dict: name (what the plan calls it), exp and scale (whose measured times give
 its ETA), cost (steps x workers, seconds_per_cost's unit), and its state (run_state): complete,
@@ -43,8 +43,8 @@ def run_cost(cfg: dict) -> float:
 
 
 def stale_settings(out_dir: str, cfg: dict) -> list[str]:
-    """The settings in which the run in `out_dir` was made differently from `cfg` (acco/config/
-    experiments.py changed_keys); [] without a saved config.yaml."""
+    """The settings in which the run in `out_dir` was made differently from `cfg`
+    (changed_keys); [] without a saved config.yaml."""
     from ..config.experiments import changed_keys
 
     saved = saved_config(out_dir)
@@ -56,7 +56,7 @@ def run_state(out_dir: str, cfg: dict, compare: bool = True) -> dict:
     skipped), stale (the settings a completed run was made with otherwise: it trains again), status
     (summary.json's, None without one) and wall_s (its wall time; None on the virtual clock, whose
     times say nothing of the machine's). compare=False: a completed run is complete whatever its
-    settings (a sweep skips it so; reproduce.py trains a stale one again)."""
+    settings (a sweep skips it so; the reproduce command trains a stale one again)."""
     summary = read_summary(out_dir) or RunSummary()
     stale = stale_settings(out_dir, cfg) if summary.completed and compare else []
     real_clock = (cfg.get("clock") or {}).get("mode") != "virtual"

@@ -1,8 +1,8 @@
 """A sweep's preview (`python experiments/train.py -m <overrides> --plan`, which sets
-hydra.launcher.plan=true for acco's launcher, hydra_plugins/acco_launcher/local_launcher.py): every
-job's folder, complete (the sweep skips it) or to train, and the ETA, by the planner of
-`reproduce.py --plan` (acco/harness/preview.py); with launcher=slurm, the job arrays a submission
-would make and the runs whose job is still queued or running. Nothing is trained, submitted or
+hydra.launcher.plan=true for acco's launcher): every job's folder, complete (the sweep skips it) or
+to train, and the ETA, by the planner of `experiments/reproduce.py --plan` (plan_text); with
+launcher=slurm, the job arrays a submission would make and the runs whose job is still queued or
+running. Nothing is trained, submitted or
 written."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def planned_job(job: CheckedJob) -> dict:
 
 
 def slurm_lines(to_submit: list[dict], running: list[str]) -> list[str]:
-    """What submitting would do: the job arrays (one per shape, acco/harness/slurm/dispatch.py
+    """What submitting would do: the job arrays (one per shape,
     job_arrays), and the runs left alone because their job is still queued or running."""
     from ..config.validate import ConfigError
     from .entry import fail_config

@@ -1,5 +1,5 @@
-"""The methods, one module each, and their registry: METHODS maps method.name to its MethodSpec
-(acco/methods/spec.py), in the order the suite lists them; `get` looks one up, `register` adds one
+"""The methods, one module each, and their registry: METHODS maps method.name to its MethodSpec,
+in the order the suite lists them; `get` looks one up, `register` adds one
 (a method defined outside this package, e.g. in a test).
 
 A method defined outside acco is a module that calls `register` when imported; ACCO_METHODS (a

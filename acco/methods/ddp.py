@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .settings import MISSING, Check, MethodConfig, setting
 from .spec import FLAT, TORCH_DDP, MethodSpec
 
-# how PyTorch's DDP averages a gradient bucket (acco/engine/torch_ddp.py implements each)
+# how PyTorch's DDP averages a gradient bucket (the torch DDP engine implements each)
 COMM_HOOKS = ("allreduce", "reduce_scatter", "reduce_scatter_bf16")
 
 
@@ -17,7 +17,7 @@ class DdpMethod(MethodConfig):  # conf/method/ddp.yaml
     # impl=torch: how DDP averages a gradient bucket, allreduce (PyTorch's own) | reduce_scatter
     # (reduce-scatter + all-gather, the minimal bytes) | reduce_scatter_bf16
     comm_hook: str = setting("allreduce", Check("choice", choices=COMM_HOOKS, default="allreduce"))
-    # impl=flat: reduce-scatter gradient buckets during the last backward (acco/engine/backward_overlap.py)
+    # impl=flat: reduce-scatter gradient buckets during the last backward
     overlap_backward: bool = setting(False, Check("bool", default=False))
     # DDP's bucket_cap_mb; null: DDP's defaults (1 MiB first, then 25). `unit`: what the number counts,
     # which acco.Overlapped's refusal names

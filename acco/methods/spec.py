@@ -1,5 +1,5 @@
 """What the rest of the code needs to know about a method, as data: one frozen MethodSpec per
-method (a module of this package each), looked up by name in the registry (acco/methods/__init__.py).
+method (a module of this package each), looked up by name in the registry (this package's `get`).
 Plain data, no torch, importing nothing else of acco: the bottom layer, so every other layer (the
 config schema, the cost model, the plan on a submit host) can read it."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from .settings import MethodConfig
 
-# the backends the trainer builds (acco/train/build.py resolves these names)
+# the backends the trainer builds (build_backend resolves these names)
 TORCH_DDP = "torch_ddp"  # PyTorch's DistributedDataParallel + ZeroRedundancyOptimizer
 FLAT = "flat"  # the flat engine: flat buffers, sharded AdamW, a communication thread
 LOCAL = "local"  # the local methods' engine: an inner AdamW per worker, a sharded outer step
@@ -20,7 +20,7 @@ LOCAL = "local"  # the local methods' engine: an inner AdamW per worker, a shard
 @dataclass(frozen=True)
 class MethodSpec:
     """One method's facts. `schedule` names the schedule of rounds its backend runs
-    (acco/train/backend_flat.py and backend_local.py resolve it); `sync_kinds` are the values of
+    (the flat and the local backends resolve it); `sync_kinds` are the values of
     acco.engine.sync.SyncKind its rounds launch (the virtual clock prices each)."""
 
     name: str  # method.name in conf/method/<name>.yaml
@@ -28,7 +28,7 @@ class MethodSpec:
     backend: str  # TORCH_DDP | FLAT | LOCAL; with `impls`, what an impl not listed there builds on
     schedule: str
     sync_kinds: tuple[str, ...]
-    table1_row: str  # the row of acco/analytic/table1.py TABLE1_FORMULAS a run of it measures
+    table1_row: str  # the row of TABLE1_FORMULAS a run of it measures
     settings: tuple[str, ...] = ()  # the method.* keys it reads beside `name` (default: its config's fields)
     rounds_per_step: int = 1  # rounds of compute per committed step (ACCO: an estimate and a commit)
     carries_gradients: bool = False  # a round's accumulated gradients wait for the next round's sync
@@ -42,15 +42,15 @@ class MethodSpec:
     # method.impl -> backend, and the impl a config without one gets (only ddp has a choice)
     impls: tuple[tuple[str, str], ...] = ()
     default_impl: str | None = None
-    # its update rule in the single-process reference (acco/train/reference.py RULES; "": none)
+    # its update rule in the single-process reference (the reference's RULES; "": none)
     reference: str = ""
-    # its settings' dataclass (acco/methods/settings.py), and the name conf/method/<name>.yaml lists
-    # first in its defaults to be checked against it (acco/config/schema.py registers each)
+    # its settings' dataclass (a MethodConfig), and the name conf/method/<name>.yaml lists
+    # first in its defaults to be checked against it (the schema's register() stores each)
     config: type = MethodConfig
     config_schema: str = "schema_acco"
     # settings its config gained after checkpoints were first written, each with the value that
     # means what such a checkpoint did: it still resumes a run that leaves them there
-    # (acco/train/checkpoint.py with_added_settings)
+    # (with_added_settings)
     added_settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """A write that finds the disk full turns into one clear error (NoSpaceError, not a traceback); the
 reserve that keeps room for the failure report; the sweep of the leftovers of writers that died.
-The estimate of what a run writes, checked before it starts, is acco/harness/run/disk.py: it also says
+The estimate of what a run writes, checked before it starts, is the harness's check_disk: it also says
 by how much a full disk falls short and which setting shrinks the run, an `Advice` its writers are
 handed (the trainer, for its checkpoints; the worker, for its own files)."""
 
@@ -21,7 +21,7 @@ RESERVE_BYTES = 256 * 1024
 NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 NO_SPACE_TEXT = ("no space left on device", "os error 28", "storagefull", "disk quota exceeded", "os error 122")
 # (bytes the write needed) -> (bytes the run is short or None, the setting that shrinks the run or ""):
-# what a full disk's one line adds, from the run's estimate (acco/harness/run/disk.py shortfall_advice)
+# what a full disk's one line adds, from the run's estimate (the harness's shortfall_advice)
 Advice = Callable[[int | None], tuple[int | None, str]]
 
 
@@ -156,8 +156,8 @@ def release(out_dir: str) -> bool:
         return False
 
 
-# what our writers leave while they write: acco/atomic.py's temporary files, checkpoint.py's
-# unfinished folders, trace.py's parts, the model being saved
+# what our writers leave while they write: an atomic write's temporary files, a checkpoint's
+# unfinished folders, a trace's parts, the model being saved
 LEFTOVERS = (".*.tmp-*", "checkpoints/.partial_step_*", "checkpoints/*/.*.tmp-*", "failures/.*.tmp-*", ".model.partial")
 
 

@@ -33,13 +33,13 @@ METRIC_FIELDS = [
 
 # a run folder's files that a new run (not a resume) replaces
 # A run folder's files that a new run in it replaces. timing.json is the trace's medians that
-# analysis/slim_results.py keeps when it cuts a trace: a run made again must not keep the old one's.
+# the analysis keeps when it slims a trace: a run made again must not keep the old one's.
 RUN_FILES = ("metrics.csv", "summary.json", "trace.json", "timing.json", "final_params.pt", "config.yaml", "eval.json")
 
 
 def write_report(out_dir: str, path: str, obj) -> None:
     """A small file that must be written even on a full disk (summary.json, a failure note): on
-    lack of space the run's reserve (acco/runtime/disk.py) is released and the write tried again."""
+    lack of space the run's disk reserve is released and the write tried again."""
     from .disk import is_no_space, release
 
     try:

@@ -1,5 +1,5 @@
 """The training process group's settings that a rank's own code needs, under any launcher (the
-harness's acco/harness/launch.py, torchrun around acco.Overlapped, srun): the run's timeouts in one
+harness's own, torchrun around acco.Overlapped, srun): the run's timeouts in one
 order, high-priority streams for the training collectives, deterministic CUDA kernels before the
 first group."""
 
@@ -15,10 +15,10 @@ import torch.distributed as dist
 @dataclass(frozen=True)
 class Timeouts:
     """Every wait that ends a training run whose peer is gone, in the order they fire, all sized
-    from dist.step_timeout_s (itself sized from the run's estimated sync, acco/harness/run/plan.py):
+    from dist.step_timeout_s (itself sized from the run's estimated sync by the run's plan):
 
       host_wait_s   a rank waiting for a peer in a training collective gives up: on NCCL the host's
-                    wait for a sync's device work (acco/engine/device_clock.py), on gloo the
+                    wait for a sync's device work, on gloo the
                     collective's own timeout; the rank reports it and, on NCCL, dumps the flight
                     recorder (the last collectives of every group) to <out_dir>/nccl_trace_rank_<r>
       collective_s  NCCL's watchdog aborts the communicators (and dumps, if no rank did): the
@@ -89,7 +89,7 @@ FLIGHT_RECORDER_FILE = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"  # NCCL's own dump on a
 
 def flight_recorder_path(rank: int, environ=None) -> str | None:
     """Where NCCL's flight recorder dumps rank `rank`'s last collectives on a timeout (the run's
-    folder when the harness set it, acco/harness/launch.py nccl_error_handling); None: not set."""
+    folder when the harness set it: nccl_error_handling); None: not set."""
     prefix = (os.environ if environ is None else environ).get(FLIGHT_RECORDER_FILE)
     return f"{prefix}{rank}" if prefix else None
 

@@ -1,5 +1,5 @@
-"""A run folder's saved config.yaml, read fast: a plan of every experiment (reproduce.py --plan, a
-sweep's preview) reads hundreds of them, and PyYAML's pure-Python loader takes ~20 ms a file where
+"""A run folder's saved config.yaml, read fast: a plan of every experiment (the reproduce command's
+--plan, a sweep's preview) reads hundreds of them, and PyYAML's pure-Python loader takes ~20 ms a file where
 its C loader (libyaml, when PyYAML was built with it) takes ~4 ms; both give the same data."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def load_yaml(path: str) -> dict:
     """The mapping a YAML file holds ({} for an empty file); OSError and yaml.YAMLError propagate.
-    Kept as JSON in the compose cache (acco/config/compose_cache.py) under the file's path, inode,
+    Kept as JSON in the compose cache under the file's path, inode,
     size and modification time: a plan reads every committed run's config.yaml each time."""
     st = os.stat(path)
     return cached("yaml", (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns), lambda: _parse(path))

@@ -1,10 +1,10 @@
 """summary.json, a run's record of how it ended, as one typed record.
 
-Rank 0 writes it when the run ends (acco/harness/run/worker.py); the launcher rewrites it for a run
-whose ranks it saw fail (acco/harness/run/supervise.py). The harness reads it to resubmit, report
-status and print the closing line; analysis/ reads it beside metrics.csv. Every field may be missing
-from a file (an older writer's, or a run that died early): it then reads as None. Keys this version
-does not know are kept in `extra` and written back after the known ones, so a rewrite loses nothing.
+Rank 0 writes it when the run ends; the launcher rewrites it for a run whose ranks it saw fail. The
+harness reads it to resubmit, report status and print the closing line; analysis/ reads it beside
+metrics.csv. Every field may be missing from a file (an older writer's, or a run that died early):
+it then reads as None. Keys this version does not know are kept in `extra` and written back after
+the known ones, so a rewrite loses nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class RunSummary:
     error: str | None = None
     # a lost connection or a timed-out collective means a peer failed, not the rank that saw it
     failed_rank: int | None = None
-    launcher: str | None = None  # local | torchrun | slurm (acco/harness/launch.py)
+    launcher: str | None = None  # local | torchrun | slurm
     slurm_job_id: str | None = None
     backend: str | None = None
     device: str | None = None
@@ -52,7 +52,7 @@ class RunSummary:
     per_rank: list[dict | None] = field(default_factory=list)  # memory, busy time, micro-batches
     resumed_from_step: int | None = None
     last_checkpoint: str | None = None
-    # where and when it ran: CPUs, load averages at start and end, torch, UTC times (worker.py)
+    # where and when it ran: CPUs, load averages at start and end, torch, UTC times
     host: dict | None = None
     rank_errors: list | None = None  # launcher only: each rank's own failure note
     exit_codes: list | None = None  # launcher only: each rank's exit code

@@ -3,9 +3,9 @@ schedule of committed steps, say whether the last step's gradient was finite, ha
 back its checkpoint state, the committed parameters θ_t, and its memory figures.
 
 Two implementations: PyTorch's own DistributedDataParallel + ZeroRedundancyOptimizer (the paper's
-ddp baseline, acco/train/backend_torch_ddp.py) and the flat engine, on which every method is a
-schedule of rounds (acco/train/backend_flat.py). Signals, checkpoint files, evaluation and metrics
-are the trainer's, the same for both."""
+ddp baseline, TorchDDPBackend) and the flat engine, on which every method is a schedule of rounds
+(FlatBackend). Signals, checkpoint files, evaluation and metrics are the trainer's, the same for
+both."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from ..engine.virtual_clock import VirtualClock
 class Backend(ABC):
     runner: MicroBatchRunner | None  # the compute side: data position, micro-batch counts
     # the model's parameters are stored in the compute dtype (bf16 on the flat path); otherwise
-    # evaluation rounds them to it for the block (acco/train/trainer.py evaluation_precision)
+    # evaluation rounds them to it for the block (evaluation_precision)
     parameters_in_compute_dtype: bool
     # gradients carried from one committed step into the next (dpu/wp/acco): part of a checkpoint
     carries_gradients: bool
-    # clock.mode=virtual: the modelled time of every rank (acco/engine/virtual_clock.py); None: real time
+    # clock.mode=virtual: the modelled time of every rank (VirtualClock); None: real time
     clock: VirtualClock | None = None
 
     @abstractmethod
@@ -75,7 +75,7 @@ class Backend(ABC):
 
     @abstractmethod
     def precision_report(self) -> dict:
-        """The dtype of each of its buffers, by role (acco/train/precision.py, precision_report)."""
+        """The dtype of each of its buffers, by role (precision_report)."""
 
     @abstractmethod
     def round_micro_batches(self) -> list[int]:

@@ -1,6 +1,6 @@
 """The flat engine as a backend: flat parameter and gradient buffers, AdamW sharded over the ranks
 and a communication thread (acco/engine/*), on which ddp (impl=flat), dpu, wp and acco are
-schedules of rounds (acco/engine/rounds.py)."""
+schedules of rounds."""
 
 from __future__ import annotations
 
@@ -91,10 +91,10 @@ class FlatBackend(Backend):
         accumulator's and the communication buffer's dtype (default: the compute dtype); the
         parameters are stored in the compute dtype.
         `overlap_backward` (ddp, method.overlap_backward): reduce-scatter the gradients bucket by
-        bucket during the last micro-batch's backward (acco/engine/backward_overlap.py), in buckets of
+        bucket during the last micro-batch's backward, in buckets of
         `bucket_mb` MiB (method.bucket_mb; None: PyTorch DDP's defaults, a 1 MiB first bucket then
         25 MiB).
-        `clock` (clock.mode=virtual): the rounds run on the virtual clock (acco/engine/virtual_clock.py);
+        `clock` (clock.mode=virtual): the rounds run on the virtual clock;
         `slowdown` should then be 1 (the clock slows a heterogeneous worker, not a sleep)."""
         spec = get(method)
         if spec.backend != FLAT:

@@ -1,6 +1,6 @@
 """The local methods as a backend: diloco and streaming_diloco on the flat engine's machinery
 (flat buffers, the communication thread, the micro-batch runner), with an inner AdamW per worker and
-an outer Nesterov step sharded over the ranks (acco/engine/local_rounds.py)."""
+an outer Nesterov step sharded over the ranks."""
 
 from __future__ import annotations
 
@@ -76,9 +76,9 @@ class LocalBackend(Backend):
         outer_dtype: torch.dtype | None = None,
         rounds: str = "local_rounds",
     ):
-        """`clock` (clock.mode=virtual): inner steps and fragment syncs on the virtual clock
-        (acco/engine/virtual_clock.py); `slowdown` should then be 1. `outer_dtype`
-        (train.grad_dtype): the pseudo-gradient's dtype on the wire (default: the compute dtype).
+        """`clock` (clock.mode=virtual): inner steps and fragment syncs on the virtual clock;
+        `slowdown` should then be 1. `outer_dtype` (train.grad_dtype): the pseudo-gradient's dtype
+        on the wire (default: the compute dtype).
         `rounds`: the schedule of rounds (LOCAL_SCHEDULES; the method's spec names it)."""
         self.rounds = lookup(LOCAL_SCHEDULES, rounds, "local schedule of rounds")
         self.device = device

@@ -1,5 +1,5 @@
 """The ddp baseline as a backend: PyTorch's DistributedDataParallel + ZeroRedundancyOptimizer
-(acco/engine/torch_ddp.py), one committed step per accumulation of `accum` micro-batches."""
+(TorchDDPZero1), one committed step per accumulation of `accum` micro-batches."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class TorchDDPBackend(Backend):
         bucket_mb: float | None = None,
     ):
         """`clock` (clock.mode=virtual, with this `rank` of `world_size`): every step on the virtual
-        clock (acco/analytic/overlap.py's rule): accum micro-batches on each rank, each bucket's
+        clock (the overlap model's rule): accum micro-batches on each rank, each bucket's
         all-reduce from when every rank has it final in the last backward and the link is free, then
         ZeRO's broadcast, which nothing hides (`slowdown` should then be 1). DDP's first step reduces
         one bucket of everything, the later ones its rebuilt buckets; the reduce-scatter hooks run
@@ -101,7 +101,7 @@ class TorchDDPBackend(Backend):
         t = start
         while not until.done(t):
             result = self.live_ddp.step()
-            if self.clock is not None:  # the step on the virtual clock (acco/analytic/overlap.py)
+            if self.clock is not None:  # the step on the virtual clock (the overlap model's rule)
                 # DDP's first step in this process (a resumed run's too) reduces one bucket
                 buckets, reduce_s, tail_s = self.steps_model[min(self.steps_here, 1)]
                 self.clock.backward_overlapped_step(self.accum, buckets, reduce_s, tail_s, self.share)

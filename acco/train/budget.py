@@ -54,7 +54,7 @@ class RunLength:
 
 def run_length(train_cfg: Mapping[str, Any], tokens_per_sample: int = 0) -> RunLength:
     """How long a run's train section says it trains (steps, a budget, or whichever comes first).
-    `train_cfg`: the run's typed view's, or a plan's plain dict (acco/harness/run/plan.py)."""
+    `train_cfg`: the run's typed view's, or a plan's plain dict."""
     steps, tokens, samples = train_cfg["steps"], train_cfg.get("tokens"), train_cfg.get("samples")
     if tokens is not None and samples is not None:
         raise BudgetError("train.tokens and train.samples are both set; keep one budget")

@@ -1,5 +1,5 @@
 """The backend that runs a method's schedule, chosen in one place: the suite's Trainer
-(acco/train/trainer.py) and acco.Overlapped (acco/api.py) both build theirs here."""
+and acco.Overlapped both build theirs here."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def build_backend(
     the optimizer's numbers (for diloco/streaming_diloco the inner optimizer's); `clock`: clock.mode=virtual, else None;
     `may_extend`: adaptive rounds near the end of a budget (the trainer's budget_allows_more).
 
-    First, every method: the ranks must hold the same initial parameters (acco/train/same_start.py:
+    First, every method: the ranks must hold the same initial parameters (same_start:
     a difference is refused with one line) or, `broadcast_initial`, take rank 0's; on `start_group`
     (the caller's thread's own group: the training group carries only the engine's collectives),
     default `comm_group`."""
@@ -194,7 +194,7 @@ def _flat(p: BackendParts) -> Backend:
     )
 
 
-# the builder of each backend, by the name a method's spec gives (acco/methods/spec.py: `backend`)
+# the builder of each backend, by the name a method's spec gives (MethodSpec.backend)
 BUILDERS: dict[str, Callable[[BackendParts], Backend]] = {TORCH_DDP: _torch_ddp, LOCAL: _local, FLAT: _flat}
 
 

@@ -9,9 +9,9 @@
                                         manifest.json  step, world size, the run's settings, and
                                                        size and SHA-256 of every rank's file
 
-Each rank streams its own tensors to its own file in pieces (acco/train/checkpoint_state.py), so a
+Each rank streams its own tensors to its own file in pieces (checkpoint_state), so a
 save holds no second copy of the state in host memory, and computes its file's SHA-256 from the
-bytes as they are written (acco/train/checkpoint_io.py). On resume each rank reads DCP's metadata,
+bytes as they are written (checkpoint_io). On resume each rank reads DCP's metadata,
 the manifest and its own file only, once, checking that file's SHA-256 as it reads; the parameters,
 the same on every rank, come back as each rank's share, exchanged after loading.
 
@@ -57,7 +57,7 @@ from .checkpoint_state import (
 if TYPE_CHECKING:
     from torch.distributed.checkpoint.api import CheckpointException
 
-# torch.distributed.checkpoint (and acco/train/checkpoint_io.py, built on it) is imported when a
+# torch.distributed.checkpoint (and checkpoint_io, built on it) is imported when a
 # checkpoint is saved or loaded, not with this module: its import (FSDP, DTensor, ~700 modules) made
 # every training step of a run ~4 % slower here (ACCO, 2 ranks, measured against the tree before it)
 DCP_METADATA = ".metadata"  # DCP's own index of a checkpoint's items (checkpoint_io.METADATA)

@@ -10,7 +10,7 @@ What DCP's FileSystemWriter/Reader do not do, done here by subclassing them:
     gathers each rank's read errors) instead of a separate check that reads everything again.
 
 A tensor is written from, and read into, host memory one item at a time (an item is at most one
-piece of the split state, acco/train/checkpoint_state.py): a save or a load adds at most a piece or
+piece of the split state): a save or a load adds at most a piece or
 two to the process's memory, whatever the state's size."""
 
 from __future__ import annotations

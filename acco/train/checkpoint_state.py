@@ -1,4 +1,4 @@
-"""A rank's part of a checkpoint as flat items for acco/train/checkpoint_io.py: its own state and
+"""A rank's part of a checkpoint as flat items for checkpoint_io: its own state and
 its share of the state every rank holds alike, each tensor in pieces of at most PIECE_BYTES.
 
     rank<r>/skeleton          the rank's state with every large tensor replaced by a reference

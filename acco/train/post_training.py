@@ -1,7 +1,7 @@
 """What the ranks do together after the last committed step, on a process group of its own whose
 timeout (dist.final_timeout_s, hours by default) bounds waits for work that grows with the model
 and the evaluation sets, not with one training step: the sharded final evaluation (each rank
-scores its share, one all-reduce of float64 sums) and, in acco/harness/run/worker.py, rank 0's saves and the
+scores its share, one all-reduce of float64 sums) and, in the harness's worker, rank 0's saves and the
 gather of every rank's figures."""
 
 from __future__ import annotations

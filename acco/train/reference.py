@@ -164,7 +164,7 @@ class Reference:
         return theta
 
     def run_local_method(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
-        """diloco / streaming_diloco (acco/engine/local_rounds.py) for `steps` inner steps: one
+        """diloco / streaming_diloco for `steps` inner steps: one
         AdamW state per worker (swapped into the one torch.optim.AdamW), an outer
         torch.optim.SGD(nesterov=True) per fragment; `padded`: the flat vector's padded length,
         which places the fragments' boundaries. Returns φ_T (self.history: φ after each step)."""

@@ -2,7 +2,7 @@
 
 Data-parallel methods assume the ranks hold the same parameters at the start: the flat engine's
 ranks each copy their own model into their shard of the master copy, and the local methods' global
-parameters φ start as each rank's own (acco/engine/local_rounds.py), so ranks seeded differently
+parameters φ start as each rank's own, so ranks seeded differently
 would be silently stitched together (a shard from each) or averaged into the first outer step.
 PyTorch's DistributedDataParallel copies rank 0's weights to every rank when it is built; here, by
 default, a difference is refused with one line before any training collective

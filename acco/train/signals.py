@@ -1,5 +1,5 @@
 """Checkpoint signals: a signal asks for a checkpoint and a clean exit, which happens at the next
-step boundary that every rank agrees on (acco/train/trainer.py `at_step_boundary`). Each rank's
+step boundary that every rank agrees on (the trainer's `at_step_boundary`). Each rank's
 signal travels as a vote in the step's own count all-reduce, so agreeing costs no barrier."""
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ class Trainer:
         self.steps = self.length.steps  # None: the budget alone ends the run
         self.until = StopRule(lambda t: self.length.done(t, self.samples), self.steps)
         self.accum = train.accum
-        # clock.mode=virtual: time is the schedule's modelled time (acco/engine/virtual_clock.py); a
+        # clock.mode=virtual: time is the schedule's modelled time (VirtualClock); a
         # heterogeneous worker is then slower by the clock, not by a sleep
         self.clock_settings = ClockSettings.from_config(cfg)
         virtual = self.clock_settings.virtual
@@ -144,10 +144,10 @@ class Trainer:
         self.training_group = group
         self.backend: Backend
         # dist.comm_thread=false: the flat engine's syncs inline, on this thread and stream (the
-        # sequential reference of make gpu-check's race check, acco/engine/comm_worker.py)
+        # sequential reference of make gpu-check's race check)
         comm_worker.configure(cfg.dist.get("comm_thread", True))
         # PyTorch's DDP (ddp, method.impl=torch), the local methods' or the flat engine's, as
-        # acco.Overlapped builds it (acco/train/build.py). Deterministic on CUDA: torch's
+        # acco.Overlapped builds it (build_backend). Deterministic on CUDA: torch's
         # deterministic kernels. The local methods agree on the inner steps' counts on this
         # thread's group: never behind a fragment's sync on the communication thread's
         self.backend = build_backend(

@@ -1,7 +1,7 @@
-"""`make bench`: the performance testbed's benchmark (experiments/bench.py is the entry point)."""
+"""`make bench`: the performance testbed's benchmark."""
 
 # A smaller GPT-Neo and corpus than the CPU-scale defaults: the benchmark's own test (--tiny) and the
-# test parts of experiments/gpu_check.py (tests/helpers/runs.py's SMALL_LM adds train.log_every=0). Kept
+# test parts of the GPU check (the test helpers' SMALL_LM adds train.log_every=0). Kept
 # here, importing nothing, so the GPU check reads it with only PYTHONPATH=.gpu-deps.
 SMALL_LM = [
     "model.config.hidden_size=64",

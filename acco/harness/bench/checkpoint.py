@@ -1,11 +1,11 @@
-"""`make bench-checkpoint` (experiments/bench_checkpoint.py): what a checkpoint costs each rank, for
+"""`make bench-checkpoint`: what a checkpoint costs each rank, for
 ACCO and the paper's DDP (PyTorch DDP + ZeroRedundancyOptimizer), at world size 2, on a model large
 enough (>= 300 M parameters) that the training state dominates the process.
 
 Each method runs the real entry point twice: a 3-step run checkpointing every step, stopped after
 step 2 by a checkpoint signal (as a Slurm time limit does), then `resume=auto`, which loads step 2's
 checkpoint and finishes. The figures are what each rank measured of its own last save and of the
-load (summary.json's per_rank checkpoint_io, acco/train/checkpoint.py):
+load (summary.json's per_rank checkpoint_io):
 
   state_bytes               the tensors of its part of the checkpoint (its own state, its share of
                             the parameters)

@@ -1,7 +1,7 @@
-"""`make bench` (experiments/bench.py): every method on the emulated link, side by side in one run.
+"""`make bench`: every method on the emulated link, side by side in one run.
 
 1. calibration: per world size, the sequential reference (flat ZeRO-1 DDP) on an unlimited link
-   and at a reference rate -> the link rate for each target comm/comp ratio (acco/harness/bench/link_rates.py);
+   and at a reference rate -> the link rate for each target comm/comp ratio (Calibration);
 2. the grid: rounds x world sizes x ratios x methods, interleaved (each round visits every point,
    the method order rotating), so drifts of a shared machine hit every method alike; medians; the
    shaped ratios once more on the in-process delay link (ACCO and the reference: --delay-methods,

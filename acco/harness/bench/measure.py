@@ -20,7 +20,7 @@ def steady_rate(metrics_path: str) -> dict:
     """samples/s and seconds per committed step between the first and the last committed steps.
     The first holds the warm-up of the first micro-batches and, for ACCO/DPU/WP, the prologue
     round. The last is left out too: those methods know it in advance and compute nothing beside
-    its sync (acco/engine/rounds.py communicate_only), while the samples it commits were computed
+    its sync (communicate_only), while the samples it commits were computed
     during the step before; counting it would credit them with compute they did not do in its
     time (with 3 steps, ACCO's samples/s by up to 4/3)."""
     with open(metrics_path) as f:
@@ -44,13 +44,13 @@ def trace_times(trace_path: str, accum: int) -> dict:
     overlap efficiency (t_comp + t_comm − t_span)/min(t_comp, t_comm) per rank from the trace."""
     spans = load_spans(trace_path)
     micro = [e["dur"] / 1e6 for e in spans if e.get("cat") == "compute"]
-    # the compute thread's own CPU seconds per micro-batch (acco/engine/compute.py): the same work
+    # the compute thread's own CPU seconds per micro-batch: the same work
     # costs more CPU when it shares caches and memory bandwidth with a sync running beside it
     micro_cpu = [e["args"]["cpu_s"] for e in spans if e.get("cat") == "compute" and "cpu_s" in e.get("args", {})]
     sync_spans = [e for e in spans if e.get("cat") == "communication" and e["name"].startswith("sync")]
     syncs = [e["dur"] / 1e6 for e in sync_spans]
     # CPU seconds a sync cost outside the compute thread (the communication thread and gloo's I/O
-    # threads; all of it for a sequential sync): acco/engine/trace.py side_cpu_seconds
+    # threads; all of it for a sequential sync): side_cpu_seconds
     side_cpu = [e["args"]["side_cpu_s"] for e in sync_spans if "side_cpu_s" in e.get("args", {})]
     # the whole machine's busy CPU seconds during a sync (every rank records the same machine-wide
     # quantity): in the sequential reference, where nothing computes meanwhile, what the link costs

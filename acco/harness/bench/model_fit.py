@@ -1,4 +1,4 @@
-"""The α-β cost model (acco/analytic/costmodel.py) calibrated on the benchmark's own measurements, its
+"""The α-β cost model calibrated on the benchmark's own measurements, its
 error on the testbed, and its predictions on paper hardware."""
 
 from __future__ import annotations

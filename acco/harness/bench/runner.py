@@ -1,4 +1,4 @@
-"""Running the benchmark's training runs: each one is the real entry point (experiments/train.py)
+"""Running the benchmark's training runs: each one is the real train command
 in a subprocess, on the emulated link, and is measured from its run folder."""
 
 from __future__ import annotations

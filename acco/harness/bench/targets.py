@@ -3,7 +3,7 @@
 1. ACCO's samples/s >= 0.9 x the ideal (perfect overlap) at every ratio, and >= 0.9 x the
    contention-aware bound (below) at every ratio, in both link modes;
 2. with 1 of N workers k x slower, ACCO's samples/s >= 0.9 x the measured ideal: the sum of each
-   worker's own micro-batch rate in that run (acco/harness/bench/measure.py rank_rates);
+   worker's own micro-batch rate in that run (rank_rates);
 3. ACCO at most 3 % slower than DDP on an unlimited link;
 4. ACCO's memory <= ZeRO-1's + one model-sized buffer + 5 %;
 5. (issue 40) ACCO at least as fast as the fastest DDP at each ratio (best_ddp_rows: PyTorch's, the

@@ -1,5 +1,5 @@
 """The virtual clock's costs (`clock.mode=virtual`), measured on this machine or taken from the
-paper's hardware (experiments/calibrate_clock.py writes them to results/cpu/clock/calibration.json).
+paper's hardware (`make calibrate-clock` writes them to results/cpu/clock/calibration.json).
 
 **This machine.** For each wall-clock figure's CPU-scale model and link, one short run of the
 sequential flat DDP (nothing overlaps in it, so a micro-batch and a sync are each measured alone)
@@ -13,7 +13,7 @@ micro-batches and syncs of one run: it holds the machine's noise during that run
 run-to-run drift of a machine shared with other work.
 
 **The paper's hardware.** For each Table 3 row, the cost model's per-round compute c and sync m
-(`acco/analytic/costmodel.py`: per-GPU FLOP/s at its assumed MFU, ring collectives over the row's
+(the cost model: per-GPU FLOP/s at its assumed MFU, ring collectives over the row's
 slowest link) and their ratio m/c, beside the ratio that Table 3's own DDP times imply
 (`table3_implied_ratio`) and the ratios at which overlap alone would give the row's reported
 reduction (`overlap_only_ratios`)."""
@@ -76,7 +76,7 @@ POINTS: tuple[Point, ...] = (
 
 
 def point_overrides(point: Point, out_dir: str, steps: int) -> list[str]:
-    """train.py overrides of a calibration run: the figure's DDP (flat: our sequential ZeRO-1) with
+    """The train command's overrides of a calibration run: the figure's DDP (flat: our sequential ZeRO-1) with
     its own accumulation, 2 ranks, the delay link, traced, no evaluations."""
     return [
         f"experiment={point.figure}/cpu",
@@ -143,7 +143,7 @@ def _accum(figure: str, method: str, extra: tuple[str, ...]) -> int:
 
 
 def measure_point(point: Point, runs_dir: str, steps: int, timeout_s: float = 900) -> dict:
-    """Run one calibration point (experiments/train.py in a subprocess) and read its spans."""
+    """Run one calibration point (the train command in a subprocess) and read its spans."""
     out_dir = os.path.join(runs_dir, point.name)
     args = point_overrides(point, out_dir, steps)
     start = time.perf_counter()
@@ -178,7 +178,7 @@ def read_point(point: Point, out_dir: str, steps: int) -> dict:
         "reduce_scatter_s": spread(secs["reduce_scatter"]),
         "all_gather_s": spread(secs["all_gather"]),
         # the backward's share of a micro-batch (the virtual clock's clock.backward_share: where a
-        # DDP step's bucket reductions can start; acco/analytic/overlap.py)
+        # DDP step's bucket reductions can start in the overlap model)
         "backward_share": spread(secs["backward_share"]),
         # the ratio the virtual clock would give this figure with these costs: a sync over ACCO's
         # compute per round (its micro-batches per round x one micro-batch)

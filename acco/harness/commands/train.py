@@ -40,7 +40,7 @@ from acco.harness.entry import fail_config, launch, prepare
 def main(cfg: DictConfig) -> int:
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    # a job of acco's local sweep (hydra_plugins/acco_launcher/local_launcher.py) returns its exit
+    # a job of acco's local sweep (its Hydra launcher) returns its exit
     # code to the launcher, which goes on with the next job and closes with a table
     in_local_sweep = multirun and str(hydra_cfg.launcher.get("_target_", "")).endswith("local_launcher.LocalLauncher")
     try:
@@ -79,7 +79,7 @@ def cli() -> None:
 
 
 def sweep_flags(argv: list[str]) -> tuple[list[str], str | None]:
-    """`-m ... --plan` (a sweep's preview, hydra_plugins/acco_launcher/local_launcher.py) as the
+    """`-m ... --plan` (a sweep's preview, by acco's local sweep launcher) as the
     launcher's setting hydra.launcher.plan=true, Hydra's sweep folder (its multirun.yaml) in a
     scratch folder of its own: a preview leaves nothing under results_root. (argv, that folder to
     remove afterwards, or None). `-m ... --cfg`, which Hydra refuses with a traceback, and --plan

@@ -1,7 +1,7 @@
 """Small local copies of the paper's datasets, in each hub repository's own layout and schema.
 
 What ``hf download --repo-type dataset <id> --include ... --local-dir <dir>`` leaves,
-with generated content (the story world of ``acco/data/stories.py``):
+with generated content (the story world of ``acco.data.stories``):
 
 =====================  ==================================================  ========================
 dataset                files (under its folder)                            fields

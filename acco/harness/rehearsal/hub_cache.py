@@ -44,7 +44,7 @@ def _model_config(family: str, vocab_size: int) -> bytes:
             vocab_size=vocab_size, hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4
         )
     else:
-        eos = vocab_size - 1  # the GPT-Neo-format tokenizer's <|endoftext|> (tokenizer_folders.py)
+        eos = vocab_size - 1  # the GPT-Neo-format tokenizer's <|endoftext|>
         config = GPTNeoConfig(
             vocab_size=vocab_size,
             hidden_size=64,

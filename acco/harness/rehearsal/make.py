@@ -10,7 +10,7 @@
       tokenizers/llama-2/     Llama-2-format tokenizer (meta-llama/Llama-2-7b-hf's stand-in)
       models/gpt-neo-small/   a pretrained-model folder with its tokenizer (EleutherAI/gpt-neo-2.7B's stand-in)
       hub/                    all of the above under the paper's hub ids, as the hub client caches them
-                              (acco/harness/rehearsal/hub_cache.py): HF_HUB_CACHE=data/rehearsal/hub
+                              (hub_cache): HF_HUB_CACHE=data/rehearsal/hub
       rehearsal.json          what was written and with which sizes (written last)
 
 Deterministic and idempotent: a folder whose ``rehearsal.json`` matches the requested format,

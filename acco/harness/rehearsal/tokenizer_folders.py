@@ -1,6 +1,6 @@
 """Small tokenizers in the formats of the paper's pretrained ones, trained with ``tokenizers`` on the
 rehearsal's web documents and saved with ``save_pretrained``, so they load like a downloaded copy
-(``AutoTokenizer.from_pretrained(folder)``, ``acco/data/tokenizer.py``):
+(``AutoTokenizer.from_pretrained(folder)``, ``load_pretrained_tokenizer``):
 
 * GPT-Neo (EleutherAI/gpt-neo-125M, -2.7B): a GPT-2 byte-level BPE (``GPT2Tokenizer``: ByteLevel
   pre-tokenizer without prefix space, ``<|endoftext|>`` as BOS/EOS/UNK and as the last id, like
@@ -11,7 +11,7 @@ rehearsal's web documents and saved with ``save_pretrained``, so they load like 
   then the 256 byte pieces ``<0x00>`` .. ``<0xFF>``, then the learned pieces, as Llama-2's
   vocabulary is ordered; a BOS is added when encoding).
 
-Training is deterministic (see ``acco/data/tokenizer.py``): the same texts give the same files.
+Training is deterministic (see ``acco.data.tokenizer``): the same texts give the same files.
 """
 
 from __future__ import annotations

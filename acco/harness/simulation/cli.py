@@ -6,7 +6,7 @@
         --gpus-per-node 8 --nodes 4 --replica-gpus 16 --outer-precision fp4 --H 100 --F 8 --layerwise
     python experiments/simulate.py ... --inter-busbw 192@2 --intra-busbw 232   # nccl-tests' busbw, GB/s
     python experiments/simulate.py ... --methods ddp,ddp:overlap_backward=true,acco:deterministic=false
-    python experiments/simulate.py --figures results/sim      # the figure set (analysis/sim_figures.py)
+    python experiments/simulate.py --figures results/sim      # the figure set
     python experiments/simulate.py --validation results/sim   # against the CPU runs in results/cpu
 
 Bad input: one line naming the problem and the fix, exit code 2.
@@ -123,7 +123,7 @@ def parse_args(argv):
         metavar="CU",
         help="instead: the inter-node Gbit/s each method needs to reach compute utilization CU (e.g. 0.95)",
     )
-    # wide-area links (acco/harness/simulation/wan.py): jitter, TCP over a long RTT, CPU quantisation
+    # wide-area links: jitter, TCP over a long RTT, CPU quantisation
     p.add_argument("--link-jitter", default="none", help="per outer sync, each link x a log-normal: none | lognormal:S")
     p.add_argument("--rtt-ms", type=float, default=0.0, help="round trip between nodes, ms: TCP caps a link (0: none)")
     p.add_argument("--streams", type=int, default=1, help="TCP streams per link (each carries window/RTT)")
@@ -133,7 +133,7 @@ def parse_args(argv):
     p.add_argument(
         "--quantize-gbytes", type=float, default=0.0, help="CPU (de)quantisation of the outer payload, GB/s (0: free)"
     )
-    # FSDP (acco/harness/simulation/fsdp.py): prefetch and no_sync of the fsdp methods
+    # FSDP: prefetch and no_sync of the fsdp methods
     p.add_argument(
         "--forward-prefetch",
         action=argparse.BooleanOptionalAction,
@@ -149,12 +149,12 @@ def parse_args(argv):
     p.add_argument(
         "--fsdp-no-sync", action="store_true", help="fsdp methods: reduce-scatter the last micro-batch only (no_sync)"
     )
-    # cluster networks (acco/harness/simulation/networks.py): NICs per node, each NIC's usable Gbit/s
+    # cluster networks: NICs per node, each NIC's usable Gbit/s
     p.add_argument(
         "--nics-per-node", type=int, default=None, help="NICs per node (preset: 8; A100-40GB 4; 1: one link per node)"
     )
     p.add_argument("--nic-gbps", type=float, default=None, help="usable Gbit/s per NIC (preset: A100 200, H100 400)")
-    # compute by the micro-batch's shape (acco/harness/simulation/compute.py): MFU table, recomputation
+    # compute by the micro-batch's shape: MFU table, recomputation
     p.add_argument(
         "--mfu-table",
         default=None,
@@ -189,7 +189,7 @@ def check(a) -> None:
         raise BadInput(f"unknown --gpu {a.gpu!r}: use one of {', '.join(HBM_BYTES_PER_S)}")
     if a.gpus_per_node < 1 or a.nodes < 1 or a.gpus_per_node * a.nodes < 2:
         raise BadInput(f"--gpus-per-node {a.gpus_per_node} x --nodes {a.nodes}: need at least 2 GPUs in all")
-    try:  # wide-area links (wan.py): a --inter-gbps list becomes its slowest node's and each node's share
+    try:  # wide-area links: a --inter-gbps list becomes its slowest node's and each node's share
         a.inter_gbps, a.links = links_from_args(a)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
@@ -382,7 +382,7 @@ COLUMNS = [
 
 
 def table(rows: list[dict]) -> str:
-    outer = any(not math.isnan(r.get("outer_sync_p50_s", math.nan)) for r in rows)  # local methods (wan.py)
+    outer = any(not math.isnan(r.get("outer_sync_p50_s", math.nan)) for r in rows)  # local methods
     head = [c for c, _ in COLUMNS] + ["batch p5-p95", "fits"] + (["outer sync p50/p90 s"] if outer else [])
     lines = [head]
     for r in rows:
@@ -437,7 +437,7 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for name in ("figures", "validation"):  # written by analysis/, which experiments/simulate.py passes in
+    for name in ("figures", "validation"):  # written by analysis/, which the simulate command passes in
         if getattr(a, name):
             if name not in writers:
                 print(f"error: --{name} is written by experiments/simulate.py (analysis/), not here", file=sys.stderr)
@@ -465,7 +465,7 @@ def main(argv=None, writers: Mapping[str, Callable[[argparse.Namespace], Iterabl
     print(describe_payload(sc))
     if not sc.links.uniform:
         print(sc.links.describe(sc.topo))
-    links = sc.links.effective(sc.topo)  # wan.py: the slowest link, TCP-capped
+    links = sc.links.effective(sc.topo)  # the slowest link, TCP-capped
     print(f"all-reduce of 10 GiB over the {sc.topo.workers} GPUs: busbw {busbw(links):.1f} GB/s (as nccl-tests)")
     skipped = [m for m in methods if not applicable(m, sc)]
     if skipped:

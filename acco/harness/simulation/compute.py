@@ -6,7 +6,7 @@ a large one: its matrix multiplications are thinner and the fixed costs of a for
 (kernel launches, FSDP's gathers, the loss over the vocabulary) are shared by fewer tokens. An
 `MfuTable` holds published (tokens, MFU) points; between two points MFU is interpolated in
 log(tokens), outside them it stays at the nearest point's value (nothing is extrapolated). MFU is on
-the simulator's count, 6·Ψ·tokens FLOPs per micro-batch (models.py), recomputed here from each
+the simulator's count, 6·Ψ·tokens FLOPs per micro-batch, recomputed here from each
 source's published tokens/s/GPU: MFU = 6·Ψ·(tokens/s/GPU) / peak (A100 312, H100 989 TFLOP/s bf16).
 
 **Which table a preset uses** (the rule, fixed before any validation row was compared with it):
@@ -30,7 +30,7 @@ simulating runs of that stack. One's own table: a CSV of tokens,mfu rows (`read_
 
 **Recomputation** (activation checkpointing): the backward recomputes each layer's forward before
 using it, one extra forward per micro-batch, so the micro-batch takes 1 + FORWARD_SHARE = 4/3 of
-its time (the 2:1 backward:forward FLOP split of acco/analytic/overlap.py BACKWARD_SHARE), all of it
+its time (the 2:1 backward:forward FLOP split of the overlap model's BACKWARD_SHARE), all of it
 in the backward: the forward is 1/4 of the micro-batch, the backward 3/4. MFU stays on the
 6·Ψ·tokens model FLOPs (llm-foundry's MFU, not its HFU).
 """
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from .models import FORWARD_SHARE
 
-if TYPE_CHECKING:  # topology.py imports this module
+if TYPE_CHECKING:  # .topology imports this module
     from .topology import Topology
 
 # one extra forward per micro-batch (2Ψ of 6Ψ per token)

@@ -14,7 +14,7 @@ Two of PyTorch FSDP's sharding strategies (torch/distributed/fsdp/api.py `Shardi
 Both end the step with the sharded AdamW step (topology's optimizer cost: 30 bytes per parameter of
 the shard over the HBM bandwidth) once the last reduce-scatter has landed.
 
-**The overlap rule** is acco/analytic/overlap.py's: one communication lane per scenario, one compute
+**The overlap rule** is the overlap model's (acco.analytic.overlap): one communication lane per scenario, one compute
 lane per worker. "For a single process group using NCCL backend, any collectives, even if issued
 from different streams, contend for the same per-device NCCL stream" (the `BackwardPrefetch`
 docstring, torch/distributed/fsdp/api.py), so the collectives run one at a time in the order they
@@ -51,7 +51,7 @@ every layer per step), at the memory of unsharded gradients. FULL_SHARD still ga
 micro-batch; SHARD_GRAD_OP keeps the parameters gathered between the micro-batches inside no_sync
 (torch/distributed/fsdp/_runtime_utils.py `_should_free_in_backward`), so it gathers once per step.
 
-`ddp_overlap --prefetch` (sweep.py) uses the forward rule above for the parameters' all-gather after
+`ddp_overlap --prefetch` uses the forward rule above for the parameters' all-gather after
 ZeRO's step: hidden layer by layer under the next step's first forward (`prefetched_overlap`).
 
 Predicts time only, as the rest of the simulator.

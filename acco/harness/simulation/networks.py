@@ -20,7 +20,7 @@ the node's total, `--inter-busbw` converts what nccl-tests measured.
   "Network Modules": one ConnectX-7 per GPU); AWS p5.48xlarge / p5e / p5en give the same 3,200 Gb/s
   per node (https://aws.amazon.com/ec2/instance-types/p5/).
 
-**How the rings use them.** The hierarchical collective (topology.py) runs its part across nodes
+**How the rings use them.** The hierarchical collective (the topology's) runs its part across nodes
 as concurrent rings, one per GPU of the node (each on its chunk), every ring crossing the node's
 boundary: NCCL puts each GPU's ring on its nearest NIC. With at least as many rings as NICs the
 node's traffic spreads over all of them; with fewer rings than NICs (one GPU per node, say) only

@@ -1,7 +1,7 @@
 """The methods' rounds as discrete events, vectorised with numpy over B scenarios and N workers.
 
 Inputs: `mu` (B,) one micro-batch's nominal time, `f` (R, B, N) every worker's slowdown factor per
-round (stragglers.py), `m` (B,) one sync's time. A worker's compute in round r is (its micro-batches)
+round (the straggler model's), `m` (B,) one sync's time. A worker's compute in round r is (its micro-batches)
 · mu · f[r]. Each function steps through the rounds, keeping per worker the time its compute lane
 ends and per scenario the time the communication lane ends, with the overlap rule of its method
 (docs/rounds.md "The rounds, drawn", "Local methods"):
@@ -13,7 +13,7 @@ ends and per scenario the time the communication lane ends, with the overlap rul
                 bucket's reduction starts in the last micro-batch's backward once every worker has
                 it final and the link is free (its ring latency pipelined behind the bucket before:
                 overlap.queued_s), the tail (optimizer, all-gather) after the last: the rule of
-                acco/analytic/overlap.py, the virtual clock's own
+                the overlap model, the virtual clock's own
     overlapped  dpu, wp, acco: round r's sync (round r−1's gradients) starts when the last worker
                 has finished round r−1 and the previous sync has ended; each worker starts its round-r
                 compute when its own round r−1 and sync r−1 are done (it needs sync r−1's parameters).
@@ -53,7 +53,7 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class Overlap:
-    """A DDP step's backward overlap (acco/analytic/overlap.py): its buckets, each bucket's
+    """A DDP step's backward overlap (the overlap model's): its buckets, each bucket's
     reduction seconds (an array (B,) each), the tail's (B,) and the backward's share;
     `latency_s`: each bucket's ring latency inside its reduction (B,), pipelined behind the bucket
     before (overlap.queued_s; None: every bucket pays its whole reduction)."""
@@ -108,7 +108,7 @@ def prefetched_gather_s(gather_s, forward_s, layers: int):
 
 def exposed_sync(reduce_s, step_s, gather_s, forward_s=0.0, layers: int = 0, prefetch: bool = False):
     """The part of a data-parallel sync that no compute hides, in its order: the reduction (all of it
-    here: the bucketed reduction in the last backward is `ddp`'s `overlap`, acco/analytic/overlap.py),
+    here: the bucketed reduction in the last backward is `ddp`'s `overlap`),
     ZeRO's optimizer step (after the last reduction, before the gather that carries its result: never
     hidden), and the gather (hidden layer by layer under the next forward with `prefetch`)."""
     gather = prefetched_gather_s(gather_s, forward_s, layers) if prefetch else np.asarray(gather_s, float)
@@ -235,8 +235,8 @@ def local(
     of several GPUs has inside). Fragment k's sync starts at inner step fragment_phases(H, F)[k] of
     each period of H and lands τ inner steps later (any τ ≥ 0: τ = H overlaps a whole outer step);
     `layers` > 0: layer-wise pieces (module docstring), fragments of consecutive layers or `strided`.
-    `m_fragment`: one fragment's sync (B,), or every sync's in the order they start (syncs, B: wan.py's
-    jittered links). Steady state: whole periods after the first."""
+    `m_fragment`: one fragment's sync (B,), or every sync's in the order they start (syncs, B: the wide-area
+    links' jitter). Steady state: whole periods after the first."""
     R, B, N = f.shape
     H, F, tau, layers = int(H), int(F), int(tau), int(layers or 0)
     if H < 1 or F < 1 or tau < 0:
@@ -249,7 +249,7 @@ def local(
     phases = fragment_phases(H, F)
     pieces = _pieces(F, layers, strided)
     inner = np.asarray(inner_step_s, float).reshape(-1, 1)
-    # one row per outer sync, taken in turn (wan.py: each sync's own time), or one row for all
+    # one row per outer sync, taken in turn (jittered links: each sync's own time), or one row for all
     per_sync = np.asarray(m_fragment, float)
     per_sync = per_sync if per_sync.ndim == 2 else np.broadcast_to(per_sync, (B,))[None, :]
     issued = 0

@@ -22,7 +22,7 @@ and the one whose reduce-scatter overlaps the last backward (`ddp_overlap`, the 
 DDP, ZeRO's overlap_comm and FSDP run it). `ddp_allreduce` is data parallelism without ZeRO (PyTorch
 DDP's default): each bucket all-reduced in the last backward, every GPU steps the whole model.
 Memory per GPU is the model state of Table 1's formulas
-(acco/analytic/table1.py TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
+(TABLE1_FORMULAS, K = 12; activations not counted); `fits` says whether it is
 below the GPU's memory.
 """
 
@@ -89,12 +89,12 @@ class Scenario:
     sync_contention: float = 0.0  # sync slowdown beside compute (dpu, wp, acco)
     step_time_s: float = 0.0  # > 0: one step's measured forward + backward on one GPU (replaces FLOPs)
     optimizer: bool = True  # False: optimizer steps take no time (as the DiLoCo papers' simulations)
-    # the fsdp methods (fsdp.py): FSDP's forward and backward prefetch, no_sync while accumulating
+    # the fsdp methods: FSDP's forward and backward prefetch, no_sync while accumulating
     forward_prefetch: bool = True
     backward_prefetch: bool = True
     fsdp_no_sync: bool = False
-    links: Links = field(default_factory=Links)  # wide-area links (wan.py); default: the uniform network
-    recompute: bool = False  # activation recomputation: one more forward per micro-batch (compute.py)
+    links: Links = field(default_factory=Links)  # wide-area links; default: the uniform network
+    recompute: bool = False  # activation recomputation: one more forward per micro-batch
 
     def __post_init__(self):
         if self.accum < 1:
@@ -137,7 +137,7 @@ def memory_gb(method: str, params: float, workers: int, replica_gpus: int = 1, f
 
 def micro_batch_s(sc: Scenario) -> float:
     """One micro-batch's forward + backward: the measured step over accum (its recomputation, if any,
-    measured with it), or 6·Ψ·tokens at the MFU of its tokens (compute.py), × 4/3 with recomputation."""
+    measured with it), or 6·Ψ·tokens at the MFU of its tokens, × 4/3 with recomputation."""
     if sc.step_time_s:
         return sc.step_time_s / sc.accum
     flops = sc.model.flops_per_micro_batch()
@@ -148,7 +148,7 @@ def primitives(sc: Scenario) -> dict:
     """The micro-batch time, the local methods' inner step and each method's sync time (seconds):
     DDP's is what its sync leaves exposed (schedules.exposed_sync), the overlapped methods' the whole
     sync (× 1 + sync_contention), the local methods' one fragment's outer sync."""
-    P, topo, L = sc.model.params, sc.links.effective(sc.topo), sc.model.layers  # wan.py: slowest link, TCP cap
+    P, topo, L = sc.model.params, sc.links.effective(sc.topo), sc.model.layers  # slowest link, TCP cap
     mu = micro_batch_s(sc)
     forward = forward_share(sc.recompute and not sc.step_time_s) * mu
     by_schedule: dict[str, list[Modelled]] = {}
@@ -171,7 +171,7 @@ def primitives(sc: Scenario) -> dict:
     bucketed, latency = {}, {}
     for f in by_schedule.get(BUCKETED, []):
         bucketed[f.key], latency[f.key], sync[f.key] = _bucketed_sync(sc, topo, forward, f)
-    # FSDP's per-layer collectives (fsdp.py); its sync_s: all of them end to end, then the optimizer
+    # FSDP's per-layer collectives; its sync_s: all of them end to end, then the optimizer
     costs = fsdp.layer_costs(P, L, topo, sc.grad_bytes, sc.param_bytes, sc.optimizer)
     for f in by_schedule.get(LAYERWISE, []):
         sync[f.key] = float(fsdp.sync_s(f.key, costs, sc.accum, sc.fsdp_no_sync))
@@ -189,7 +189,7 @@ def primitives(sc: Scenario) -> dict:
 
 def _outer_syncs(sc: Scenario, topo: Topology, f: Modelled) -> tuple[SyncParts, np.ndarray]:
     """A local method's outer sync (one fragment's: the scenario's F where it is fragmented) in its
-    parts, and every outer sync of run()'s periods on the wide-area links (wan.py: jittered per
+    parts, and every outer sync of run()'s periods on the wide-area links (jittered per
     sync, CPU quantisation added)."""
     P, F = sc.model.params, sc.F if f.fragmented else 1
     one = partial(
@@ -206,7 +206,7 @@ def _outer_syncs(sc: Scenario, topo: Topology, f: Modelled) -> tuple[SyncParts, 
 
 
 def _bucketed_sync(sc: Scenario, topo: Topology, forward: float, f: Modelled):
-    """A DDP that reduces its buckets in the last backward (acco/analytic/overlap.py's rule): its
+    """A DDP that reduces its buckets in the last backward (the overlap model's rule, ddp_limits): its
     (buckets, each one's reduction, the tail: the step and the gather), the ring latency in each
     reduction, and its sync_s (all of it). Replicated (no ZeRO): each bucket all-reduced, every GPU
     steps it all, no gather."""
@@ -214,7 +214,7 @@ def _bucketed_sync(sc: Scenario, topo: Topology, forward: float, f: Modelled):
     overlap = ddp_overlap_parts(
         P, topo, sc.grad_bytes, sc.param_bytes, sc.ddp_bucket_mb or None, sc.optimizer, f.replicated
     )
-    if sc.prefetch and not f.replicated:  # the gather layer by layer under the next step's first forward (fsdp.py)
+    if sc.prefetch and not f.replicated:  # the gather layer by layer under the next step's first forward
         overlap = fsdp.prefetched_overlap(overlap, P, L, topo, sc.param_bytes, forward)
     # each bucket's ring latency pipelines behind the bucket before (overlap.queued_s): back to back, one
     latency = ddp_overlap_latency_s(topo, f.replicated)
@@ -311,8 +311,8 @@ def _group_key(sc: Scenario):
 
 
 def _schedule_syncs(prims: list[dict], method: str, m: np.ndarray) -> np.ndarray:
-    """What the schedule gets as the sync time: for a local method whose outer syncs differ (wan.py's
-    jitter), each sync's own, (syncs, B); otherwise the one time `m` (B,)."""
+    """What the schedule gets as the sync time: for a local method whose outer syncs differ (the wide-area
+    links' jitter), each sync's own, (syncs, B); otherwise the one time `m` (B,)."""
     if modelled(method).schedule != LOCAL:
         return m
     per_sync = np.stack([p["outer_syncs"][method] for p in prims], axis=1)
@@ -327,7 +327,7 @@ def _outer_percentile(prim: dict, method: str, q: float) -> float:
 
 
 def run(scenarios: list[Scenario], methods: Sequence[str] | None = None) -> list[dict]:
-    """Every method (result keys, variants.py; default: all of them) on every scenario; scenarios
+    """Every method (result keys, variant names; default: all of them) on every scenario; scenarios
     that share workers and schedule parameters are simulated together (one numpy batch). Each
     scenario's straggler factors come from its own seed, so scenarios that differ only in a
     straggler parameter share the underlying random draws."""
@@ -392,7 +392,7 @@ def run(scenarios: list[Scenario], methods: Sequence[str] | None = None) -> list
                     "stragglers": sc.stragglers.describe(),
                     "micro_batch_s": mu[j],
                     "sync_s": m[j],
-                    # the local methods' outer syncs over the run (wan.py's jitter): median and p90 beside the mean
+                    # the local methods' outer syncs over the run (the links' jitter): median and p90 beside the mean
                     "outer_sync_p50_s": _outer_percentile(prims[j], method, 50),
                     "outer_sync_p90_s": _outer_percentile(prims[j], method, 90),
                     "sync_over_compute": m[j] / (mu[j] * beside(method, sc)),

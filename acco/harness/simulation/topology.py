@@ -1,6 +1,6 @@
 """A cluster's topology and the time of the syncs' collectives on it.
 
-Ring collectives come from acco/analytic/costmodel.py (reduce-scatter: (n−1)α + (n−1)/n·S·β).
+Ring collectives come from the cost model (reduce-scatter: (n−1)α + (n−1)/n·S·β).
 On N = g GPUs per node × n nodes they run hierarchically, as NCCL's tree/ring hierarchy does in
 spirit: a reduce-scatter of S bytes is a ring over the g GPUs of each node on the intra-node link
 (NVLink), then g concurrent rings over the n nodes, each on its S/g chunk, all sharing the node's
@@ -36,7 +36,7 @@ DiLoCo sends them; bf16/fp8/fp4 and a compression ratio as the DiLoCo papers sen
 at that precision (reduce-scatter + all-gather of the payload; each replica applies the outer step).
 By default the DDP baseline syncs one flat buffer, as `method.impl=flat` and ACCO do;
 `ddp_bucket_mb=25` makes it go bucket by bucket as PyTorch's DDP does. Buckets issued back to back
-pipeline their ring latency behind the bytes before them (acco/analytic/overlap.py queued_s:
+pipeline their ring latency behind the bytes before them (queued_s:
 `ring_latency_s` once, not once per bucket), so after the backward they cost what one buffer does;
 where the backward hides them (`ddp_overlap_parts`) a bucket that finds the link idle pays it again.
 
@@ -46,8 +46,8 @@ bandwidth (AdamW: fp32 master, m, v read and written + gradient read + bf16 para
 methods' inner AdamW: over the whole model when a replica is one GPU, over its shard (1/G) when a
 replica is G GPUs (sharded data parallel inside the replica).
 
-**Presets** (`SIM_PRESETS`, the simulator's own; acco/analytic/costmodel.py keeps the paper-model
-presets its fig4 and Table 3 arithmetic use): A100 NVLink as the bus bandwidth nccl-tests measures
+**Presets** (`SIM_PRESETS`, the simulator's own; the cost model's `PRESETS` are the paper-model
+ones its fig4 and Table 3 arithmetic use): A100 NVLink as the bus bandwidth nccl-tests measures
 on 8 A100 (232 GB/s all_reduce busbw, 10 GiB, BM.GPU4.8: oracle-japan/ocitutorials,
 content/hpc/benchmark/run-nccltests-ubuntu/index.md) instead of the 300 GB/s line rate; MFU on the
 6·Ψ·tokens count as a function of the micro-batch's tokens (compute.py's tables, each point sourced
@@ -83,7 +83,7 @@ HBM_BYTES_PER_S = {"A100": 2.0e12, "A100-40GB": 1.555e12, "H100": 3.35e12, "H200
 ADAMW_BYTES_PER_PARAM = 30.0
 TENTATIVE_EXTRA_BYTES_PER_PARAM = 24.0
 OUTER_SGD_BYTES_PER_PARAM = 20.0  # Nesterov: fp32 φ, momentum read+write, pseudo-gradient read
-# int8/int4: the integer payloads of quantised outer gradients (wan.py: their CPU-side quantisation)
+# int8/int4: the integer payloads of quantised outer gradients (the WAN model's CPU-side quantisation)
 PRECISION_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0, "int4": 0.5}
 # the simulator's presets: costmodel's hardware with the sourced corrections of the module docstring
 SIM_PRESETS: dict[str, Hardware] = {
@@ -94,7 +94,7 @@ SIM_PRESETS: dict[str, Hardware] = {
 # A100 40GB SXM: the A100's compute, NVLink (the 232 GB/s busbw was measured on BM.GPU4.8's 40 GB
 # A100s) and MFU, 40 GB of memory
 SIM_PRESETS["A100-40GB"] = replace(SIM_PRESETS["A100"], name="A100 40GB", memory_gb=40.0)
-# the network between nodes: NICs per node × per-NIC Gbit/s (networks.py), the node's total here
+# the network between nodes: NICs per node × per-NIC Gbit/s (NETWORKS), the node's total here
 for _gpu, _net in NETWORKS.items():
     _name = f"{_gpu} ({_net.nics_per_node} x {_net.nic_gbps:g} Gb/s between nodes)"
     SIM_PRESETS[_gpu] = replace(SIM_PRESETS[_gpu], name=_name, inter_bytes_per_s=_net.node_bytes_per_s)
@@ -119,15 +119,15 @@ class Topology:
     hbm_bytes_per_s: float
     memory_gb: float
     gpu: str = "A100"
-    nics_per_node: int = 1  # inter_bytes_per_s spread over them (networks.py)
-    mfu_table: MfuTable | None = None  # MFU by micro-batch tokens (compute.py); None: `mfu` throughout
+    nics_per_node: int = 1  # inter_bytes_per_s spread over them
+    mfu_table: MfuTable | None = None  # MFU by micro-batch tokens; None: `mfu` throughout
 
     @property
     def workers(self) -> int:
         return self.gpus_per_node * self.nodes
 
     def mfu_at(self, tokens: float | None = None) -> float:
-        """The MFU of a micro-batch of `tokens`: the table's (compute.py) where there is one, else `mfu`."""
+        """The MFU of a micro-batch of `tokens`: the table's where there is one, else `mfu`."""
         return self.mfu_table.at(tokens) if self.mfu_table is not None and tokens else self.mfu
 
     def inter_for(self, rings: int) -> float:
@@ -163,10 +163,10 @@ def topology(
 ) -> Topology:
     """A topology from a simulator preset (SIM_PRESETS), with any field overridden (inter_gbps in
     Gbit/s per node, intra_gbytes in GB/s per GPU, α in µs, hbm_gbytes in GB/s). The network: the
-    preset's NICs (networks.py) with `nics_per_node` and `nic_gbps` (usable Gbit/s per NIC)
+    preset's NICs (NETWORKS) with `nics_per_node` and `nic_gbps` (usable Gbit/s per NIC)
     overriding either; `inter_gbps`, the node's total, overrides NICs × per-NIC and is one link
     every ring uses unless `nics_per_node` is given too (then it is spread over those NICs). MFU: the
-    preset's table by micro-batch tokens (compute.py), or `mfu_table`; a constant `mfu` overrides both."""
+    preset's table by micro-batch tokens, or `mfu_table`; a constant `mfu` overrides both."""
     hw: Hardware = SIM_PRESETS[gpu]
     net = NETWORKS[gpu]
     if inter_gbps is not None:
@@ -238,8 +238,8 @@ def replica_groups(topo: Topology, replica_gpus: int) -> tuple[Group, Group]:
 def group_reduce_scatter_s(nbytes: float, topo: Topology, group: Group, buckets: int = 1) -> float:
     """Hierarchical reduce-scatter of `nbytes` over a group (the same for an all-gather), in `buckets`
     pieces that each pay the latency terms (not pipelined: `ring_latency_s` is what a piece queued
-    behind another hides, acco/analytic/overlap.py queued_s). Across nodes the node's rings, one per
-    member for each group sharing the node, get min(rings, NICs) of its NICs (networks.py)."""
+    behind another hides, queued_s). Across nodes the node's rings, one per
+    member for each group sharing the node, get min(rings, NICs) of its NICs."""
     intra = reduce_scatter_time(nbytes, group.per_node, topo.alpha_intra_s * buckets, 1.0 / topo.intra_bytes_per_s)
     inter_bytes_per_s = topo.inter_for(group.per_node * group.sharing)
     inter = reduce_scatter_time(
@@ -251,7 +251,7 @@ def group_reduce_scatter_s(nbytes: float, topo: Topology, group: Group, buckets:
 def ring_latency_s(topo: Topology, group: Group | None = None) -> float:
     """The latency terms of one hierarchical reduce-scatter (or all-gather) over a group (default:
     every GPU): (g−1)α_intra + (n−1)α_inter, the part of `group_reduce_scatter_s` that pipelines
-    behind the bytes of the collective before it (acco/analytic/overlap.py queued_s)."""
+    behind the bytes of the collective before it (queued_s)."""
     group = whole(topo) if group is None else group
     return max(group.per_node - 1, 0) * topo.alpha_intra_s + max(group.nodes - 1, 0) * topo.alpha_inter_s
 
@@ -295,7 +295,7 @@ def sync_parts(
     replica_gpus: int = 1,
     optimizer: bool = True,
 ) -> SyncParts:
-    """One sync of `method` (a result key, variants.py; one fragment's for the local methods, between
+    """One sync of `method` (a result key, a variant's name; one fragment's for the local methods, between
     replicas of `replica_gpus` GPUs), in its parts. `optimizer=False` leaves the optimizer step out."""
     n = topo.workers
     facts = modelled(method)
@@ -343,7 +343,7 @@ def replica_sync_parts(params: float, topo: Topology, replica_gpus: int, grad_by
 
 
 def ddp_buckets(params: float, grad_bytes: float = 2, bucket_mb: float | None = None) -> Buckets:
-    """PyTorch DDP's buckets (acco/analytic/overlap.py ddp_limits: a 1 MiB first bucket, then 25 MiB;
+    """PyTorch DDP's buckets (ddp_limits: a 1 MiB first bucket, then 25 MiB;
     `bucket_mb`: that size for every bucket) over a model whose parameters are spread evenly: the
     simulator knows the model's size, not its parameter list."""
     limits = ddp_limits(bucket_mb)
@@ -369,7 +369,7 @@ def ddp_overlap_parts(
     reduce-scatter (what the last backward can hide) and the tail nothing hides, the sharded AdamW
     step (`optimizer=False`: left out) and the all-gather of the parameters. Each reduction holds
     its ring's latency (`ddp_overlap_latency_s`), which pipelines behind the bucket before it when
-    that one still holds the link (acco/analytic/overlap.py queued_s): issued back to back the
+    that one still holds the link (queued_s): issued back to back the
     buckets cost sync_s("ddp")'s reduction, each one finding the link idle pays its latency again.
 
     `replicated`: plain data parallelism (PyTorch DDP without ZeRO, the DiLoCo papers' Data-Parallel):
@@ -392,5 +392,5 @@ def ddp_overlap_latency_s(topo: Topology, replicated: bool = False) -> float:
 
 def compute_s(flops: float, topo: Topology, tokens: float | None = None) -> float:
     """One micro-batch's forward + backward at the topology's MFU (at its `tokens` where the MFU is a
-    table, compute.py)."""
+    table)."""
     return flops / (topo.peak_flops * topo.mfu_at(tokens))

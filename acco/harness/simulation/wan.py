@@ -1,6 +1,6 @@
 """Wide-area links: what a DiLoCo run across regions meets on its outer sync, beyond one uniform bandwidth.
 
-The hierarchical collectives of topology.py give every node the same network bandwidth B_inter. Here:
+The hierarchical collectives of the topology give every node the same network bandwidth B_inter. Here:
 
     per-node bandwidths  `--inter-gbps 10,10,2.5,10`: each node's usable bandwidth (one value: all
                          nodes). A ring moves at the pace of its slowest link, so a collective's
@@ -82,7 +82,7 @@ class Links:
 
     @property
     def uniform(self) -> bool:
-        """Nothing set: every collective exactly as topology.py computes it."""
+        """Nothing set: every collective exactly as the topology computes it."""
         return (
             all(s == 1 for s in self.scale)
             and not self.jitter_sigma

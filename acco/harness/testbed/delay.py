@@ -5,10 +5,10 @@
 - netns mode: the kernel shapes the rate, and only the latency (no netem in this kernel) is a sleep.
 
 Latency is charged once per sequential step of a ring collective ((N-1) steps for reduce-scatter
-and all-gather, 2(N-1) for all-reduce), the α of the α-β model in acco/analytic/costmodel.py.
+and all-gather, 2(N-1) for all-reduce), the α of the cost model's α-β model.
 
-`after` is what a worker joining the link (acco/harness/testbed/emulate.py `join`) registers as the
-engine's collective hook (acco/engine/collectives.py): every collective of the flat methods, and
+`after` is what a worker joining the link (`join`) registers as the
+engine's collective hook (register_collective_hook): every collective of the flat methods, and
 PyTorch DDP's bucket all-reduces and ZeRO step, is charged the same way."""
 
 from __future__ import annotations
