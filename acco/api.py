@@ -50,7 +50,7 @@ from .engine.schedule import SCHEDULES, make_lr_schedule, per_step
 from .engine.sharded_adamw import AdamWSettings
 from .engine.sync import SyncResult
 from .engine.trace import TraceRecorder
-from .methods.settings import MISSING, Check
+from .methods.settings import MISSING, Check, field_checks
 from .runtime.process_group import training_group_options
 from .tasks import Task, to_device
 from .train import precision as dtypes
@@ -112,10 +112,12 @@ def _check_method_options(method: str, options: dict) -> None:
     """Each of the method's settings against its field's check (its settings dataclass, the rule
     the config's up-front checks apply: acco/train/settings.py check_setting), phrased for Python
     (True/False, None); a field typed int without a check must be a whole number >= 0."""
-    for f in dataclasses.fields(methods.get(method).config):
+    config = methods.get(method).config
+    checks = field_checks(config)
+    for f in dataclasses.fields(config):
         if f.name not in options:
             continue
-        value, check = options[f.name], f.metadata.get("check")
+        value, check = options[f.name], checks.get(f.name)
         if check is None:
             if f.type in (int, "int") and (not _is_int(value) or value < 0):
                 raise ValueError(f"{method} option {f.name} must be a whole number >= 0, got {value!r}")

@@ -3,7 +3,7 @@ stay in conf/ (the YAML files); every field here is MISSING or None, so nothing 
 
 Registered in Hydra's ConfigStore (`register()`): conf/config.yaml starts its defaults list with
 `acco_schema`, and each group option starts its own with its kind's schema (conf/method/dpu.yaml:
-`- schema_warmup`, the settings dataclass of acco/methods/dpu.py: a method's is declared by its
+`- schema_warmup`, the settings dataclass of the dpu module: a method's is declared by its
 module), so Hydra/OmegaConf reject a misspelt key or a wrongly typed value in any config file at
 composition. Open-ended parts stay open: `model.config` is a Hugging Face config,
 `data.source` and `data.tokenizer` are specs whose keys depend on their kind, `experiment` holds
@@ -17,7 +17,7 @@ config.yaml read back) is checked with `check_config`.
 At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
 schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
 (acco.harness.run.worker.run_rank; acco.harness.entry once the config is final; acco.harness.gpu_check.start_rank,
-experiments/prepare_data.py, acco.train.reference's entry points); given a view, `typed` returns
+the data preparation command, acco.train.reference's entry points); given a view, `typed` returns
 it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
 view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
 code reads it without a default. Until then, and wherever plain data is needed (config.yaml,
@@ -45,7 +45,7 @@ from .validate import ConfigError, check_value, group_options
 
 SEE = "conf/config.yaml"
 DEFAULT_TASK = "acco.tasks:build_task"  # another task (task=module:function) may read sections of its own
-CONF_DIR = conf_dir()  # acco/conf, the package's (acco/config/location.py)
+CONF_DIR = conf_dir()  # acco/conf, the package's
 
 
 def _help(must: str, example: str):
@@ -53,7 +53,7 @@ def _help(must: str, example: str):
     return {"must": must, "example": example}
 
 
-# a field's range, checked up front (check_settings; acco/methods/settings.py Check)
+# a field's range, checked up front (check_settings)
 COUNT = Check("int", 1)  # an integer >= 1
 COUNT_OR_NULL = Check("int", 1, optional=True)
 INDEX = Check("int", 0)  # an integer >= 0
@@ -92,7 +92,7 @@ class DataConfig:
     source: dict[str, Any] = MISSING  # hub_id/path/split/... or generator: its keys depend on the source
     tokenizer: dict[str, Any] = MISSING  # kind: bpe | pretrained | from_model, and that kind's keys
     micro_batch_size: int = setting(check=COUNT)
-    val_fraction: float = setting(check=NONNEGATIVE)  # below 1 too (acco/harness/run/validate.py)
+    val_fraction: float = setting(check=NONNEGATIVE)  # below 1 too (check_run_settings)
     seed: int = MISSING
     cache_dir: str = MISSING
 
@@ -133,13 +133,13 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     nodes: int | None = None
     tasks_per_node: int | None = None
     gpus_per_node: int | None = None
-    # null: sized from the run's estimated checkpoint save at the paper scale (acco/harness/run/plan.py
+    # null: sized from the run's estimated checkpoint save at the paper scale (the plan's
     # signal_delay), else 90
     signal_delay_s: int | None = MISSING
     max_requeues: int = MISSING
     wait: bool = MISSING
     log_dir: str = MISSING
-    # what a real cluster needs besides the shape (acco/config/slurm_profile.py): shell lines before the run
+    # what a real cluster needs besides the shape: shell lines before the run
     # (`module load ...`), extra `#SBATCH` options in long form (`--exclusive`, `--gres=nvme:1`; not GPUs:
     # acco asks for one per task with --gpus-per-node), and environment variables for the job (`NAME`:
     # the submitting shell's value; `NAME=value`: that value)
@@ -150,7 +150,7 @@ class SlurmLauncher(LauncherConfig):  # conf/launcher/slurm.yaml, slurm_local.ya
     # checkpoint save in the dry run and the signal delay
     checkpoint_write_gb_s: float = MISSING
     # GPU runs ask for whole nodes (--exclusive, and --mem=0 unless mem_gb says how much): a node
-    # shared with another job shares its NICs, host memory and PCIe links with it (acco/config/slurm_profile.py)
+    # shared with another job shares its NICs, host memory and PCIe links with it
     whole_nodes: bool = True
 
 
@@ -175,7 +175,7 @@ class TrainConfig:
     samples: int | None = setting(check=COUNT_OR_NULL)
     tokens: int | None = setting(check=COUNT_OR_NULL)
     accum: int = setting(check=COUNT)
-    deterministic: bool = MISSING  # checked with its own line (acco/harness/run/validate.py)
+    deterministic: bool = MISSING  # checked with its own line (validate)
     max_accum_factor: int = setting(check=COUNT)
     eval_every: int = setting(check=INDEX)
     eval_batches: int = setting(check=INDEX)
@@ -193,7 +193,7 @@ class TrainConfig:
     activation_checkpointing: bool = setting(check=FLAG)
     checkpoint_every: int | None = setting(check=INDEX_OR_NULL)
     keep_checkpoints: int | None = setting(check=COUNT_OR_NULL)
-    # every collective each rank issues, in out_dir/collectives.rank<r>.jsonl (acco/engine/audit.py)
+    # every collective each rank issues, in out_dir/collectives.rank<r>.jsonl
     audit_collectives: bool = MISSING
 
 
@@ -217,21 +217,35 @@ class FinalEvalConfig:
     lambada_source: dict[str, Any] = MISSING  # hub_id/path/split/config_name, or a generator
 
 
+# how the testbed emulates the link: auto | netns (namespaces, kernel shaping) | delay (in-process sleeps)
+LINK_MODES = ("auto", "netns", "delay")
+# The namespaces' packet size. Every packet costs the kernel the same CPU (TCP, veth, bridge, tbf) on
+# the cores that also compute; a cluster's NICs offload that work and its Ethernet runs jumbo frames,
+# so 9000 keeps the emulation's own CPU cost nearer a real link's (measured, 4 workers at 50 Mbit/s:
+# 0.20 s of machine CPU per sync at 1500, 0.08 s at 9000).
+DEFAULT_MTU, MIN_MTU, MAX_MTU = 9000, 576, 65535
+CLOCK_MODES = ("real", "virtual")  # virtual: time is the schedule's modelled time (VirtualClock)
+
+
 @dataclass
 class LinkConfig:
-    rate_mbit: float = MISSING
-    delay_ms: float = MISSING
-    mode: str = MISSING  # (the testbed adds `runtime` when the run starts: not a setting)
-    mtu: int = MISSING  # bytes per packet on the namespaces' veth links
+    rate_mbit: float = setting(check=NONNEGATIVE)  # 0: unlimited
+    delay_ms: float = setting(check=NONNEGATIVE)  # 0: none
+    # (the testbed adds `runtime` when the run starts: not a setting)
+    mode: str = setting(check=Check("choice", choices=LINK_MODES, default="auto"))
+    # bytes per packet on the namespaces' veth links
+    mtu: int = setting(check=Check("int", MIN_MTU, MAX_MTU, default=DEFAULT_MTU))
 
 
 @dataclass
-class ClockConfig:  # acco/engine/virtual_clock.py
-    mode: str = MISSING  # real | virtual
-    micro_batch_s: float | None = MISSING
-    sync_s: float | None = MISSING  # null: the link model (link.rate_mbit, link.delay_ms)
-    optimizer_step_s: float = MISSING
-    backward_share: float | None = None  # the backward's share of a micro-batch; null: 2/3 (FLOPs)
+class ClockConfig:  # the virtual clock's (VirtualClock) costs; what they need of each other: check_clock
+    mode: str = setting(check=Check("choice", choices=CLOCK_MODES, default="real"))
+    micro_batch_s: float | None = setting(check=Check("number", 0.0, optional=True))
+    # null: the link model (link.rate_mbit, link.delay_ms)
+    sync_s: float | None = setting(check=Check("number", 0.0, optional=True))
+    optimizer_step_s: float = setting(check=NONNEGATIVE)
+    # the backward's share of a micro-batch; null: 2/3 (FLOPs)
+    backward_share: float | None = setting(None, Check("number", 0.0, 1.0, optional=True))
 
 
 @dataclass
@@ -255,19 +269,20 @@ class FaultConfig:  # at_step, signal and final_eval_sleep_rank: checked where a
 @dataclass
 class DistConfig:
     timeout_s: float = setting(check=POSITIVE)
-    # null: sized before the workers start (acco/harness/run/plan.py)
+    # null: sized before the workers start, by the run's plan
     step_timeout_s: float | None = setting(check=POSITIVE_OR_NULL)
     final_timeout_s: float | None = setting(check=POSITIVE_OR_NULL)
-    # the cross-rank waits of a checkpoint save (acco/train/checkpoint.py)
+    # the cross-rank waits of a checkpoint save
     checkpoint_timeout_s: float = setting(check=POSITIVE_OR_NULL)
-    start_method: str = MISSING  # auto | fork | spawn | forkserver (acco/harness/entry.py worker_start_method)
+    start_method: str = MISSING  # auto | fork | spawn | forkserver (worker_start_method)
     comm_thread: bool = True  # false: the flat engine's syncs inline, no thread or stream (make gpu-check)
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo (on CUDA: host copies, GPUs shared)
-    max_local_workers: Any = "auto"  # CPU workers the local launcher may start: auto (4 per core) | a number
+    # CPU workers the local launcher may start: auto (4 per core) | a number
+    max_local_workers: Any = setting("auto", Check("int", 1, optional=True, words=("auto",)))
 
 
 @dataclass
-class ClaimConfig:  # one claim of the paper, tested by analysis/claims.py
+class ClaimConfig:  # one claim of the paper, tested by the analysis
     name: str = MISSING
     paper: str = ""  # the paper's number or wording
     a: dict[str, Any] = field(default_factory=dict)  # run identity -> value (or min / 2nd / max)
@@ -566,11 +581,10 @@ def _check_node(node: dict, cls, prefix: str, groups: dict, allow_extra: bool) -
 
 
 def check_settings(cfg: dict) -> None:
-    """Every schema field's check (its `check`, acco/methods/settings.py Check) on a plain config,
+    """Every schema field's check (its `check`, a Check) on a plain config,
     section by section in the schema's order; only the keys present (a group's section: the checks
     of each kind of the group). The method's settings are its spec's, checked by
-    acco/train/settings.py check_method; the checks across fields stay with the code that knows
-    them (acco/harness/run/validate.py)."""
+    check_method; the checks across fields stay with the code that knows them (the run's validate)."""
     _check_section(cfg, (RunConfig,), "")
 
 

@@ -2,10 +2,10 @@
 
 This module checks what the schema and the composition can tell (unknown groups and keys, numbers,
 layouts, model shapes). The checks that need a run-time layer live with what they are about (a
-method's settings in acco/train/settings.py, the clock's in acco/engine/virtual_clock.py, a local
-method's schedule in acco/engine/local_rounds.py, a link's in acco/harness/testbed/link.py, a cluster
-profile's in acco/config/slurm_profile.py); acco/harness/run/validate.py runs them all before any worker
-starts or any file is written, and the entry point prints the first problem and exits with code 2."""
+method's settings: check_method, the clock's: check_clock, a local method's schedule:
+check_local_method, a link's: check_link, a cluster profile's: check_profile); the run's `validate`
+runs them all before any worker starts or any file is written, and the entry point prints the first
+problem and exits with code 2."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def check_option_file(conf_dir: str, group: str, option: str) -> None:
 
 
 def check_keys(argv: Iterable[str], conf_dir: str) -> None:
-    """Every `key=value` on the command line against the schema (acco/config/schema.py), before
+    """Every `key=value` on the command line against the schema, before
     Hydra composes: an unknown key (`train.stepz=5`, `+train.stepz=5`) or a value of the wrong type
     (`train.steps=5.5`, `overwrite=yes`, which OmegaConf would take as true) is one line naming it;
     Hydra's own message for these is many lines and exit code 1."""
@@ -181,11 +181,18 @@ def chosen_options(argv: list[str], conf_dir: str) -> dict[str, str]:
 
 
 def check_value(dotted: str, value, check: Check) -> None:
-    """A setting's value against its field's check (acco/methods/settings.py Check; the schema's
-    fields, acco/config/schema.py check_settings): one line naming the setting and the fix."""
+    """A setting's value against its field's check (a Check; the schema's
+    fields: check_settings): one line naming the setting and the fix."""
     if (value is None and check.optional) or (isinstance(value, str) and value in check.words):
         return
-    if check.kind == "int":
+    if check.kind == "int" and check.maximum is not None:  # both bounds: one line names the range
+        low, high = int(check.minimum or 0), int(check.maximum)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            example = low if check.default is None else check.default
+            raise ConfigError(
+                f"{dotted} must be an integer in [{low}, {high}], got {value!r}; set e.g. {dotted}={example}"
+            )
+    elif check.kind == "int":
         int_value(value, dotted, None if check.minimum is None else int(check.minimum))
     elif check.kind == "number":
         setting_number(value, dotted, check.minimum, check.maximum, strict_min=check.above)
@@ -217,7 +224,7 @@ def int_value(value, dotted: str, minimum: int | None = None) -> int:
 def setting_number(
     value, name: str, minimum: float | None = None, maximum: float | None = None, strict_min: bool = False
 ) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:  # NaN is no number
         raise ConfigError(f"{name} must be a number, got {value!r}")
     if minimum is not None and (value < minimum or (strict_min and value == minimum)):
         op = ">" if strict_min else ">="

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config.validate import ConfigError, setting_int, setting_number
+from ..config.validate import ConfigError
 from .collectives import all_gather_into, reduce_scatter_sum
 from .comm_worker import CommJob, CommWorker
 from .compute import MicroBatchRunner
@@ -128,7 +128,7 @@ class LocalEngine:
         outer_dtype: torch.dtype | None = None,
     ):
         """`clock` (clock.mode=virtual), with `clock_costs`: the virtual clock every inner step and
-        fragment sync advances (acco/engine/virtual_clock.py). `outer_dtype` (train.grad_dtype):
+        fragment sync advances (VirtualClock). `outer_dtype` (train.grad_dtype):
         the pseudo-gradient's dtype on the wire (default the compute dtype's; fp32 beside bf16
         parameters sends twice the bytes and sums the workers' Δ without rounding to bf16)."""
         self.flat, self.inner, self.schedule = flat, inner, schedule
@@ -322,19 +322,17 @@ def run_local_rounds(engine: LocalEngine, until: StopRule, on_step: StepCallback
 
 def check_local_method(cfg: dict) -> None:
     """diloco / streaming_diloco: a schedule that can run, and a run of known length (it ends with
-    every fragment synchronised after its last step)."""
-    name = cfg["method"]["name"]
-    for key in ("sync_every", "fragments"):
-        setting_int(cfg, f"method.{key}", 1)
-    setting_int(cfg, "method.overlap_steps", 0)
+    every fragment synchronised after its last step). Each setting alone has been checked by its
+    field's check (LocalMethod) before this runs."""
     m = cfg["method"]
+    name = m["name"]
     schedule = LocalSchedule(
         int(m["sync_every"]),
         int(m["fragments"]),
         int(m["overlap_steps"]),
-        setting_number(m.get("mixing"), "method.mixing", 0.0, 1.0),
-        setting_number(m.get("outer_lr"), "method.outer_lr", 0.0, strict_min=True),
-        setting_number(m.get("outer_momentum"), "method.outer_momentum", 0.0, 0.999999),
+        float(m["mixing"]),
+        float(m["outer_lr"]),
+        float(m["outer_momentum"]),
     )
     problem = check_schedule(schedule)
     if problem:

@@ -7,7 +7,7 @@ locally and alike: no collective of its own, and deterministic. The costs:
     a micro-batch (fwd+bwd) on rank r   c_r = clock.micro_batch_s (x hetero.factor on hetero.slow_rank)
     a sync of kind k                    m_k = communication + optimizer steps x clock.optimizer_step_s
         communication: clock.sync_s, or (null) the link model over the bytes the sync moves,
-        α + bytes/bandwidth per ring step (acco/analytic/costmodel.py's ring formulas, α =
+        α + bytes/bandwidth per ring step (the cost model's ring formulas, α =
         link.delay_ms, bandwidth = link.rate_mbit)
 
 and the rules:
@@ -32,10 +32,8 @@ from dataclasses import dataclass
 
 from ..analytic.costmodel import all_gather_time, all_reduce_time, reduce_scatter_time
 from ..analytic.overlap import BACKWARD_SHARE, Buckets, step_end
-from ..config.validate import ConfigError, setting_number
+from ..config.validate import ConfigError
 from .sync import SyncKind
-
-MODES = ("real", "virtual")
 
 # a micro-batch that would start this close to the sync's end counts as starting after it: ⌈m/c⌉
 # stays exact when m/c is a whole number but float sums land a rounding error short of it
@@ -67,7 +65,7 @@ class ClockSettings:
     delay_ms: float = 0.0
     slow_rank: int | None = None  # hetero.*: its micro-batch costs micro_batch_s x factor
     factor: float = 1.0
-    # the backward's share of a micro-batch (acco/analytic/overlap.py): where a DDP step's bucket
+    # the backward's share of a micro-batch (acco.analytic.overlap): where a DDP step's bucket
     # reductions can start in its last micro-batch
     backward_share: float = BACKWARD_SHARE
 
@@ -183,7 +181,7 @@ def flat_sync_costs(
 def flat_sync_collectives(
     buffer_bytes: int, agreement_bytes: int, clip: bool, gather_bytes: int | None = None
 ) -> list[tuple[str, float]]:
-    """The flat engine's sync (acco/engine/sync.py): reduce-scatter of the buffer, the counts'
+    """The flat engine's sync: reduce-scatter of the buffer, the counts'
     all-reduce, the clipping norm's when clipping, all-gather of the parameters (`gather_bytes`:
     in the parameters' dtype, half the buffer's beside fp32 gradients; default the buffer's)."""
     out = [("reduce_scatter", float(buffer_bytes)), ("all_reduce", float(agreement_bytes))]
@@ -194,7 +192,7 @@ def flat_sync_collectives(
 
 
 def torch_ddp_collectives(params: int, wire_bytes: int, agreement_bytes: int) -> list[tuple[str, float]]:
-    """PyTorch DDP + ZeroRedundancyOptimizer (acco/engine/torch_ddp.py), modelled as: one bucket's
+    """PyTorch DDP + ZeroRedundancyOptimizer, modelled as: one bucket's
     all-reduce of the P gradients at `wire_bytes` each (fp32; 2 for the bf16 reduce-scatter hook,
     whose reduce-scatter + all-gather moves the bytes and ring steps of an all-reduce), then ZeRO's
     broadcast of every rank's fp32 partition (the bytes and steps of an all-gather of the fp32
@@ -216,7 +214,7 @@ def flat_overlap_costs(
     clip: bool,
     gather_item: int | None = None,
 ) -> tuple[list[float], float]:
-    """The flat engine's backward-overlapped ddp (acco/engine/backward_overlap.py): each bucket's
+    """The flat engine's backward-overlapped ddp: each bucket's
     reduce-scatter (what the last backward can hide), and the tail nothing hides: the counts'
     all-reduce, the clipping norm's, the all-gather of the parameters (`gather_item` bytes each,
     their dtype; default the buffer's) and the optimizer step."""
@@ -231,7 +229,7 @@ def flat_overlap_costs(
 def torch_ddp_costs(
     settings: ClockSettings, world: int, buckets: Buckets, params: int, wire_bytes: int, agreement_bytes: int
 ) -> tuple[list[float], float]:
-    """PyTorch DDP + ZeroRedundancyOptimizer (acco/engine/torch_ddp.py): each bucket's all-reduce
+    """PyTorch DDP + ZeroRedundancyOptimizer: each bucket's all-reduce
     at `wire_bytes` per gradient (fp32: 4; the bf16 reduce-scatter hook: 2, whose reduce-scatter +
     all-gather moves an all-reduce's bytes and ring steps), and the tail: ZeRO's broadcast of every
     rank's fp32 partition (an all-gather's bytes and steps, as costmodel.zero1_torch_sync_time), the
@@ -245,7 +243,7 @@ def torch_ddp_costs(
 
 
 def local_sync_collectives(fragment_entries: int, buffer_item: int) -> list[tuple[str, float]]:
-    """A local method's fragment sync (acco/engine/local_rounds.py): reduce-scatter of Δ_f in the
+    """A local method's fragment sync: reduce-scatter of Δ_f in the
     buffer's dtype, all-gather of φ'_f in fp32."""
     return [("reduce_scatter", float(fragment_entries * buffer_item)), ("all_gather", float(fragment_entries * 4))]
 
@@ -307,7 +305,7 @@ class VirtualClock:
         self.wait(end)
         return end
 
-    # -- the flat engine's rounds (acco/engine/rounds.py calls these as it runs them) ------------
+    # -- the flat engine's rounds (which call these as they run) ---------------------------------
     def empty(self) -> None:
         """Every rank's accumulator is emptied."""
         self.pending = [0] * self.world
@@ -397,17 +395,11 @@ def _backward_share(clock) -> float:
 
 
 def check_clock(cfg: dict) -> None:
-    """clock.*: a mode, and on the virtual clock costs it can use (acco/engine/virtual_clock.py)."""
+    """On the virtual clock, costs it can use: what the clock.* settings need of each other and of
+    link.*. Each alone (the mode among its choices, no cost below 0) is its field's check
+    (ClockConfig), applied before this runs."""
     clock = cfg.get("clock") or {}
-    mode = clock.get("mode", "real")
-    if mode not in MODES:
-        raise ConfigError(f"clock.mode must be one of {', '.join(MODES)}, got {mode!r}; set clock.mode=real or virtual")
-    for key in ("micro_batch_s", "sync_s", "optimizer_step_s"):
-        if clock.get(key) is not None:
-            setting_number(clock[key], f"clock.{key}", 0.0)
-    if clock.get("backward_share") is not None:
-        setting_number(clock["backward_share"], "clock.backward_share", 0.0, 1.0)
-    if mode != "virtual":
+    if clock.get("mode", "real") != "virtual":
         return
     if clock.get("micro_batch_s") is None or clock["micro_batch_s"] <= 0:
         raise ConfigError(

@@ -3,19 +3,20 @@ sync_every inner steps an outer Nesterov step on the averaged pseudo-gradient, w
 
 from dataclasses import dataclass
 
-from .settings import MISSING, MethodConfig
+from .settings import MISSING, Check, MethodConfig, setting
 from .spec import LOCAL, MethodSpec
 
 
 @dataclass
 class LocalMethod(MethodConfig):  # conf/method/diloco.yaml, streaming_diloco.yaml
-    # checked together, as a schedule that can run (acco/engine/local_rounds.py check_local_method)
-    sync_every: int = MISSING  # H: inner steps between two syncs of a fragment
-    fragments: int = MISSING  # F: contiguous pieces of the model, synchronised in turn
-    overlap_steps: int = MISSING  # τ: inner steps a fragment's sync runs beside (0: not overlapped)
-    mixing: float = MISSING  # α: θ <- α·θ + (1 - α)·φ when a sync lands
-    outer_lr: float = MISSING  # the outer SGD's learning rate
-    outer_momentum: float = MISSING  # its Nesterov momentum
+    # each by its check; together, as a schedule that can run, by acco/engine/local_rounds.py check_schedule
+    sync_every: int = setting(MISSING, Check("int", 1))  # H: inner steps between two syncs of a fragment
+    fragments: int = setting(MISSING, Check("int", 1))  # F: contiguous pieces of the model, synchronised in turn
+    # τ: inner steps a fragment's sync runs beside (0: not overlapped)
+    overlap_steps: int = setting(MISSING, Check("int", 0))
+    mixing: float = setting(MISSING, Check("number", 0.0, 1.0))  # α: θ <- α·θ + (1 - α)·φ when a sync lands
+    outer_lr: float = setting(MISSING, Check("number", 0.0, above=True))  # the outer SGD's learning rate
+    outer_momentum: float = setting(MISSING, Check("number", 0.0, 0.999999))  # its Nesterov momentum, below 1
 
 
 SPEC = MethodSpec(

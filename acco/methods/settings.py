@@ -10,7 +10,7 @@ a range or a set of choices, each broken rule one line naming the setting and th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # OmegaConf's MISSING (omegaconf.MISSING is this string: a structured config's field without a value).
@@ -19,13 +19,13 @@ from typing import Any
 # to be there (tests/unit/test_method_registry.py checks the two agree).
 MISSING: Any = "???"
 
-__all__ = ["MISSING", "Check", "MethodConfig", "setting"]
+__all__ = ["MISSING", "Check", "MethodConfig", "field_checks", "setting"]
 
 
 @dataclass(frozen=True)
 class Check:
-    """What a setting's value must be: `kind` int | number | bool | choice; for a number the
-    bounds (`above`: strictly greater than `minimum`); `optional`: null is allowed too; `words`:
+    """What a setting's value must be: `kind` int | number | bool | choice; for an int or a number
+    the bounds (`above`: strictly greater than `minimum`); `optional`: null is allowed too; `words`:
     names that stand for a value and are allowed as they are (train.threads: auto)."""
 
     kind: str
@@ -41,6 +41,20 @@ class Check:
 def setting(default: Any = MISSING, check: Check | None = None) -> Any:
     """A settings field with its check beside it."""
     return field(default=default, metadata={"check": check} if check is not None else {})
+
+
+def field_checks(cls: type) -> dict[str, Check]:
+    """name -> check of a settings dataclass's fields. A field declared again in a subclass to give
+    it a default of its own (a method defined outside acco over LocalMethod) keeps the check of the
+    nearest class that declares one, so a new default does not drop the rule."""
+    checks = {}
+    for f in fields(cls):
+        for base in cls.__mro__:
+            declared = vars(base).get("__dataclass_fields__", {}).get(f.name)
+            if declared is not None and "check" in declared.metadata:
+                checks[f.name] = declared.metadata["check"]
+                break
+    return checks
 
 
 @dataclass

@@ -1,21 +1,19 @@
-"""A method's and its optimizer's settings, checked up front (acco/harness/run/validate.py runs them): the
-method registry (acco/methods/), DDP's implementations and communication hooks, the
-local methods' schedule (acco/engine/local_rounds.py), precision and the run's budget."""
+"""A method's and its optimizer's settings, checked up front (the run's validate runs them): the
+method registry, DDP's implementations and communication hooks, the local methods' schedule
+(check_local_method), precision and the run's budget."""
 
 from __future__ import annotations
-
-import dataclasses
 
 from ..config.validate import ConfigError, check_value, setting_number
 from ..engine.local_rounds import check_local_method
 from ..engine.schedule import SCHEDULES
 from ..methods import METHODS
-from ..methods.settings import Check
+from ..methods.settings import Check, field_checks
 
 
 def check_method(cfg: dict) -> None:
     """method.name in the registry, and the settings that method reads: its impl among its
-    spec's, each field's check (its settings dataclass, acco/methods/settings.py), and a local
+    spec's, each field's check (its settings dataclass), and a local
     method's schedule."""
     method = (cfg.get("method") or {}).get("name")
     if not isinstance(method, str) or method not in METHODS:
@@ -27,9 +25,8 @@ def check_method(cfg: dict) -> None:
             f"method.impl must be {' or '.join(impls)}, got {options.get('impl')!r}; "
             f"set {' or '.join(f'method.impl={i}' for i in impls)}"
         )
-    for f in dataclasses.fields(spec.config):
-        if "check" in f.metadata:
-            check_setting(cfg, f.name, f.metadata["check"])
+    for key, check in field_checks(spec.config).items():
+        check_setting(cfg, key, check)
     if spec.local:
         check_local_method(cfg)
 
@@ -38,14 +35,14 @@ def check_setting(cfg: dict, key: str, check: Check) -> None:
     """method.<key> against its field's check; one line naming the setting and the fix."""
     dotted, value = f"method.{key}", cfg["method"].get(key, check.default)
     if check.kind == "bool" and not isinstance(value, bool) and not (value is None and check.optional):
-        # a method's flag: its line names no fix (acco/api.py words its own for Python)
+        # a method's flag: its line names no fix (acco.Overlapped words its own for Python)
         raise ConfigError(f"{dotted} must be true or false, got {value!r}")
     check_value(dotted, value, check)
 
 
 def check_optimizer(cfg: dict) -> None:
     """optim.betas and the learning-rate schedule; AdamW's other numbers are their fields' checks
-    (acco/config/schema.py OptimConfig)."""
+    (OptimConfig)."""
     optim = cfg["optim"]
     betas = optim.get("betas")
     if not isinstance(betas, (list, tuple)) or len(betas) != 2:

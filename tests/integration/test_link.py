@@ -166,7 +166,7 @@ BAD = [
     (["link.rate_mbit=-5"], "link.rate_mbit must be >= 0"),
     (["link.delay_ms=fast"], "link.delay_ms must be a number"),
     (["link.mode=wifi"], "link.mode must be one of"),
-    (["link.mtu=100"], "link.mtu must be a whole number of bytes"),
+    (["link.mtu=100"], "link.mtu must be an integer in [576, 65535]"),
 ]
 
 

@@ -1,7 +1,7 @@
 """Every setting whose value selects code, in one table: the values each may take, read from the
 code that dispatches on it where it keeps them, and when the setting is read. An unknown value is one
 line naming the setting and its choices, raised before any worker starts or any folder is made
-(acco/harness/run/validate.py runs `check_choices`); without it the value reaches the code that
+(`validate` runs `check_choices`); without it the value reaches the code that
 dispatches on it only inside the workers (a KeyError traceback per rank).
 
 A new setting of this kind goes in CHOICES: tests/unit/test_bad_choices.py walks the table with a
@@ -17,17 +17,16 @@ from typing import Any
 
 from ...config.validate import ConfigError
 
-# values dispatched on where no constant names them: the launcher (acco/harness/entry.py: slurm
-# submits, local starts workers here), the device and process-group backend (acco/harness/run/validate.py
-# checks them with their own messages), the tokenizer's kind (acco/data/tokenizer_spec.py; from_model:
-# acco/tasks/finetune.py), the data's kind (acco/tasks/__init__.py: instruct, else packed pretraining)
-# and DDP's implementations (acco/train/trainer.py: torch, else the flat engine)
+# values dispatched on where no constant names them: the launcher (slurm submits, local starts
+# workers here), the device and process-group backend (`validate` checks them with their own
+# messages), the tokenizer's kind (from_model: the fine-tuning task's), the data's kind (instruct,
+# else packed pretraining) and DDP's implementations (torch, else the flat engine)
 LAUNCHERS = ("local", "slurm")
 DEVICES = ("auto", "cpu", "cuda")
 DIST_BACKENDS = ("auto", "nccl", "gloo")
 TOKENIZER_KINDS = ("bpe", "pretrained", "from_model")
 DATA_KINDS = ("pretrain", "instruct")
-LOGGERS = ("none", "wandb")  # acco/runtime/progress.py make_logger
+LOGGERS = ("none", "wandb")  # make_logger's
 WANDB_MODES = ("offline", "online", "disabled")
 
 
@@ -92,15 +91,15 @@ def _fault_signals() -> tuple[str, ...]:
 
 
 def _clock_modes() -> tuple[str, ...]:
-    from ...engine.virtual_clock import MODES
+    from ...config.schema import CLOCK_MODES
 
-    return MODES
+    return CLOCK_MODES
 
 
 def _link_modes() -> tuple[str, ...]:
-    from ..testbed.link import MODES
+    from ...config.schema import LINK_MODES
 
-    return MODES
+    return LINK_MODES
 
 
 def _start_methods() -> tuple[str, ...]:

@@ -2,11 +2,10 @@
 prints the first one and exits with code 2 before any worker starts or any file is written.
 
 `validate` runs the config's own checks (each field's type and range, declared beside the field:
-acco/config/schema.py check_settings; the rest: acco/config/validate.py) and those of each layer the
-run uses, each kept with what it is about: the method's (acco/train/settings.py), the clock's, the
-link's (acco/harness/testbed/link.py), a cluster profile's (acco/config/slurm_profile.py), the launcher's;
-and every setting that selects code against its choices (acco/harness/run/choices.py); the checks
-across fields (a rank below the world, a window within train.steps) here."""
+check_settings) and those of each layer the run uses, each kept with what it is about: the
+method's (check_method), the clock's, the link's (check_link), a cluster profile's, the launcher's;
+and every setting that selects code against its choices (check_choices); the checks across fields
+(a rank below the world, a window within train.steps) here."""
 
 from __future__ import annotations
 
@@ -70,7 +69,7 @@ def check_local_workers(cfg: dict, world: int, launcher_world_size: int | None, 
     if limit in (None, "auto"):
         limit = WORKERS_PER_CORE * cores
     else:
-        limit = setting_int(cfg, "dist.max_local_workers", 1)
+        limit = int(limit)  # an integer >= 1: its field's check
     if world > limit:
         raise ConfigError(
             f"world_size={world} would start {world} worker processes on this machine's {cores} core(s) "

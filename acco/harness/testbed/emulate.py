@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import sys
 
+from ...config.schema import DEFAULT_MTU
 from ...engine.collectives import register_collective_hook, unregister_collective_hook
 from . import delay
-from .link import DEFAULT_MTU, is_active, link_values, netns_possible
+from .link import is_active, link_values, netns_possible
 from .netns import RunNamespaces, enter
 
 
