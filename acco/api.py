@@ -277,7 +277,8 @@ class Overlapped:
                     parameters become views into the engine's flat buffer on `device` (stored in
                     the compute dtype), as in the suite.
       method        "acco" (default), "ddp" (DDP + ZeRO-1 on the flat engine), "dpu", "wp",
-                    "diloco", "streaming_diloco" (README, the methods; docs/rounds.md).
+                    "diloco", "streaming_diloco" (README, the methods; docs/rounds.md), or a
+                    method registered from outside acco (acco.methods.register; docs/methods.md).
       steps         committed optimizer steps of the run (the schedule's length, and the last step
                     computes nothing nobody would use).
       accum         micro-batches per round per rank (ACCO: per stage, so 2 x accum per step).

@@ -22,12 +22,7 @@ import pandas as pd
 import yaml
 
 from acco.config.experiments import SCALES, experiment_block, experiment_dir, in_run_list
-from acco.methods import METHODS, MethodSpec
-from acco.methods import acco as _acco
-from acco.methods import ddp as _ddp
-from acco.methods import dpu as _dpu
-from acco.methods import wp as _wp
-from acco.methods.variants import Variant
+from acco.methods import METHODS, MethodSpec, get, variants
 from acco.runtime.files import METRIC_FIELDS
 from acco.runtime.saved_config import load_yaml
 from acco.runtime.summary import RunSummary, read_summary
@@ -51,22 +46,12 @@ RUN_COLUMNS = [
 ]
 # a run's `method` key (run_info): its trainer method, or a variant the analysis groups apart, its own
 # arm in claims and figures (the first whose settings the run's config holds)
-RUN_VARIANTS = (
-    # the flat ddp that reduce-scatters bucket by bucket in the last backward (method.overlap_backward):
-    # the baseline as PyTorch's DDP, ZeRO's overlap_comm and FSDP run it; told apart from the paper's
-    Variant(
-        "ddp_overlap",
-        _ddp.SPEC.name,
-        (("method.impl", "flat"), ("method.overlap_backward", True)),
-        "DDP (overlapped)",
-    ),
-)
-# the arms the comparisons name by their role: the paper's baseline (DDP + ZeRO-1, as the run's impl
-# has it), the same DDP overlapping its reduction with the last backward, the delayed updates, ACCO
-BASELINE = _ddp.SPEC.name
-OVERLAPPED_DDP = RUN_VARIANTS[0].key
-DPU, WP = _dpu.SPEC.name, _wp.SPEC.name
-ACCO = _acco.SPEC.name
+RUN_VARIANTS = (variants.OVERLAPPED_DDP,)  # told apart from the paper's baseline, the sequential ddp
+# the arms the comparisons name by their role
+BASELINE = get("ddp").name  # the paper's baseline, DDP + ZeRO-1 (as the run's impl has it)
+OVERLAPPED_DDP = variants.OVERLAPPED_DDP.key  # the same DDP, its reduction overlapping the last backward
+DPU, WP = get("dpu").name, get("wp").name  # the delayed updates
+ACCO = get("acco").name
 
 
 def _read_yaml(path: str) -> dict:

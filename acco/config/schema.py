@@ -27,16 +27,18 @@ construction (an attribute access costs microseconds)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import functools
 import os
 import types
 import typing
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, read_write
 
 from ..methods import METHODS
 from ..methods.settings import Check, MethodConfig, setting
@@ -341,38 +343,69 @@ class RunConfig:
     dist: DistConfig = MISSING
 
 
-# each group option's kind: the name its YAML file lists first in its defaults
-GROUP_SCHEMAS: dict[str, dict[str, type]] = {
-    "method": {},  # the registered methods' (method_schemas)
+# the kinds of the groups other than method: each option's kind by the name its YAML file lists
+# first in its defaults
+_FIXED_GROUP_SCHEMAS: dict[str, dict[str, type]] = {
     "model": {"schema": ModelConfig},
     "data": {"schema_pretrain": PretrainData, "schema_instruct": InstructData},
     "launcher": {"schema_local": LauncherConfig, "schema_slurm": SlurmLauncher},
     "logger": {"schema_none": LoggerConfig, "schema_wandb": WandbLogger},
 }
-# every kind of a group, for checks made before the option is known (the command line)
-GROUP_KINDS: dict[str, tuple[type, ...]] = {}
 
 
-def method_schemas() -> None:
-    """The method group's kinds from the registry (acco/methods/): each spec's settings dataclass
-    under the name its conf/method/<name>.yaml lists first (the base MethodConfig first: a method
-    without settings of its own). Again after a method is registered: register() does."""
+def method_schemas() -> dict[str, type]:
+    """The method group's kinds, read from the registry (acco.methods) when asked: each spec's
+    settings dataclass under the name its conf/method/<name>.yaml lists first (the base MethodConfig
+    first: a method without settings of its own)."""
     kinds: dict[str, type] = {"schema_acco": MethodConfig}
     for spec in METHODS.values():
         kinds.setdefault(spec.config_schema, spec.config)
-    GROUP_SCHEMAS["method"] = kinds
-    GROUP_KINDS.update({group: tuple(dict.fromkeys(k.values())) for group, k in GROUP_SCHEMAS.items()})
-    option_kind.cache_clear()
+    return kinds
+
+
+def _group_schemas(group: str) -> dict[str, type]:
+    return method_schemas() if group == "method" else _FIXED_GROUP_SCHEMAS[group]
+
+
+_V = TypeVar("_V")
+
+
+class _ByGroup(Mapping[str, _V]):
+    """A read-only mapping of the config groups whose values are made at each lookup (`of(group)`):
+    the method group's from the registry as it is then, so a method registered after this module
+    was imported (a plugin, a test's) is a kind of the method section with no call to refresh it."""
+
+    def __init__(self, of: Callable[[str], _V]):
+        self._of = of
+
+    def __getitem__(self, group: str) -> _V:
+        if group not in self:
+            raise KeyError(group)
+        return self._of(group)
+
+    def __contains__(self, group: object) -> bool:
+        return group == "method" or group in _FIXED_GROUP_SCHEMAS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("method", *_FIXED_GROUP_SCHEMAS))
+
+    def __len__(self) -> int:
+        return 1 + len(_FIXED_GROUP_SCHEMAS)
+
+
+# each group option's kind: the name its YAML file lists first in its defaults
+GROUP_SCHEMAS: Mapping[str, dict[str, type]] = _ByGroup(_group_schemas)
+# every kind of a group, for checks made before the option is known (the command line)
+GROUP_KINDS: Mapping[str, tuple[type, ...]] = _ByGroup(lambda g: tuple(dict.fromkeys(_group_schemas(g).values())))
 
 
 def register() -> None:
-    """Put the schemas in Hydra's ConfigStore; before Hydra composes (experiments/train.py and
+    """Put the schemas in Hydra's ConfigStore; before Hydra composes (the train command and
     acco.config.experiments.compose call it). Storing again replaces: calling twice is harmless.
     A registered method without a conf/method/<name>.yaml (one defined outside acco) is an option
     of the method group too: its settings dataclass with its defaults (docs/methods.md)."""
     from hydra.core.config_store import ConfigStore
 
-    method_schemas()
     cs = ConfigStore.instance()
     cs.store(name="acco_schema", node=RunConfig)
     for group, kinds in GROUP_SCHEMAS.items():
@@ -529,17 +562,25 @@ def _has(group: str, kind, dotted: str) -> bool:
     return True
 
 
-@functools.cache
 def option_kind(group: str, option: str):
     """The schema dataclass of conf/<group>/<option>.yaml: the first entry of its defaults list
     (a method registered without a file: its spec's settings dataclass)."""
-    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
-    if not os.path.exists(path):
+    listed = _listed_kind(group, option)
+    if listed is None:
         spec = METHODS.get(option) if group == "method" else None
         return spec.config if spec is not None else None
+    return GROUP_SCHEMAS[group].get(listed)
+
+
+@functools.cache
+def _listed_kind(group: str, option: str) -> str | None:
+    """The first entry of conf/<group>/<option>.yaml's defaults list ("" without one); None: no such file."""
+    path = os.path.join(CONF_DIR, group, f"{option}.yaml")
+    if not os.path.exists(path):
+        return None
     loaded = OmegaConf.load(path)
     defaults = (loaded.get("defaults") if isinstance(loaded, DictConfig) else None) or []
-    return GROUP_SCHEMAS[group].get(str(defaults[0])) if defaults else None
+    return str(defaults[0]) if defaults else ""
 
 
 def check_config(cfg: dict, allow_extra_top_level: bool = False) -> None:
@@ -642,6 +683,3 @@ def _open(node: DictConfig) -> None:
 
 def top_level_keys() -> set[str]:
     return set(_fields(RunConfig))
-
-
-method_schemas()

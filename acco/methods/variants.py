@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import METHODS, get
@@ -67,6 +67,23 @@ class Variant:
     def value(self, path: str) -> Any:
         return dict(self.settings).get(path, default(self.method, path) if self.method else None)
 
+    def extended(self, *settings: tuple[str, Any]) -> Variant:
+        """This variant with more settings after its own (a tool's, e.g. the bench's bucket size);
+        a path it already sets takes the new value in its place."""
+        return replace(self, settings=tuple((dict(self.settings) | dict(settings)).items()))
+
+
+# the flat ddp that reduce-scatters its gradients bucket by bucket during the last backward
+# (method.overlap_backward): the DDP that hides what it can, as PyTorch's DDP, ZeRO's overlap_comm
+# and FSDP run it. The simulator, the bench and the analysis all key it `ddp_overlap`; a tool adds
+# its own settings (`extended`) or label (dataclasses.replace)
+OVERLAPPED_DDP = Variant(
+    "ddp_overlap",
+    "ddp",
+    (("method.impl", "flat"), ("method.overlap_backward", True)),
+    "DDP (overlapped)",
+)
+
 
 def parse(text: str) -> tuple[str, dict[str, Any]]:
     """`ddp:impl=flat:overlap_backward=true` -> ("ddp", {"method.impl": "flat",
@@ -106,8 +123,8 @@ def resolve(text: str, table: Sequence[Variant], *, tool: str, open_ended: bool 
         raise UnknownVariant(f"{tool}: unknown method {text!r}; choose from: {_choices(table)}")
     matches = [v for v in table if v.method == name and all(v.value(p) == x for p, x in settings.items())]
     if matches:
-        best = min(len(_changed(v)) for v in matches)
-        closest = [v for v in matches if len(_changed(v)) == best]
+        changed = [len(_changed(v)) for v in matches]
+        closest = [v for v, n in zip(matches, changed) if n == min(changed)]
         if len(closest) == 1:
             return closest[0]
         raise UnknownVariant(f"{tool}: {text!r} names several variants ({_choices(closest)}); state more settings")

@@ -73,10 +73,7 @@ def test_a_flat_plugin_methods_schedule_reads_its_own_setting(tmp_path, plugin_e
     """DDP then DPU on the flat engine: its schedule reads method.ddp_steps from the settings the
     backend hands it, and the run matches its reference at that ddp_steps, not at another."""
     monkeypatch.setenv(methods.PLUGINS_ENV, FLAT_PLUGIN)
-    from acco.config import schema
-
     spec = methods.register(importlib.import_module(FLAT_PLUGIN).SPEC)  # the reference replays here
-    schema.method_schemas()  # its settings class is a kind of the method section (as ACCO_METHODS makes it)
     try:
         out = str(tmp_path / "run")
         deterministic = ["train.accum=2", "train.deterministic=true", "train.save_final_params=true", "optim.lr=2e-3"]
@@ -95,7 +92,6 @@ def test_a_flat_plugin_methods_schedule_reads_its_own_setting(tmp_path, plugin_e
             assert rounding_mismatch(final, replay(other).history[-1]) is not None
     finally:
         methods.METHODS.pop(spec.name, None)
-        schema.method_schemas()
 
 
 def test_a_plugin_method_is_in_the_sweep_preview(tmp_path, plugin_env):

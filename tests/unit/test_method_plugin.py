@@ -29,10 +29,8 @@ SUITE = ("ddp", "dpu", "wp", "acco", "diloco", "streaming_diloco")
 def local_sgd():
     spec = importlib.import_module("tests.plugins.local_sgd").SPEC
     methods.register(spec)
-    schema.method_schemas()
     yield spec
     METHODS.pop(spec.name, None)
-    schema.method_schemas()
 
 
 @pytest.fixture
@@ -144,6 +142,29 @@ def test_a_registered_method_is_a_config_option_with_its_defaults(local_sgd):
         "outer_momentum": 0.0,
     }
     assert schema.option_kind("method", "local_sgd") is local_sgd.config
+
+
+def test_a_method_registered_after_the_schema_is_a_kind_of_the_method_section_at_once():
+    """The schema reads the registry when it needs the method section's kinds: no call refreshes it."""
+    from omegaconf import OmegaConf
+
+    from acco.config.experiments import compose
+
+    cfg = compose(["method=ddp"])  # Hydra's store made before the method exists
+    cfg["method"] = {"name": "ddp_then_dpu", "ddp_steps": 3}
+    with pytest.raises(ConfigError, match="unknown key 'method.ddp_steps'"):
+        schema.check_config(cfg)
+    spec = methods.register(importlib.import_module("tests.plugins.ddp_then_dpu").SPEC)
+    try:
+        schema.check_config(cfg)
+        view = schema.typed(cfg)
+        assert OmegaConf.get_type(view.method) is spec.config and view.method.ddp_steps == 3
+        assert schema.option_kind("method", spec.name) is spec.config
+        check_overrides(["method=ddp_then_dpu", "method.ddp_steps=1"], conf_dir())
+    finally:
+        METHODS.pop(spec.name, None)
+    with pytest.raises(ConfigError, match="unknown key 'method.ddp_steps'"):  # and gone once removed
+        schema.check_config(cfg)
 
 
 def test_acco_methods_names_the_modules_to_import():

@@ -10,7 +10,7 @@ import pytest
 from acco.config.experiments import compose
 from acco.harness.simulation.variants import VARIANTS
 from acco.methods import variants
-from acco.methods.variants import UnknownVariant, Variant, default, parse, resolve, resolve_all
+from acco.methods.variants import OVERLAPPED_DDP, UnknownVariant, Variant, default, parse, resolve, resolve_all
 
 
 def test_a_spelling_parses_into_config_paths_and_values():
@@ -83,6 +83,20 @@ def test_several_matching_variants_pick_the_one_closest_to_the_defaults_or_ask_f
     twins = (Variant("x", "ddp", (("method.impl", "flat"),)), Variant("y", "ddp", (("method.impl", "flat"),)))
     with pytest.raises(UnknownVariant, match="several"):
         resolve("ddp:impl=flat", twins, tool="t")
+
+
+def test_the_overlapped_ddp_is_declared_once_and_each_tool_adds_its_own_settings():
+    from acco.harness.bench.variants import BY_KEY, TINY_BUCKET_MB
+    from analysis.load import RUN_VARIANTS
+
+    simulated = {v.key: v for v in VARIANTS}["ddp_overlap"]
+    assert (simulated.method, simulated.settings) == (OVERLAPPED_DDP.method, OVERLAPPED_DDP.settings)
+    assert BY_KEY["ddp_overlap"].settings == (*OVERLAPPED_DDP.settings, ("method.bucket_mb", TINY_BUCKET_MB))
+    assert OVERLAPPED_DDP in RUN_VARIANTS
+    # a setting it already has changes in its place; a new one comes after its own
+    v = OVERLAPPED_DDP.extended(("method.impl", "torch"), ("train.deterministic", True))
+    assert v.settings == (("method.impl", "torch"), ("method.overlap_backward", True), ("train.deterministic", True))
+    assert v.spelling == "ddp:impl=torch:overlap_backward=true:deterministic=true" and v.key == "ddp_overlap"
 
 
 @pytest.mark.parametrize("method", ["ddp", "dpu", "acco", "diloco"])

@@ -8,7 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from acco.methods import TORCH_DDP, MethodSpec, get
-from acco.methods.variants import Variant, parse, resolve_all, spelled
+from acco.methods.variants import OVERLAPPED_DDP, Variant, parse, resolve_all, spelled
+
+# the overlapped DDP's buckets on the bench's model: gptneo_tiny's share of DDP's 25 MiB buckets on
+# GPT-Neo 125M (1/19), so a step has as many buckets as DDP's on the paper's model
+TINY_BUCKET_MB = 0.11
 
 VARIANTS: tuple[Variant, ...] = (
     # PyTorch DDP + ZeroRedundancyOptimizer at its best: each gradient bucket reduce-scattered and
@@ -21,13 +25,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ddp_allreduce", "ddp", (("method.impl", "torch"), ("method.comm_hook", "allreduce"))),
     # our sequential ZeRO-1 (the reference)
     Variant("ddp_flat", "ddp", (("method.impl", "flat"),)),
-    # our ZeRO-1 with its reduce-scatter bucket by bucket in the last backward (issue 40): the DDP
-    # that hides what it can; buckets of gptneo_tiny's share of DDP's 25 MiB on GPT-Neo 125M (1/19)
-    Variant(
-        "ddp_overlap",
-        "ddp",
-        (("method.impl", "flat"), ("method.overlap_backward", True), ("method.bucket_mb", 0.11)),
-    ),
+    # our ZeRO-1 with its reduce-scatter bucket by bucket in the last backward: the DDP that hides
+    # what it can, in buckets of TINY_BUCKET_MB
+    OVERLAPPED_DDP.extended(("method.bucket_mb", TINY_BUCKET_MB)),
     Variant("dpu", "dpu", (("method.warmup_steps", 0),)),
     Variant("wp", "wp", (("method.warmup_steps", 0),)),
     Variant("acco", "acco"),

@@ -9,9 +9,9 @@ virtual clock with the costs measured in that real run's own trace (its median m
 and optimizer step: the schedule's arithmetic alone under test), then the next repetition. One
 more virtual run per (method, link) with the calibration's costs (what the claims' runs use; its
 times are exact, so one run is every repetition's). The error of a step's time, (virtual − real)
-/ real, is paired by repetition (analysis/stats.py paired_gap: mean and 95 % Student-t interval).
+/ real, is paired by repetition (the analysis's paired_gap: mean and 95 % Student-t interval).
 
-A step's time is measured as experiments' benchmark does (acco/harness/bench/measure.py steady_rate:
+A step's time is measured as experiments' benchmark does (steady_rate:
 between the first and the last committed steps)."""
 
 from __future__ import annotations
@@ -23,28 +23,20 @@ from dataclasses import dataclass
 
 from acco.harness import SOURCE_ROOT, TRAIN
 from acco.harness.bench.measure import steady_rate
+from acco.harness.bench.variants import TINY_BUCKET_MB
 from acco.harness.clock_calibration.calibrate import span_seconds, spread
 from acco.methods import get as get_method
-from acco.methods.variants import Variant
+from acco.methods.variants import OVERLAPPED_DDP, Variant
 from acco.runtime.summary import run_completed
 
 FIGURE = "beyond_diloco"  # its CPU model (gptneo_tiny) is the smallest: the most repetitions per minute
-# the variants under test, as the trainer spells them (acco/methods/variants.py); the keys name the
+# the variants under test, as the trainer spells them; the keys name the
 # result rows and the run folders. The overlapped DDP (issue 40) puts the clock's overlap rule
-# (acco/analytic/overlap.py) under test; its costs are its sequential twin's of the same repetition
+# under test; its costs are its sequential twin's of the same repetition
 # (the same bytes; its own sync span runs from its first bucket, waits included)
 VARIANTS = (
     Variant("ddp", "ddp", (("method.impl", "flat"), ("train.deterministic", True))),
-    Variant(
-        "ddp_overlap",
-        "ddp",
-        (
-            ("method.impl", "flat"),
-            ("method.overlap_backward", True),
-            ("method.bucket_mb", 0.11),
-            ("train.deterministic", True),
-        ),
-    ),
+    OVERLAPPED_DDP.extended(("method.bucket_mb", TINY_BUCKET_MB), ("train.deterministic", True)),
     Variant("acco", "acco", (("train.deterministic", True),)),
     Variant("acco_adaptive", "acco", (("train.deterministic", False),)),
 )

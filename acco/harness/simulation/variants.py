@@ -10,19 +10,14 @@ rounds of DPU/WP/ACCO, any other DDP's."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from acco.methods import METHODS, get
-from acco.methods.variants import UnknownVariant, Variant, resolve_all
+from acco.methods.variants import OVERLAPPED_DDP, UnknownVariant, Variant, resolve_all
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("ddp", "ddp", (("method.impl", "flat"),), "DDP+ZeRO-1"),
-    Variant(
-        "ddp_overlap",
-        "ddp",
-        (("method.impl", "flat"), ("method.overlap_backward", True)),
-        "DDP+ZeRO-1, overlapped backward",
-    ),
+    replace(OVERLAPPED_DDP, label="DDP+ZeRO-1, overlapped backward"),
     Variant("ddp_allreduce", None, (), "DDP (replicated), all-reduce in the backward"),
     Variant("fsdp", None, (), "FSDP FULL_SHARD (ZeRO-3), layer by layer"),
     Variant("fsdp_grad_op", None, (), "FSDP SHARD_GRAD_OP (ZeRO-2), layer by layer"),
