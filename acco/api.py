@@ -14,17 +14,15 @@ micro-batches a step takes and when (ACCO: 2 x accum per rank per step; adaptive
 fast rank), so the loop hands over the data, not the batches. Every rank of the process group
 builds one Overlapped and calls step() alike.
 
-It is the suite's own machinery, not a copy: the backends of acco/train/backend_flat.py (ddp on the
-flat engine, dpu, wp, acco), backend_local.py (diloco, streaming_diloco) and backend_torch_ddp.py
-(ddp with impl="torch"), built by acco/train/build.py build_backend (the Trainer builds its own there) and
-run one committed step at a time through the schedules of acco/engine/rounds.py and
-local_rounds.py; precision, gradient
-dtype and the learning-rate schedule come from acco/train/precision.py and acco/engine/schedule.py,
-the defaults of the optimizer and of each method from conf/config.yaml and conf/method/*.yaml (a
-method defined outside acco: its settings dataclass's), each method setting checked by its field's
-check (acco/methods/settings.py), as the suite's up-front checks do. A
-deterministic run's losses and parameters are bit-identical to experiments/train.py's with the same
-model, data order and settings (tests/integration/test_api.py)."""
+It is the suite's own machinery, not a copy: the trainer's backends (the flat engine for ddp, dpu,
+wp and acco, the local engine for diloco and streaming_diloco, PyTorch DDP + ZeRO-1 for ddp with
+impl="torch"), built by the same build_backend as the Trainer's and run one committed step at a
+time through the same schedules of rounds; the same precision, gradient dtype and learning-rate
+schedule; the defaults of the optimizer and of each method from conf/config.yaml and
+conf/method/*.yaml (a method defined outside acco: its settings dataclass's), each method setting
+checked by its field's check, as the suite's up-front checks do. A deterministic run's losses and
+parameters are bit-identical to experiments/train.py's with the same model, data order and settings
+(tests/integration/test_api.py)."""
 
 from __future__ import annotations
 
@@ -60,8 +58,8 @@ from .train.checkpoint import rng_state, set_rng_state
 from .train.precision import GRAD_DTYPES, PRECISIONS
 from .train.settings import check_setting
 
-METHODS = tuple(methods.METHODS)  # the registry's names (acco/methods/), as acco.METHODS lists them
-CONF_DIR = conf_dir()  # acco/conf, shipped with the package (acco/config/location.py)
+METHODS = tuple(methods.METHODS)  # the registry's names, as acco.METHODS lists them
+CONF_DIR = conf_dir()  # acco/conf, shipped with the package
 # conf/config.yaml's optim keys that are not the optimizer's: the schedule's length is `steps`
 OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "decay_bias_and_norm", "clip_norm")
 SCHEDULE_KEYS = ("schedule", "warmup_steps", "min_lr_ratio")
@@ -110,7 +108,7 @@ def _dataclass_defaults(config: type) -> dict:
 
 def _check_method_options(method: str, options: dict) -> None:
     """Each of the method's settings against its field's check (its settings dataclass, the rule
-    the config's up-front checks apply: acco/train/settings.py check_setting), phrased for Python
+    the config's up-front checks apply: check_setting), phrased for Python
     (True/False, None); a field typed int without a check must be a whole number >= 0."""
     config = methods.get(method).config
     checks = field_checks(config)
@@ -298,7 +296,7 @@ class Overlapped:
       device        where the model trains (default: the current CUDA device on an NCCL group, else
                     where the model's parameters are).
       broadcast_initial  False (default): the ranks' models must hold the same initial parameters,
-                    a difference is refused with one ValueError line (acco/train/same_start.py);
+                    a difference is refused with one ValueError line;
                     True: every rank starts from rank 0's, as DistributedDataParallel does.
       **method_options  the method's own settings, over conf/method/<method>.yaml (a method
                     defined outside acco: over its settings dataclass's defaults): impl (ddp: flat,

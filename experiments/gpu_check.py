@@ -238,9 +238,10 @@ def collect_depths(out: str) -> None:
     if len(rows) < 2:
         return
     from acco.config.experiments import compose
+    from acco.config.schema import typed
     from acco.train.memory import model_shape
 
-    full = compose(["model=gptneo_2p7b", "model.pretrained_path=null"])
+    full = typed(compose(["model=gptneo_2p7b", "model.pretrained_path=null"]))
     shape = model_shape(full)  # layers and parameters from the built config
     result = extrapolate_depth(rows, shape.layers, shape.params, rows[0].get("peak_tflops"))
     with open(os.path.join(out, "depths.json"), "w") as f:

@@ -71,10 +71,11 @@ def main(argv: list[str]) -> int:
         fetch_needs([need for cfg in cfgs for need in hub_needs(typed(cfg))], log=lambda m: print(m, flush=True))
     except DataNotFoundError as exc:
         fail_config(str(exc))
-    for cfg in distinct.values():  # everything there before anything is built
-        ensure_pretrained(cfg, external=True)  # fine-tuning from a run of ours: it must exist
+    views = [typed(cfg) for cfg in distinct.values()]
+    for view in views:  # everything there before anything is built
+        ensure_pretrained(view, external=True)  # fine-tuning from a run of ours: it must exist
         try:
-            check_data_present(typed(cfg))
+            check_data_present(view)
         except DataNotFoundError as exc:
             fail_config(str(exc))
     print(
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> int:
         f"{next(iter(distinct.values()))['data']['cache_dir']}",
         flush=True,
     )
-    for view in map(typed, distinct.values()):
+    for view in views:
         start = time.perf_counter()
         found = prepare_task_data(view)
         print(

@@ -14,16 +14,18 @@ strict check first (`check_override`): an unknown key or a value of the wrong ty
 naming it and the fix. A config built outside Hydra composition (the experiment merge layer, a
 config.yaml read back) is checked with `check_config`.
 
-At run time code reads the config through `typed(cfg)`: a read-only DictConfig typed by this
-schema (`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process
-(acco.harness.run.worker.run_rank; acco.harness.entry once the config is final; acco.harness.gpu_check.start_rank,
-the data preparation command, acco.train.reference's entry points); given a view, `typed` returns
-it as is. The trainer, the tasks, the model builder, the checkpoint and post-training code take the
-view (a DictConfig). Every key the schema declares is there (conf/ sets it, or it is null), so
-code reads it without a default. Until then, and wherever plain data is needed (config.yaml,
-summary.json, the pickle sent to spawned workers or to submitit, the data layer's cache keys), the
-config is a plain dict: `acco.config.plain.plain(view)` converts back. Per-step code reads what it needs once, at
-construction (an attribute access costs microseconds)."""
+Past the front door (a command's checks of the values as written), code reads the config through
+one object, `typed(cfg)` (`RunView`): a read-only DictConfig typed by this schema
+(`cfg.train.accum`, `cfg.hetero.factor`), made once where a checked config enters a process (the
+train command's precheck, before the memory, step-timeout, data and disk checks; a spawned or
+Slurm-started rank; the dry run, the sbatch checks, the GPU check, the data preparation command,
+the reference's entry points); given a view, `typed` returns it as is. What a run learns after it
+is made (its world size, step timeout, pretrained model, checkpoint to resume, link runtime) is
+noted in it (`noted`); a "what if" (another profile, another length) is a copy (`changed`). Every
+key the schema declares is there (conf/ sets it, or it is null), so code reads it without a
+default. Where plain data is needed (config.yaml, summary.json, the pickle sent to spawned workers
+or to submitit, the data layer's cache keys) `acco.config.plain.plain(view)` converts back. Per-step
+code reads what it needs once, at construction (an attribute access costs microseconds)."""
 
 from __future__ import annotations
 
@@ -647,7 +649,13 @@ def _check_section(node: dict, classes: tuple, prefix: str) -> None:
                 _check_section(value, kinds or (tp,), f"{dotted}.")
 
 
-def typed(cfg: dict | DictConfig) -> DictConfig:
+# The run config past the front door: typed(cfg), a read-only DictConfig typed by RunConfig. Every
+# function after a command's checks takes this one object (attribute reads: `cfg.train.accum`);
+# plain data (config.yaml, a pickle for a spawned worker or submitit) is plain(view).
+RunView: TypeAlias = DictConfig
+
+
+def typed(cfg: dict | DictConfig) -> RunView:
     """The run config as code reads it: a read-only, schema-typed view of a checked config,
     `cfg.train.accum` (and `cfg["train"]["accum"]`). A view given again is returned as it is, so
     each entry point converts once and what it calls may too. Keys added at run time (link.runtime,
@@ -669,6 +677,22 @@ def typed(cfg: dict | DictConfig) -> DictConfig:
     assert isinstance(view, DictConfig)  # a mapping merged over the schema's mapping
     OmegaConf.set_readonly(view, True)
     return view
+
+
+def noted(view: RunView, notes: dict[str, Any]) -> RunView:
+    """The view with what a run learns after its checks set in it (dotted keys: world_size,
+    dist.step_timeout_s, model.pretrained_path, _resume, link.runtime), in place: the one view
+    stays the one object every later function reads."""
+    with read_write(view):
+        for dotted, value in notes.items():
+            OmegaConf.update(view, dotted, value, merge=False, force_add=True)
+    return view
+
+
+def changed(view: RunView, changes: dict[str, Any]) -> RunView:
+    """A copy of the view with `changes` (dotted keys) set: the same run asked "what if" (another
+    launcher profile, another length), the view itself untouched (plain data is typed first)."""
+    return noted(copy.deepcopy(typed(view)), changes)
 
 
 def _open(node: DictConfig) -> None:

@@ -1,4 +1,4 @@
-"""What experiments/train.py does with a composed config, in two calls (torchtitan's build, then
+"""What the train command does with a composed config, in two calls (torchtitan's build, then
 train): `prepare(cfg) -> Run` checks it against the schema, validates it, makes sure what the run
 depends on exists (a pretrained checkpoint, its data, room on disk), finds where it resumes from
 and how it starts; bad input is one line and exit 2, before any worker starts or any file of the
@@ -18,10 +18,10 @@ from typing import Literal, NamedTuple, NoReturn
 
 import torch
 import yaml
-from omegaconf import DictConfig, read_write
 
 from ..config.experiments import dependency_out_dir, with_out_dir
-from ..config.schema import DEFAULT_TASK, check_config, typed
+from ..config.plain import plain
+from ..config.schema import DEFAULT_TASK, RunView, check_config, noted, typed
 from ..config.validate import ConfigError, out_dir_problem
 from ..runtime.files import PREEMPTED_EXIT, RUN_FILES
 from ..runtime.progress import say_how_it_ended
@@ -47,6 +47,7 @@ def fail_config(message: str) -> NoReturn:
 
 
 def prepare_out_dir(out_dir: str, cfg: dict) -> None:
+    """The run folder made ready for `cfg` (plain data: what config.yaml holds)."""
     os.makedirs(out_dir, exist_ok=True)
     # leftovers of an earlier, unfinished or overwritten run (a resumed run keeps its own: the
     # worker cuts metrics.csv back to the checkpoint's step)
@@ -64,13 +65,11 @@ def prepare_out_dir(out_dir: str, cfg: dict) -> None:
         yaml.safe_dump(cfg, f, sort_keys=False)
 
 
-def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None) -> None:
+def ensure_pretrained(view: RunView, external: bool) -> None:
     """A model with `pretrained_from` (e.g. the CPU-scale fine-tuning of Fig. 8 starts from the
     CPU-scale pretraining of Fig. 7) gets that run's saved model, trained first (once) into the
-    data cache's folder for it (dependency_out_dir) if it is not there yet. Sets
-    model.pretrained_path in `cfg` (the plain config the run is started with) and in `view`,
-    typed(cfg) if made already (made here otherwise)."""
-    view = typed(cfg) if view is None else view
+    data cache's folder for it (dependency_out_dir) if it is not there yet; model.pretrained_path
+    is noted in the view."""
     spec = view.model.pretrained_from
     if view.model.pretrained_path or spec is None:
         return
@@ -120,9 +119,7 @@ def ensure_pretrained(cfg: dict, external: bool, view: DictConfig | None = None)
         if code != 0 or not os.path.isdir(model_dir):
             print(f"error: the pretraining run {dep_dir} failed (exit {code})", file=sys.stderr)
             sys.exit(1)
-    cfg["model"]["pretrained_path"] = os.path.abspath(model_dir)
-    with read_write(view.model):  # the same setting in the one view, not a second conversion
-        view.model.pretrained_path = cfg["model"]["pretrained_path"]
+    noted(view, {"model.pretrained_path": os.path.abspath(model_dir)})
 
 
 # the signals that stop a child run of ours (ensure_pretrained's) through this process, and what the
@@ -217,10 +214,10 @@ def for_slurm_job(cfg: dict) -> tuple[dict, dict | None]:
     return cfg, cfg.pop("_resume", None)
 
 
-def submit_to_slurm(cfg: dict, world: int) -> int:
+def submit_to_slurm(view: RunView, world: int) -> int:
     from .slurm.dispatch import submit, wait_for
 
-    cfg, resume = for_slurm_job(cfg)
+    cfg, resume = for_slurm_job(plain(view))  # a job is sent plain data
     try:
         jobs = submit([cfg], [world], prepare=lambda c: prepare_out_dir(c["out_dir"], dict(c, _resume=resume)))
     except ConfigError as exc:
@@ -238,10 +235,11 @@ def submit_to_slurm(cfg: dict, world: int) -> int:
     return code
 
 
-def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str | None]:
+def precheck(cfg: dict, external: bool = False) -> tuple[RunView | None, int, str | None]:
     """The checks of a run that build, train or fetch nothing (a local sweep makes them on every job
-    before its first starts): (the config with its world size, that size, None) or (None, 0, the
-    problem's one line)."""
+    before its first starts): (its typed view, with its world size and step timeout, that size,
+    None) or (None, 0, the problem's one line). The front door: the values as written are checked
+    (validate) on the plain config; past it every check reads the one typed view."""
     try:
         env = external_env() if external else None
         assert env is not None or not external  # torchrun / srun set the environment it reads
@@ -251,66 +249,58 @@ def precheck(cfg: dict, external: bool = False) -> tuple[dict | None, int, str |
     problem = out_dir_problem(cfg.get("out_dir"))
     if problem:
         return None, 0, problem
-    cfg = dict(cfg, world_size=world)
-    problem = None if external else memory_problem(cfg, world, note=True)
+    view = typed(dict(cfg, world_size=world))  # the one view, made once
+    problem = None if external else memory_problem(view, world, note=True)
     if problem:
         return None, 0, problem
-    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits
+    view, problem = with_step_timeout(view)  # null: sized from the run's estimated waits
     if problem:
         return None, 0, problem
     from ..runtime.progress import check_logger
 
-    problem = check_logger(cfg)
-    return (None, 0, problem) if problem else (cfg, world, None)
+    problem = check_logger(view)
+    return (None, 0, problem) if problem else (view, world, None)
 
 
-def checked_run(cfg: dict, external: bool) -> tuple[dict, DictConfig, int]:
+def checked_run(cfg: dict, external: bool) -> tuple[RunView, int]:
     """A named config validated (precheck), what it needs made sure of (a pretrained model, the
-    checkpoint it resumes from, its data, room on disk): (the plain config, its typed view, the
-    world size); bad input: one line, exit 2. The view is made once, after the validation;
-    `rank_view` gives it the notes the plain config takes after it."""
-    checked, world, problem = precheck(cfg, external)
-    if checked is None:
+    checkpoint it resumes from, its data, room on disk): (its typed view, the world size); bad
+    input: one line, exit 2. What the run learns here (model.pretrained_path, _resume) is noted
+    in the view."""
+    view, world, problem = precheck(cfg, external)
+    if view is None:
         fail_config(problem or "?")
-    cfg = checked
-    # from here the config is final but for the notes below (model.pretrained_path, _resume): read
-    # through its typed view, made once (the plain dict stays what config.yaml holds and what the
-    # workers are sent)
-    view = typed(cfg)
-    ensure_pretrained(cfg, external=external, view=view)
+    ensure_pretrained(view, external=external)
     from ..train.checkpoint import CheckpointError, resolve_resume
 
     try:  # where resume=auto|<path> continues from (None: from scratch)
-        cfg["_resume"] = resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))
+        noted(view, {"_resume": resolve_resume(view, world, warn=lambda m: print(f"acco: {m}", file=sys.stderr))})
     except CheckpointError as exc:
         fail_config(str(exc))
-    problem = data_problem(cfg, external, view)
+    problem = data_problem(view, external)
     if problem:
         fail_config(problem)
     from .run.disk import check_disk
 
-    problem = check_disk(cfg, world)  # out_dir's filesystem (and the data cache's) can hold the run
+    problem = check_disk(view, world)  # out_dir's filesystem (and the data cache's) can hold the run
     if problem:
         fail_config(problem)
-    return cfg, view, world
+    return view, world
 
 
-def rank_view(view: DictConfig, cfg: dict) -> DictConfig:
-    """The one view as a rank in this process reads it (torchrun / srun / a submitit job): with the
-    notes `cfg`, the plain config, took after the view was made (_resume, link.runtime), set in
-    the view, not a second conversion. A spawned worker is sent `cfg` and makes its own."""
-    with read_write(view):
-        view._resume = cfg["_resume"]
-        view.link.runtime = cfg["link"]["runtime"]
-    return view
+def rank_view(view: RunView, cfg: dict) -> RunView:
+    """The one view as a rank in this process reads it (torchrun / srun / a submitit job): with
+    the link's runtime setting its worker config `cfg` took (link.runtime) noted in it, not a
+    second conversion. A spawned worker is sent plain data and makes its own."""
+    return noted(view, {"link.runtime": cfg["link"]["runtime"]})
 
 
 def sweep_out_dirs(jobs: list[tuple[dict, list[str]]]) -> list[str | None]:
     """Where each job of a Hydra sweep (its composed config, its overrides) goes when the user named
     no out_dir: a job of an experiment's run list to the experiment's folder as always (None: the
     default); every other job to one folder for the sweep, `<results_root>/sweeps/<label>/<run>`,
-    the label naming the experiment and what the sweep varies (acco/config/experiments.py
-    sweep_label), so a sweep never mixes with the runs the figures and the report read."""
+    the label naming the experiment and what the sweep varies (sweep_label), so a sweep never
+    mixes with the runs the figures and the report read."""
     from ..config.experiments import SWEEPS, in_run_list, run_name, sweep_label
 
     groups: dict[tuple, list[int]] = {}
@@ -362,10 +352,9 @@ class Run:
     local -- `world` worker processes spawned on this machine."""
 
     how: Launch
-    cfg: dict  # the checked plain config: what config.yaml holds and the workers are sent
     out_dir: str
+    view: RunView | None = None  # the checked config's typed view (None: skipped)
     world: int = 0
-    view: DictConfig | None = None  # the config's typed view, made once (a rank of this process reads it)
     env: DistEnv | None = None  # torchrun's / srun's environment
     skip: str | None = None  # the line said for a run skipped
     in_sweep: bool = False  # a job of a Hydra sweep: a folder in use elsewhere is skipped, not refused
@@ -381,17 +370,17 @@ def prepare(cfg: dict, overrides: list[str], multirun: bool = False) -> Run:
     auto_named = not cfg.get("out_dir")
     cfg = named_and_checked(cfg, overrides)
     if multirun and not cfg.get("overwrite") and run_completed(cfg["out_dir"]):
-        return Run("skip", cfg, cfg["out_dir"], skip=f"skip (completed): {cfg['out_dir']}")
+        return Run("skip", cfg["out_dir"], skip=f"skip (completed): {cfg['out_dir']}")
     if cfg["launcher"].get("name") == "slurm" and env is None:
         plan = resubmission(cfg)
         if plan.skip == "running":  # no second job into the same folder
-            return Run("skip", plan.cfg, plan.cfg["out_dir"], skip=plan.line())
+            return Run("skip", plan.cfg["out_dir"], skip=plan.line())
         # a completed run: the checks say what to do (overwrite=true)
-        cfg, _, world = checked_run(plan.cfg, external=False)
-        return Run("slurm", cfg, cfg["out_dir"], world)
-    cfg, view, world = checked_run(cfg, external=env is not None)
+        view, world = checked_run(plan.cfg, external=False)
+        return Run("slurm", view.out_dir, view, world)
+    view, world = checked_run(cfg, external=env is not None)
     how: Launch = "local" if env is None else "rank"
-    return Run(how, cfg, cfg["out_dir"], world, view, env, in_sweep=multirun, auto_named=auto_named)
+    return Run(how, view.out_dir, view, world, env, in_sweep=multirun, auto_named=auto_named)
 
 
 def launch(run: Run) -> int:
@@ -400,8 +389,9 @@ def launch(run: Run) -> int:
     if run.how == "skip":
         print(f"acco: {run.skip}", file=sys.stderr, flush=True)
         return 0  # a sweep goes on with its other runs
+    assert run.view is not None
     if run.how == "slurm":
-        return submit_to_slurm(run.cfg, run.world)
+        return submit_to_slurm(run.view, run.world)
     if run.how == "rank":
         run_this_rank(run)
     return launch_local(run)
@@ -411,13 +401,14 @@ def run_this_rank(run: Run) -> NoReturn:
     """torchrun / srun: this process is one rank; it exits with the rank's status."""
     env, out_dir = run.env, run.out_dir
     assert env is not None and run.view is not None
+    cfg = plain(run.view)
     if env.rank == 0:
-        prepare_out_dir(out_dir, run.cfg)
+        prepare_out_dir(out_dir, cfg)
     from ..engine.virtual_clock import is_virtual, unemulated_link
     from .run.worker import exit_now, run_rank
     from .testbed.emulate import for_external_launcher, join
 
-    cfg = unemulated_link(run.cfg) if is_virtual(run.cfg) else for_external_launcher(run.cfg)
+    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
     join(cfg, env)  # a link setting: in-process delays (no namespaces under torchrun/srun)
     try:
         status = run_rank(rank_view(run.view, cfg), env)
@@ -437,7 +428,8 @@ def launch_local(run: Run) -> int:
     they have ended."""
     from .lock import RunInUse, claim
 
-    cfg, out_dir = run.cfg, run.out_dir
+    view, out_dir = run.view, run.out_dir
+    assert view is not None
     try:
         lock = claim(out_dir)
     except RunInUse as exc:
@@ -447,9 +439,9 @@ def launch_local(run: Run) -> int:
         if not run.auto_named:
             fail_config(str(exc))
         lock = claim(out_dir := next_free_name(out_dir))  # runs/<time>_<name> taken this same second
-        cfg["out_dir"] = out_dir
+        noted(view, {"out_dir": out_dir})
     with lock:
-        return run_local(cfg, run.world, out_dir)
+        return run_local(view, run.world, out_dir)
 
 
 # how long rank 0 waits, once every rank has agreed the run is preempted and its files are written,
@@ -480,12 +472,13 @@ def next_free_name(out_dir: str) -> str:
     return f"{out_dir}-{n}"
 
 
-def run_local(cfg: dict, world: int, out_dir: str) -> int:
+def run_local(view: RunView, world: int, out_dir: str) -> int:
     """Spawn the workers on this machine, watch them, and report how the run ended."""
     started = time.monotonic()
+    cfg = plain(view)  # what config.yaml holds and the workers are sent
     prepare_out_dir(out_dir, cfg)
-    print(f"acco: {cfg['method']['name']} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
-    layout_note = local_layout_note(cfg, world)
+    print(f"acco: {view.method.name} with {world} local worker(s) -> {out_dir}", file=sys.stderr, flush=True)
+    layout_note = local_layout_note(view, world)
     if layout_note:
         print(f"acco: {layout_note}", file=sys.stderr, flush=True)
     import torch.multiprocessing as mp
@@ -517,7 +510,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
 
     sweep(out_dir, traces=outcome.ok)  # every worker has ended: what they were writing is garbage
     if not outcome.ok:
-        record_failure(out_dir, cfg, world, outcome)
+        record_failure(out_dir, view, world, outcome)
     summary = read_summary(out_dir)
     say_how_it_ended(out_dir, time.monotonic() - started, summary)
     if not outcome.ok:
@@ -525,7 +518,7 @@ def run_local(cfg: dict, world: int, out_dir: str) -> int:
     return PREEMPTED_EXIT if summary is not None and summary.status == "preempted" else 0
 
 
-def local_layout_note(cfg: dict, world: int) -> str | None:
+def local_layout_note(cfg: RunView, world: int) -> str | None:
     """What a layout of several nodes means to the local launcher: all its ranks on this machine."""
     from ..config.validate import parse_layout
 

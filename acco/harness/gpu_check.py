@@ -1,5 +1,5 @@
-"""CUDA-specific measurements for `make gpu-check` (experiments/gpu_check.py): one rank's real
-trainer (acco/train/trainer.py: flat bf16 buffers, fp32 master shard, the communication thread and its
+"""CUDA-specific measurements for `make gpu-check`: one rank's real
+trainer (Trainer: flat bf16 buffers, fp32 master shard, the communication thread and its
 CUDA stream) built in this process, instrumented with CUDA events.
 
 - Overlap: an event pair on the compute stream around every micro-batch (forward + backward), and
@@ -11,7 +11,7 @@ CUDA stream) built in this process, instrumented with CUDA events.
 - Throughput: fwd+bwd micro-batches of the real model at a given sequence length and micro-batch
   size, timed with CUDA events after warm-up; tokens/s and model-FLOPs utilisation
   MFU = 6·Ψ·tokens/s / peak (6Ψ per token: the usual model-FLOPs count, attention not included);
-  and the allocator's peak beside acco/train/memory.py's estimate for the same run.
+  and the allocator's peak beside the memory model's estimate for the same run.
 
 Everything runs on CPU too (no events, wall-clock instead), which is how the CPU test suite keeps
 this code honest; the numbers only mean something on a GPU."""
@@ -25,6 +25,7 @@ from collections import Counter
 
 import torch
 
+from ..config.schema import RunView
 from ..engine.trace import interval_overlap
 from ..methods import get
 from . import SOURCE_ROOT
@@ -103,8 +104,8 @@ class Timeline:
 
 # -- one rank's real trainer, in this process ------------------------------------------------------
 def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | None = None, trace: bool = False):
-    """Compose the config as experiments/train.py would, join the process group (NCCL on GPU) and
-    build the task and the trainer (tracing on where `trace`). Returns (cfg, trainer)."""
+    """Compose the config as the train command would, join the process group (NCCL on GPU) and
+    build the task and the trainer (tracing on where `trace`). Returns (its typed view, trainer)."""
     from ..config.experiments import compose
     from ..config.schema import typed
     from ..engine.trace import TraceRecorder
@@ -116,10 +117,10 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     cuda_allocator_settings()  # the production allocator setting (expandable segments), as a rank's
     cfg = compose(list(overrides))
     cfg["world_size"] = world
-    cfg, problem = with_step_timeout(cfg)  # null: sized from the run's estimated waits, as acco/harness/entry.py does
+    # what the task and the trainer read; dist.step_timeout_s null: sized as a launched run's is
+    view, problem = with_step_timeout(typed(cfg))
     if problem:
         raise ValueError(problem)
-    view = typed(cfg)  # what the task and the trainer read (acco.harness.run.worker.run_rank's conversion)
     # not exported to os.environ: a later subprocess would take them for torchrun's
     env = DistEnv(rank, world, rank, world, "127.0.0.1", port or free_port(), "local")
     device = pick_device(view.device, rank, shared=view.dist.backend == "gloo")
@@ -127,7 +128,7 @@ def start_rank(overrides: list[str], rank: int = 0, world: int = 1, port: int | 
     os.makedirs(view.out_dir, exist_ok=True)
     task = load_task_factory(view.task)(view, rank, world, device)
     trainer = Trainer(view, task, rank, world, device, TraceRecorder(rank, enabled=trace), None)
-    return cfg, trainer
+    return view, trainer
 
 
 def stop_rank(trainer) -> None:
@@ -360,7 +361,7 @@ def measure_sync_debug(overrides: list[str], warmup_micro_batches: int = 4) -> d
     inside a micro-batch past the first step on the compute thread (the GPU would drain between
     micro-batches), naming its source. "warn" rather than "error": the mode is process-wide, and
     the communication thread's stream synchronize before `done` is by design
-    (acco/engine/comm_worker.py); it must not fail the compute side's check."""
+    (the comm worker's); it must not fail the compute side's check."""
     import threading
     import warnings
 
@@ -448,8 +449,8 @@ def allocator_peaks(device: torch.device) -> dict:
     }
 
 
-def estimated_allocator_gb(cfg: dict, gpu: bool = True) -> tuple[float, str]:
-    """acco/train/memory.py's estimate of what the allocator holds at the peak (the CUDA context
+def estimated_allocator_gb(cfg: RunView, gpu: bool = True) -> tuple[float, str]:
+    """The memory model's `estimate` of what the allocator holds at the peak (the CUDA context
     and NCCL's buffers, which it does not see, taken out), in GB, and the estimate's breakdown."""
     from ..train.memory import GB, breakdown, estimate
 

@@ -9,7 +9,7 @@ from .spec import LOCAL, MethodSpec
 
 @dataclass
 class LocalMethod(MethodConfig):  # conf/method/diloco.yaml, streaming_diloco.yaml
-    # each by its check; together, as a schedule that can run, by acco/engine/local_rounds.py check_schedule
+    # each by its check; together, as a schedule that can run, by check_schedule
     sync_every: int = setting(MISSING, Check("int", 1))  # H: inner steps between two syncs of a fragment
     fragments: int = setting(MISSING, Check("int", 1))  # F: contiguous pieces of the model, synchronised in turn
     # τ: inner steps a fragment's sync runs beside (0: not overlapped)
@@ -25,7 +25,7 @@ SPEC = MethodSpec(
     backend=LOCAL,
     schedule="local_rounds",
     # each inner step agrees on the counts; the outer syncs are named per fragment
-    # (acco/engine/local_rounds.py fragment_kind)
+    # (fragment_kind)
     sync_kinds=("local",),
     table1_row="diloco",
     local=True,

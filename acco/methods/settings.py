@@ -1,11 +1,11 @@
 """A method's settings as the config declares them (`method.*`): each method's module defines a
 dataclass over MethodConfig, its fields' defaults and checks beside them. The config schema
-(acco/config/schema.py) registers these classes with Hydra, so a misspelt key or a wrongly typed value in
+registers these classes with Hydra, so a misspelt key or a wrongly typed value in
 conf/method/<name>.yaml or on the command line is refused at composition; the values themselves
 stay in the YAML files (MISSING here), so nothing is set twice. A method defined outside acco may
 give its fields real defaults instead of a YAML file (docs/methods.md).
 
-A field's `check` is a rule the run's up-front validation applies to its value (acco/train/settings.py):
+A field's `check` is a rule the run's up-front validation applies to its value (check_method):
 a range or a set of choices, each broken rule one line naming the setting and the fix."""
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import sys
 import uuid
 
 from ..config.plain import plain
+from ..config.schema import RunView
 from .summary import RunSummary, read_summary
 
 
@@ -134,7 +135,7 @@ WANDB_RUN_ID = os.path.join("wandb", "acco-run-id")
 
 def wandb_run_id(out_dir: str, new_id) -> tuple[str, bool]:
     """(the W&B run id, whether it continues an earlier one). A run that continues from a checkpoint
-    (metrics.csv already holds its steps up to the checkpoint: acco/runtime/files.py MetricsWriter,
+    (metrics.csv already holds its steps up to the checkpoint: MetricsWriter,
     created before the logger) keeps the id of its first attempt, so a requeued or resubmitted job
     logs into the same W&B run; any other start gets a new id (`new_id()`)."""
     from .files import read_metrics
@@ -160,7 +161,7 @@ class WandbLogger:
     attempt's offline files carry it: `wandb sync --id $(cat <out_dir>/wandb/acco-run-id)
     <out_dir>/wandb/offline-run-*` uploads them into one run, in order of start time)."""
 
-    def __init__(self, cfg: dict, out_dir: str):
+    def __init__(self, cfg: RunView, out_dir: str):
         import wandb
 
         opts = cfg.get("logger") or {}
@@ -207,12 +208,12 @@ def summary_scalars(summary: dict, prefix: str = "") -> dict:
     return out
 
 
-def make_logger(cfg, out_dir: str) -> WandbLogger | None:
+def make_logger(cfg: RunView, out_dir: str) -> WandbLogger | None:
     name = (cfg.get("logger") or {}).get("name", "none")
     return WandbLogger(cfg, out_dir) if name == "wandb" else None
 
 
-def check_logger(cfg: dict) -> str | None:
+def check_logger(cfg: RunView) -> str | None:
     """The problem with the chosen logger, as one line, or None (checked before any worker starts)."""
     opts = cfg.get("logger") or {}
     name = opts.get("name", "none")
@@ -270,7 +271,7 @@ def closing_line(summary: RunSummary, out_dir: str, wall_s: float | None = None)
 
 
 def say_how_it_ended(out_dir: str, wall_s: float | None = None, summary: RunSummary | None = None) -> None:
-    """The run's closing line (acco/runtime/progress.py closing_line), from its summary.json."""
+    """Print the run's closing line, from its summary.json."""
     summary = summary if summary is not None else read_summary(out_dir)
     if summary is None:  # rank 0 ended before it could write one: nothing more to say than the error above
         print(f"acco: the run left no summary.json in {out_dir}", file=sys.stderr, flush=True)

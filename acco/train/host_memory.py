@@ -6,7 +6,7 @@ which do not overlap, so a node's peak is the largest phase summed over the rank
                GPU: 4 bytes per parameter per rank (a pretrained model's weights file is mapped as
                well: page cache, shared by the node's ranks, not counted)
     save       a checkpoint save: each rank streams its state through host memory one piece at a
-               time (acco/train/checkpoint_state.py PIECE_BYTES; measured: results/bench/checkpoint.json)
+               time (PIECE_BYTES; measured: results/bench/checkpoint.json)
     resume     loading a checkpoint: one piece per rank, and for PyTorch DDP its ZeRO partition's
                moments, built in host memory before the optimizer moves them to the GPU
     end        rank 0 alone: the final parameters as an fp32 vector (train.save_final_params) and
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..config.schema import RunView
 from .checkpoint_state import PIECE_BYTES
 from .memory import GB, model_shape, state_layout, zero_partition
 
@@ -50,7 +51,7 @@ class HostMemory:
         return f"{self.peak_gb:.0f} GB per node ({self.ranks_per_node} ranks; GB by phase: {parts})"
 
 
-def host_memory(cfg: dict, world: int, ranks_per_node: int) -> HostMemory:
+def host_memory(cfg: RunView, world: int, ranks_per_node: int) -> HostMemory:
     """A node's host memory by phase for `cfg` on `world` ranks, `ranks_per_node` of them per node."""
     params = model_shape(cfg).params
     layout = state_layout(cfg, gpu=True)
@@ -75,7 +76,7 @@ def host_memory(cfg: dict, world: int, ranks_per_node: int) -> HostMemory:
     return HostMemory(ranks_per_node, phases)
 
 
-def host_fit_problem(cfg: dict, world: int, ranks_per_node: int) -> str | None:
+def host_fit_problem(cfg: RunView, world: int, ranks_per_node: int) -> str | None:
     """One line when the profile's launcher.mem_gb (a node's --mem) is below the estimate; None
     when it holds, or when the profile asks for no figure (whole nodes: --mem=0)."""
     mem_gb = (cfg.get("launcher") or {}).get("mem_gb")

@@ -4,16 +4,16 @@ pretrained one (GPT-Neo 2.7B for Fig. 8) from its config alone, without its weig
 
 Model state per rank, exactly as the engine allocates it (the figures summary.json reports):
 
-    flat methods (ddp impl=flat, dpu, wp, acco; acco/engine/flat.py, sharded_adamw.py, trainer.py)
+    flat methods (ddp impl=flat, dpu, wp, acco: the flat engine, ShardedAdamW)
         parameters, gradients, communication buffer   3 × P' × b      (b = 2 bf16 on GPU, 4 fp32 on CPU;
                                                                        P' = P padded to N·ceil(P/N))
         fp32 master shard + AdamW m, v                12 × P'/N
-    PyTorch DDP + ZeroRedundancyOptimizer (ddp impl=torch; acco/engine/torch_ddp.py)
+    PyTorch DDP + ZeroRedundancyOptimizer (ddp impl=torch)
         fp32 parameters, fp32 gradients (bucket views) 4 P + 4 P       (bf16 only inside autocast)
         AdamW m, v of this rank's partition           8 × (its tensors' elements) + 4 per tensor (step)
                                                       (whole tensors, partitioned greedily, largest first)
 
-Precision is `train.precision` (acco/train/precision.py: auto = bf16 on GPU, fp32 on CPU). Around the
+Precision is `train.precision` (auto = bf16 on GPU, fp32 on CPU). Around the
 model state (estimates): the sync's working shards, autocast's bf16 weight copies (torch DDP in
 bf16), a CUDA/NCCL reserve, and the activations of one micro-batch (`activation_bytes`: Korthikanti
 et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", per layer
@@ -30,6 +30,8 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from ..config.plain import plain
+from ..config.schema import RunView
 from ..methods import FLAT, TORCH_DDP
 from ..methods import get as get_method
 
@@ -61,7 +63,7 @@ class ModelShape:
         return sum(len(g) for g in self.groups)
 
 
-def vocab_size(cfg: dict) -> int:
+def vocab_size(cfg: RunView) -> int:
     """The model's vocabulary: its config's, else the tokenizer the data config trains (the worker
     passes the trained tokenizer's size), else a local pretrained model's config.json."""
     model = cfg["model"]
@@ -80,9 +82,9 @@ def vocab_size(cfg: dict) -> int:
     raise ValueError(f"the vocabulary size of {model.get('name')} is not in its config; set model.config.vocab_size")
 
 
-def model_shape(cfg: dict) -> ModelShape:
+def model_shape(cfg: RunView) -> ModelShape:
     model = cfg["model"]
-    key = json.dumps({"family": model["family"], "config": model.get("config") or {}}, sort_keys=True)
+    key = json.dumps({"family": model["family"], "config": plain(model.get("config")) or {}}, sort_keys=True)
     decay_all = bool((cfg.get("optim") or {}).get("decay_bias_and_norm", False))
     return _model_shape(key, vocab_size(cfg), decay_all)
 
@@ -154,20 +156,20 @@ FLAT_BF16_FP32_GRADS = StateLayout("flat buffers, bf16 parameters, fp32 gradient
 TORCH_ZERO1 = StateLayout("PyTorch DDP + ZeroRedundancyOptimizer, fp32 parameters", 4, 4, 0, 0, 8, 4, flat=False)
 
 
-def gpu_run(cfg: dict) -> bool:
+def gpu_run(cfg: RunView) -> bool:
     """Whether the run computes on GPUs: paper scale always does (its configs say device=cuda and
     the check runs on a submit host that may have none), otherwise device=cuda."""
     return (cfg.get("scale") == "paper" and bool(cfg.get("experiment"))) or cfg.get("device") == "cuda"
 
 
-def precision(cfg: dict, gpu: bool) -> str:
+def precision(cfg: RunView, gpu: bool) -> str:
     """ "bf16" or "fp32": the run's compute and low-precision storage on its device."""
     from .precision import precision_name
 
     return precision_name(cfg["train"], "cuda" if gpu else "cpu")
 
 
-def grad_dtype_name(cfg: dict, gpu: bool) -> str:
+def grad_dtype_name(cfg: RunView, gpu: bool) -> str:
     """ "bf16" or "fp32": the flat methods' gradient accumulator and reduce (train.grad_dtype)."""
     import torch
 
@@ -176,7 +178,7 @@ def grad_dtype_name(cfg: dict, gpu: bool) -> str:
     return dtype_name(grad_dtype(cfg["train"], torch.device("cuda" if gpu else "cpu")))
 
 
-def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
+def state_layout(cfg: RunView, gpu: bool | None = None) -> StateLayout:
     gpu = gpu_run(cfg) if gpu is None else gpu
     method = cfg["method"]
     spec = get_method(method["name"])
@@ -190,7 +192,7 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
     if spec.local:
         from dataclasses import replace
 
-        # the pseudo-gradient's buffer in train.grad_dtype (acco/train/build.py: outer_dtype)
+        # the pseudo-gradient's buffer in train.grad_dtype (build.py's outer_dtype)
         outer = 4 if grad_dtype_name(cfg, gpu) == "fp32" else flat.buffer_bytes
         wide = ", fp32 pseudo-gradient" if outer > flat.buffer_bytes else ""
         return replace(
@@ -198,7 +200,7 @@ def state_layout(cfg: dict, gpu: bool | None = None) -> StateLayout:
             name=f"{flat.name}, unsharded inner AdamW{wide}",
             buffer_bytes=outer,
             local_fragments=int(method["fragments"]),
-            phi_on_host=gpu,  # acco/engine/local_rounds.py: φ in host memory where the device is a GPU
+            phi_on_host=gpu,  # LocalEngine: φ in host memory where the device is a GPU
         )
     return flat
 
@@ -258,7 +260,7 @@ def model_state_total(state: dict) -> int:
 
 
 # -- activations ----------------------------------------------------------------------------------
-def sequence_length(cfg: dict) -> int:
+def sequence_length(cfg: RunView) -> int:
     """Tokens per sample: packed blocks of seq_len, or instruction examples padded to the longest
     in the micro-batch, at most max_len (the bound is used)."""
     data = cfg["data"]
@@ -332,12 +334,12 @@ class MemoryEstimate:
         return MemoryEstimate(self.world, self.layout, self.model_state, rest, 0.0).training_bytes
 
 
-def checkpointing_on(cfg: dict) -> bool:
+def checkpointing_on(cfg: RunView) -> bool:
     return bool((cfg.get("train") or {}).get("activation_checkpointing", False))
 
 
 def estimate(
-    cfg: dict, world: int, gpu: bool | None = None, micro_batch: int | None = None, checkpointing: bool | None = None
+    cfg: RunView, world: int, gpu: bool | None = None, micro_batch: int | None = None, checkpointing: bool | None = None
 ) -> MemoryEstimate:
     """The per-GPU memory of the run `cfg` on `world` ranks (the largest rank's)."""
     gpu = gpu_run(cfg) if gpu is None else gpu
@@ -371,7 +373,7 @@ def estimate(
                 items[MemoryEstimate.STEP_TEMPORARIES] = shards.padded * 4
             master = shards.padded
         else:
-            # acco/engine/sync.py, allocated once: the gradient shard (buffer precision), the ring's
+            # the flat engine's sync, allocated once: the gradient shard (buffer precision), the ring's
             # receive buffer (gloo, not NCCL), the fp32 mean gradient beside a narrower buffer,
             # AdamW's denominator, a tentative step's master, m and v (acco, wp); clipping's
             # float64 sum of squares, a chunk at a time
@@ -404,7 +406,7 @@ def estimate(
 
 
 # -- does it fit ------------------------------------------------------------------------------------
-def hardware_name(cfg: dict) -> str:
+def hardware_name(cfg: RunView) -> str:
     """The GPU the run is costed on: the launcher profile's `gpu`, else the hardware the paper used
     for the experiment (experiment.paper.hardware), else A100."""
     launcher = cfg.get("launcher") or {}
@@ -412,7 +414,7 @@ def hardware_name(cfg: dict) -> str:
     return str(launcher.get("gpu") or paper.get("hardware") or "A100")
 
 
-def gpu_memory_gb(cfg: dict) -> tuple[float | None, str]:
+def gpu_memory_gb(cfg: RunView) -> tuple[float | None, str]:
     """(the memory of one GPU in GB, where that figure comes from): the launcher profile's
     gpu_mem_gb, else (local launcher) the visible GPU's, else the hardware preset's."""
     launcher = cfg.get("launcher") or {}
@@ -429,7 +431,7 @@ def gpu_memory_gb(cfg: dict) -> tuple[float | None, str]:
     return (hw.memory_gb, f"the {hardware_name(cfg)} preset's") if hw is not None else (None, "")
 
 
-def fixes(cfg: dict, world: int, limit_gb: float, per_node: int = 1) -> list[str]:
+def fixes(cfg: RunView, world: int, limit_gb: float, per_node: int = 1) -> list[str]:
     """Settings that, each on its own, bring the estimate under `limit_gb`."""
     out = []
     mb = int(cfg["data"]["micro_batch_size"])
@@ -458,7 +460,7 @@ def fixes(cfg: dict, world: int, limit_gb: float, per_node: int = 1) -> list[str
     return out
 
 
-def fit_problem(cfg: dict, world: int) -> str | None:
+def fit_problem(cfg: RunView, world: int) -> str | None:
     """One line when the run's estimate exceeds the memory of one GPU of its launcher profile,
     naming the figure and the settings that would make it fit; None when it fits."""
     import os
@@ -502,7 +504,7 @@ def breakdown(est: MemoryEstimate) -> str:
 PER_RANK_CHECKPOINT_BYTES = 64 * 1024  # a rank's own small files beside its state (rng, manifest)
 
 
-def checkpoint_bytes(cfg: dict, world: int) -> int | None:
+def checkpoint_bytes(cfg: RunView, world: int) -> int | None:
     """One checkpoint of this run, every rank's files together (None: the model is not known)."""
     try:
         shape = model_shape(cfg)
@@ -529,8 +531,8 @@ class CheckpointSize:
     largest_rank_bytes: int  # the largest one rank writes (and reads back on resume)
 
 
-def checkpoint_size(cfg: dict, world: int) -> CheckpointSize | None:
-    """One checkpoint of the run (acco/train/checkpoint.py): all of it, and the largest part one
+def checkpoint_size(cfg: RunView, world: int) -> CheckpointSize | None:
+    """One checkpoint of the run: all of it, and the largest part one
     rank writes and reads back (its own state and its 1/N share of the parameters). None when the
     model's size is not known."""
     total = checkpoint_bytes(cfg, world)

@@ -54,6 +54,7 @@ def discard_sweep_dir(sweep_dir: str) -> None:
 def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[CheckedJob]:
     """Every job (its folder, whether it is complete already, its checked config), after the checks
     train.py makes on each (the first bad job: one line naming it, exit 2, before any job starts)."""
+    from acco.config.plain import plain
     from acco.harness.entry import named_and_checked, precheck
     from acco.harness.sweep_preview import CheckedJob
     from acco.runtime.summary import run_completed
@@ -77,7 +78,7 @@ def checked_jobs(configs: list[tuple[dict, list[str]]], sweep_dir: str) -> list[
             if problem:
                 job = " ".join(o for o in filter_overrides(overrides) if not o.startswith("out_dir="))
                 fail_config(f"job {i} of the sweep ({job}): {problem}" if len(configs) > 1 else problem)
-            cfg = checked or cfg  # with its world size
+            cfg = plain(checked) if checked is not None else cfg  # with its world size
         out.append(CheckedJob(cfg["out_dir"], complete, cfg))
     return out
 

@@ -28,8 +28,9 @@ def composed(tmp_path, *extra: str) -> tuple[dict, list[str]]:
 def test_a_local_run_is_prepared_checked_and_typed_with_nothing_written(tmp_path):
     run = prepare(*composed(tmp_path))
     assert (run.how, run.world, run.out_dir) == ("local", 2, str(tmp_path / "run"))
-    assert run.cfg["world_size"] == 2 and run.cfg["_resume"] is None and run.env is None
     assert run.view is not None and OmegaConf.is_readonly(run.view) and run.view.method.name == "acco"
+    assert run.view.world_size == 2 and run.view._resume is None and run.env is None
+    assert isinstance(run.view.dist.step_timeout_s, float)  # noted in the one view (null: sized)
     assert not os.path.exists(run.out_dir) or os.listdir(run.out_dir) == []
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.world = 4
@@ -71,14 +72,14 @@ def test_a_slurm_run_whose_job_is_active_is_skipped_and_another_is_submitted(tmp
     assert run.how == "skip" and run.skip == f"skip (Slurm job 77_1 RUNNING): {out}"
     monkeypatch.setattr(status, "squeue_state", lambda job: "CANCELLED")
     run = prepare(*composed(tmp_path, "launcher=slurm"))
-    assert run.how == "slurm" and run.world == 2 and run.cfg["resume"] == "auto"  # continues, never starts over
+    assert run.how == "slurm" and run.world == 2 and run.view.resume == "auto"  # continues, never starts over
     submitted = []
-    monkeypatch.setattr(entry, "submit_to_slurm", lambda cfg, world: submitted.append((cfg, world)) or 0)
-    assert launch(run) == 0 and submitted == [(run.cfg, 2)]
+    monkeypatch.setattr(entry, "submit_to_slurm", lambda view, world: submitted.append((view, world)) or 0)
+    assert launch(run) == 0 and submitted == [(run.view, 2)]
 
 
 def test_launch_starts_a_local_run_in_its_folder(tmp_path, monkeypatch):
     started = []
-    monkeypatch.setattr(entry, "run_local", lambda cfg, world, out_dir: started.append((world, out_dir)) or 0)
+    monkeypatch.setattr(entry, "run_local", lambda view, world, out_dir: started.append((world, out_dir)) or 0)
     run = prepare(*composed(tmp_path))
     assert launch(run) == 0 and started == [(2, run.out_dir)]

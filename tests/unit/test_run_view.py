@@ -1,7 +1,8 @@
-"""A run's settings are typed once in the entry point (issue 33): acco.harness.entry.checked_run makes the
-view once, and a rank in the launching process (torchrun, srun, a submitit job) reads that view
-with the notes the plain config took after it (_resume, link.runtime) set in it. That view is what
-typing the final plain config would give, node for node (what a spawned worker makes on its side)."""
+"""A run's settings are typed once in the entry point (issues 33, 52): acco.harness.entry.precheck makes
+the view once, past the checks of the values as written, and every later step reads and notes it
+(the step timeout, _resume); a rank in the launching process (torchrun, srun, a submitit job) reads
+that view with its link setting noted (link.runtime). That view is what typing the final plain
+config would give, node for node (what a spawned worker makes on its side)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from acco.config.experiments import compose
-from acco.config.schema import typed
+from acco.config.plain import plain
+from acco.config.schema import noted, typed
 from acco.engine.virtual_clock import is_virtual, unemulated_link
 from acco.harness.entry import checked_run, named_and_checked, rank_view
 from acco.harness.testbed.emulate import for_external_launcher
@@ -55,11 +57,12 @@ def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatc
         monkeypatch.setenv(key, value)
     overrides = [*overrides, f"out_dir={tmp_path / 'run'}", f"results_root={tmp_path}"]
     cfg = named_and_checked(compose(overrides), overrides)
-    cfg, view, world = checked_run(cfg, external=True)
+    view, world = checked_run(cfg, external=True)
     assert world == 2 and OmegaConf.is_readonly(view)
     if resume is not None:  # as resolve_resume gives it for a run folder with a checkpoint
-        cfg["_resume"] = resume
-    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)  # as acco.harness.entry.run_this_rank
+        noted(view, {"_resume": resume})
+    cfg = plain(view)  # what the rank's link setup reads, as acco.harness.entry.run_this_rank
+    cfg = unemulated_link(cfg) if is_virtual(cfg) else for_external_launcher(cfg)
     got = rank_view(view, cfg)
     assert got is view and OmegaConf.is_readonly(got)
     want = typed(copy.deepcopy(cfg))  # what the final plain config typed again would be
@@ -72,12 +75,12 @@ def test_a_rank_in_the_launching_process_reads_the_one_view(tmp_path, monkeypatc
     [["train.steps=7"], ["train.steps=null", "train.samples=320"], ["train.steps=9", "train.tokens=40960"]],
     ids=lambda o: " ".join(o),
 )
-def test_the_plan_reads_a_runs_length_from_the_plain_config_as_the_trainer_from_its_view(budget):
-    """acco/harness/run/plan.py reads the plain dict a submission holds, the trainer the typed view: one
-    reading (acco.train.budget.run_length), no second view made for the plan."""
+def test_a_runs_length_is_read_alike_from_plain_data_and_from_the_view(budget):
+    """acco.train.budget.run_length, the one reading of a run's length, gives the same from a plain
+    train section (acco.Overlapped's, a config.yaml read back) and from the typed view."""
     from acco.train.budget import run_length
 
-    plain_cfg = compose(["method=acco", "world_size=2", *budget])  # the plain dict a submission holds
+    plain_cfg = compose(["method=acco", "world_size=2", *budget])
     assert run_length(plain_cfg["train"], 128) == run_length(typed(plain_cfg).train, 128)
     assert run_length(plain_cfg["train"], 128).describe() != ""
 

@@ -9,7 +9,7 @@ failure's log and last error line), exit code 1 if a job failed.
     python experiments/submit.py experiment=fig5/cpu launcher=slurm_local
     python experiments/submit.py experiment=fig8/paper launcher=slurm launcher.partition=gpu --wait
 
-(experiments/submit.py runs this module, acco.harness.commands.submit; so does reproduce.py --launcher slurm.)
+(experiments/reproduce.py --launcher slurm submits through it too.)
 """
 
 import os
@@ -17,6 +17,7 @@ import sys
 from typing import Any, NamedTuple
 
 from acco.config.experiments import CONF_DIR, compose, expand_runs, in_variant_root
+from acco.config.plain import plain
 from acco.config.validate import ConfigError, check_overrides
 from acco.harness.entry import (
     Resubmission,
@@ -38,7 +39,7 @@ class Planned(NamedTuple):
 
 def plan(overrides: list[str]) -> tuple[str, list[Planned]]:
     """The experiment's id and its runs, each checked (bad input: one `error:` line, exit 2, before
-    anything is submitted) unless it is skipped (acco/harness/entry.py resubmission)."""
+    anything is submitted) unless it is skipped (a resubmission)."""
     try:
         check_overrides(overrides, CONF_DIR)
         base = compose(overrides)
@@ -66,7 +67,7 @@ def plan_runs(named: list[tuple[str, dict]]) -> list[Planned]:
     """What submitting each (name, composed config) does: skip it (complete, or its job still queued
     or running), or submit it checked (bad input: one `error:` line, exit 2, before anything is
     submitted). The one planning step of every submission of many runs: an experiment's run list
-    here, a Hydra sweep with launcher=slurm (hydra_plugins/acco_launcher/local_launcher.py)."""
+    here, a Hydra sweep with launcher=slurm (acco's sweep launcher)."""
     planned: list[Planned] = []
     for name, cfg in named:
         todo = resubmission(cfg)
@@ -74,8 +75,9 @@ def plan_runs(named: list[tuple[str, dict]]) -> list[Planned]:
             planned.append(Planned(name, todo, None))
             continue
         # overwrite=true for the check alone: a completed run gets here only when it is asked for
-        cfg, _, world = checked_run(dict(todo.cfg, overwrite=True), external=False)
-        planned.append(Planned(name, todo._replace(cfg=dict(cfg, overwrite=todo.cfg.get("overwrite"))), world))
+        view, world = checked_run(dict(todo.cfg, overwrite=True), external=False)
+        # a job is sent plain data
+        planned.append(Planned(name, todo._replace(cfg=dict(plain(view), overwrite=todo.cfg.get("overwrite"))), world))
     return planned
 
 

@@ -2,11 +2,11 @@
 cache's), and, should a write find the disk full after all, the shortfall and the setting that shrinks
 the run (advice_for: handed to the run's writers). The write-time half, which the ranks use as they
 write (a full disk's one error, the reserve for the failure report, the sweep of dead writers'
-leftovers), is acco/runtime/disk.py.
+leftovers), is acco.runtime.disk.
 
 The estimate (`estimate`) counts, in bytes:
   * checkpoints: the parameters (once, in the model's storage dtype), every rank's optimizer shard
-    (Table 1's K bytes per parameter, acco/train/memory.py: fp32 master + AdamW moments), and for
+    (Table 1's K bytes per parameter: fp32 master + AdamW moments), and for
     dpu/wp/acco every rank's pending gradients (a full model-sized buffer each), plus 64 KiB per rank
     (RNG states, data position); at most train.keep_checkpoints + 1 of them are on disk at once (the
     newest ones plus the one being written, pruned only once it is complete);
@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 
 from ...config.plain import plain
+from ...config.schema import RunView, changed
 from ...methods import get as get_method
 from ...runtime.disk import RESERVE_BYTES, Advice, filesystem, fmt_gb, folder_bytes, free_bytes
 
@@ -52,12 +53,12 @@ class DiskEstimate:
 
 
 # -- the estimate --------------------------------------------------------------------------------
-def planned_steps(cfg: dict) -> int | None:
+def planned_steps(cfg: RunView) -> int | None:
     steps = (cfg.get("train") or {}).get("steps")
     return int(steps) if steps else None
 
 
-def checkpoints_on_disk(cfg: dict, existing: int) -> int:
+def checkpoints_on_disk(cfg: RunView, existing: int) -> int:
     """At most how many checkpoints the run has on disk at once, the `existing` complete ones of a
     resumed run included."""
     train = cfg["train"]
@@ -71,7 +72,7 @@ def checkpoints_on_disk(cfg: dict, existing: int) -> int:
     return min(existing + new, keep + 1)
 
 
-def trace_events(cfg: dict, world: int) -> int:
+def trace_events(cfg: RunView, world: int) -> int:
     train = cfg["train"]
     if not train.get("trace"):
         return 0
@@ -90,7 +91,7 @@ def complete_checkpoints(out_dir: str) -> list[str]:
     return [p for _, p in found if os.path.exists(os.path.join(p, MANIFEST))]
 
 
-def estimate(cfg: dict, world: int) -> DiskEstimate:
+def estimate(cfg: RunView, world: int) -> DiskEstimate:
     """The bytes the run will add to out_dir's filesystem (see the module docstring)."""
     from ...train.memory import checkpoint_bytes, model_shape, state_layout
 
@@ -118,7 +119,7 @@ def estimate(cfg: dict, world: int) -> DiskEstimate:
 # -- free space ----------------------------------------------------------------------------------
 
 
-def reclaimable(cfg: dict) -> int:
+def reclaimable(cfg: RunView) -> int:
     """Bytes of an earlier run in out_dir that this one removes before it starts (not a resume)."""
     if cfg.get("_resume"):
         return 0
@@ -129,7 +130,7 @@ def reclaimable(cfg: dict) -> int:
     return sum(folder_bytes(os.path.join(out_dir, n)) for n in names if os.path.exists(os.path.join(out_dir, n)))
 
 
-def fixes(items: dict[str, int], cfg: dict) -> str:
+def fixes(items: dict[str, int], cfg: RunView) -> str:
     """What settings shrink the biggest part of the estimate."""
     train = cfg.get("train") or {}
     biggest = max(items, key=lambda k: items[k]) if items else None
@@ -144,7 +145,7 @@ def fixes(items: dict[str, int], cfg: dict) -> str:
     }.get(biggest or "", "")
 
 
-def disk_space_problem(cfg: dict, world: int) -> tuple[str | None, DiskEstimate]:
+def disk_space_problem(cfg: RunView, world: int) -> tuple[str | None, DiskEstimate]:
     """(the one-line problem when out_dir's filesystem cannot hold the run, or None; the estimate)."""
     est = estimate(cfg, world)
     out_dir = cfg["out_dir"]
@@ -160,7 +161,7 @@ def disk_space_problem(cfg: dict, world: int) -> tuple[str | None, DiskEstimate]
     ), est
 
 
-def data_build_bytes(cfg: dict) -> int | None:
+def data_build_bytes(cfg: RunView) -> int | None:
     """A rough size of the data preparation (pretraining data from a local copy, not yet in the
     cache): twice the source's size (datasets' Arrow copy during the build, then the packed token
     ids, ~4 bytes per token of ~4 characters). None: nothing to build, or not estimable (a hub
@@ -173,7 +174,7 @@ def data_build_bytes(cfg: dict) -> int | None:
     try:
         from ...data.prepare_pretraining import normalize_source, source_identity
 
-        identity = source_identity(normalize_source(source))
+        identity = source_identity(normalize_source(plain(source)))  # the data layer reads plain data
     except Exception:  # a source the data code rejects: its own check reports it
         return None
     # a published cache folder built from this very source (any tokenizer/length: rough, never a false refusal)
@@ -187,7 +188,7 @@ def data_build_bytes(cfg: dict) -> int | None:
     return 2 * folder_bytes(os.path.expanduser(path))
 
 
-def data_cache_problem(cfg: dict) -> str | None:
+def data_cache_problem(cfg: RunView) -> str | None:
     need = data_build_bytes(cfg)
     if need is None:
         return None
@@ -202,7 +203,7 @@ def data_cache_problem(cfg: dict) -> str | None:
     )
 
 
-def check_disk(cfg: dict, world: int) -> str | None:
+def check_disk(cfg: RunView, world: int) -> str | None:
     """Before any worker starts: the one-line problem, or None (also when ACCO_DISK_CHECK=0)."""
     if os.environ.get(OFF_SWITCH, "1") == "0":
         return None
@@ -211,17 +212,16 @@ def check_disk(cfg: dict, world: int) -> str | None:
 
 
 # -- a write that finds the disk full -------------------------------------------------------------
-def advice_for(cfg) -> Advice:
-    """What a full disk's one line adds for this run (acco/runtime/disk.py no_space_message), handed
+def advice_for(cfg: RunView) -> Advice:
+    """What a full disk's one line adds for this run (no_space_message), handed
     to its writers: the write-time half below train/ cannot size the run (it needs the model's size)."""
     return lambda need: shortfall_advice(cfg, need)
 
 
-def shortfall_advice(cfg, need: int | None) -> tuple[int | None, str]:
+def shortfall_advice(cfg: RunView, need: int | None) -> tuple[int | None, str]:
     """(bytes the run still lacks on out_dir's filesystem, the setting that shrinks it most)."""
-    run = plain(cfg)
-    est = estimate(dict(run, _resume=None), int(run.get("world_size") or 1))
-    out_dir = run["out_dir"]
+    est = estimate(changed(cfg, {"_resume": None}), int(cfg.world_size or 1))
+    out_dir = cfg.out_dir
     written = folder_bytes(out_dir) if os.path.isdir(out_dir) else 0
     missing = est.total - free_bytes(out_dir) - written
-    return max(missing, need or 0) or None, fixes(est.items, run)
+    return max(missing, need or 0) or None, fixes(est.items, cfg)

@@ -1,6 +1,6 @@
 """What a run will need before it is submitted (`experiments/reproduce.py <id> --dry-run`): GPUs and
-nodes from its layout, each GPU's memory (acco/train/memory.py), and its wall-clock and
-GPU-hours from the α-β cost model (acco/analytic/costmodel.py). Nothing is allocated, trained or submitted;
+nodes from its layout, each GPU's memory (the memory model), and its wall-clock and
+GPU-hours from the α-β cost model. Nothing is allocated, trained or submitted;
 no GPU, Slurm, data or model weights are needed.
 
 Per round, c = accum · 6·Ψ·(micro_batch_size · seq_len) / (peak · MFU) (× hetero.factor when one
@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ...analytic import costmodel as cm
+from ...config.schema import RunView, changed
 from ...methods import TORCH_DDP
 from ...methods import get as get_method
 from ...train.host_memory import HOST_BASELINE_BYTES
@@ -63,11 +64,11 @@ def sized_signal_delay(step_s: float, save_s: float) -> int:
     return max(DEFAULT_SIGNAL_DELAY_S, int(math.ceil(need / 10.0)) * 10)
 
 
-def _with_profile(cfg: dict, profile: dict | None) -> dict:
-    return cfg if profile is None else dict(cfg, launcher={**(cfg.get("launcher") or {}), **profile})
+def _with_profile(cfg: RunView, profile: dict | None) -> RunView:
+    return cfg if profile is None else changed(cfg, {f"launcher.{k}": v for k, v in profile.items()})
 
 
-def checkpoint_plan(cfg: dict, profile: dict | None = None, row: dict | None = None) -> CheckpointPlan | None:
+def checkpoint_plan(cfg: RunView, profile: dict | None = None, row: dict | None = None) -> CheckpointPlan | None:
     """The run's checkpoint save, estimated (None: the model's size is not known). `row`: its
     plan(cfg) when already made."""
     cfg = _with_profile(cfg, profile)
@@ -83,7 +84,7 @@ def checkpoint_plan(cfg: dict, profile: dict | None = None, row: dict | None = N
     return CheckpointPlan(size, speed, step_s, save_s, save_s, timeout, sized_signal_delay(step_s, save_s))
 
 
-def signal_delay(cfg: dict, profile: dict | None = None) -> int:
+def signal_delay(cfg: RunView, profile: dict | None = None) -> int:
     """The job's signal delay (sbatch --signal, submitit's signal_delay_s): launcher.signal_delay_s
     when set; null: sized from the estimated checkpoint save at the paper scale, else 90."""
     prof = (cfg.get("launcher") or {}) if profile is None else profile
@@ -98,11 +99,11 @@ def signal_delay(cfg: dict, profile: dict | None = None) -> int:
     return DEFAULT_SIGNAL_DELAY_S if ckpt is None else ckpt.signal_delay_s
 
 
-def time_limit_warnings(cfg: dict, row: dict | None = None) -> list[str]:
+def time_limit_warnings(cfg: RunView, row: dict | None = None) -> list[str]:
     """`warning: ...` lines for a run submitted to Slurm at the paper scale (none otherwise): its
     estimated hours exceed launcher.time_min x (launcher.max_requeues + 1); a set signal delay too
     short for the estimated step and checkpoint save; a save longer than dist.checkpoint_timeout_s.
-    For experiments/submit.py and the dry run, before anything is queued. `row`: plan(cfg) if made."""
+    For the submit command and the dry run, before anything is queued. `row`: plan(cfg) if made."""
     launcher = cfg.get("launcher") or {}
     if launcher.get("name") != "slurm" or cfg.get("scale") != "paper" or not launcher.get("time_min"):
         return []
@@ -140,7 +141,7 @@ def time_limit_warnings(cfg: dict, row: dict | None = None) -> list[str]:
     return out
 
 
-def shape_of(cfg: dict) -> tuple[int, int, int]:
+def shape_of(cfg: RunView) -> tuple[int, int, int]:
     """(world size, nodes, GPUs per node) from `layout` (NxG), else world_size on one node."""
     if cfg.get("layout"):
         from ...config.validate import parse_layout
@@ -151,12 +152,12 @@ def shape_of(cfg: dict) -> tuple[int, int, int]:
     return world, 1, world
 
 
-def rounds_per_step(cfg: dict) -> int:
+def rounds_per_step(cfg: RunView) -> int:
     """Rounds of compute per committed step: ACCO's step is an estimate and a commit round."""
     return get_method(cfg["method"]["name"]).rounds_per_step
 
 
-def micro_batches_per_round(cfg: dict, world: int, c_mb: float, sync_s: float, slow: float) -> float:
+def micro_batches_per_round(cfg: RunView, world: int, c_mb: float, sync_s: float, slow: float) -> float:
     """Global micro-batches in one overlapped round. Deterministic: `accum` per rank. Adaptive
     (train.deterministic=false): a rank keeps computing while the sync runs, so it does
     max(accum, ⌈round / its micro-batch time⌉), at most accum · max_accum_factor; the round
@@ -175,7 +176,7 @@ def micro_batches_per_round(cfg: dict, world: int, c_mb: float, sync_s: float, s
     return float(slow_ranks * per_rank(c_mb * slow) + (world - slow_ranks) * per_rank(c_mb))
 
 
-def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: float) -> int:
+def committed_steps(cfg: RunView, sequential_samples: float, overlapped_samples: float) -> int:
     """train.steps, or the first committed step at which the budget (train.samples / train.tokens,
     acco/train/budget.py) is reached, whichever comes first. `*_samples`: global samples per committed
     step in the sequential warmup steps (dpu, wp; every ddp step) and in the overlapped ones."""
@@ -199,7 +200,7 @@ def committed_steps(cfg: dict, sequential_samples: float, overlapped_samples: fl
     return min(length.steps, by_budget) if length.steps is not None else by_budget
 
 
-def hardware(cfg: dict, per_node: int) -> cm.Hardware:
+def hardware(cfg: RunView, per_node: int) -> cm.Hardware:
     name = hardware_name(cfg)
     if name not in cm.PRESETS:
         raise ValueError(f"unknown GPU preset {name!r} (launcher.gpu); choose one of {', '.join(cm.PRESETS)}")
@@ -223,7 +224,7 @@ def hardware(cfg: dict, per_node: int) -> cm.Hardware:
     return hw
 
 
-def plan(cfg: dict) -> dict:
+def plan(cfg: RunView) -> dict:
     """One run's row: shape, memory, tokens, time."""
     world, nodes, per_node = shape_of(cfg)
     est = estimate(cfg, world)
@@ -265,7 +266,7 @@ def plan(cfg: dict) -> dict:
     wall = cm.run_time(method, steps, c, m, warmup, local)
     from .disk import estimate as disk_estimate  # what it writes to out_dir, as the run's own check counts
 
-    disk = disk_estimate(dict(cfg, train=dict(cfg["train"], steps=steps), _resume=None), world)
+    disk = disk_estimate(changed(cfg, {"train.steps": steps, "_resume": None}), world)
     return {
         "run": None,
         "method": method + (f":{'torch' if torch_ddp else 'flat'}" if spec.impls else ""),
@@ -309,7 +310,7 @@ def sized_step_timeout(wait_s: float) -> float:
     return max(STEP_TIMEOUT_FLOOR_S, 10.0 * math.ceil(STEP_TIMEOUT_FACTOR * wait_s / 10.0))
 
 
-def step_timeout(cfg: dict, row: dict | None = None) -> tuple[float, float | None, str | None]:
+def step_timeout(cfg: RunView, row: dict | None = None) -> tuple[float, float | None, str | None]:
     """(the dist.step_timeout_s the run gets, the longest healthy wait estimated or None, a problem
     line or None). null is sized from the estimate at the paper scale (else the floor); a number
     shorter than STEP_TIMEOUT_MIN_FACTOR x the estimate is a problem: a healthy run would be
@@ -415,6 +416,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
     import sys
 
     from ...config.experiments import CONF_DIR, compose, expand_runs
+    from ...config.schema import typed
     from ...config.validate import ConfigError, check_overrides
     from ...train.host_memory import host_fit_problem, host_memory
     from ...train.memory import fit_problem
@@ -436,7 +438,7 @@ def dry_run(experiments: list[str], overrides: list[str], scale: str, write=prin
             runs = expand_runs(compose(common)["experiment"])
             rows, problems, warnings, timeouts_refused = [], [], [], []
             for run in runs:
-                cfg = compose([*common, *run], in_experiment=True)
+                cfg = typed(compose([*common, *run], in_experiment=True))
                 row = plan(cfg)
                 row["run"] = os.path.basename(os.path.normpath(cfg["out_dir"]))
                 ckpt = checkpoint_plan(cfg, row=row)

@@ -1,10 +1,10 @@
 """What a run needs before any worker starts or any job is submitted, besides a valid config: each
-GPU holds it (the memory model, acco/train/memory.py), and every dataset, tokenizer and model it
+GPU holds it (the memory model), and every dataset, tokenizer and model it
 reads is here, seen as its job will see the hub. Each returns the problem's one line, or None.
 
 A missing dataset, tokenizer or checkpoint is one line naming the hub id, the command to fetch it and
 the config key to point at the local copy. A hub id is here when its snapshot is in the hub cache
-(acco/data/hub.py), where experiments/prepare_data.py fetches it: a compute node without internet
+(acco.data.hub), where experiments/prepare_data.py fetches it: a compute node without internet
 passes with the prepared cache."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ...config.schema import DEFAULT_TASK, typed
+from ...config.schema import DEFAULT_TASK, RunView, noted, typed
 from ...data.sources import DataNotFoundError, check_hub_dataset, data_hint
 
 
-def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
+def memory_problem(cfg: RunView, world: int, note: bool = False) -> str | None:
     """Before any submission of a paper-scale run: will each GPU hold it, and each node's host memory
     (a profile's launcher.mem_gb)? (one line, or None; `note`: say so on stderr when there is no
     estimate to hold it to)."""
@@ -38,32 +38,33 @@ def memory_problem(cfg: dict, world: int, note: bool = False) -> str | None:
         return None
 
 
-def with_step_timeout(cfg: dict) -> tuple[dict, str | None]:
-    """The config with dist.step_timeout_s a number (null: sized from the run's estimated waits at
-    the paper scale, acco/harness/run/plan.py step_timeout), and the problem's one line where an explicit
-    one would declare a healthy run dead."""
+def with_step_timeout(cfg: RunView) -> tuple[RunView, str | None]:
+    """The view with dist.step_timeout_s a number noted in it (null: sized from the run's estimated
+    waits at the paper scale, plan.step_timeout), and the problem's one line where an explicit one
+    would declare a healthy run dead. Plain data (a script's composed config) is typed first."""
     from .plan import step_timeout
 
-    timeout, _, problem = step_timeout(cfg)
-    return dict(cfg, dist=dict(cfg.get("dist") or {}, step_timeout_s=timeout)), problem
+    view = typed(cfg)
+    timeout, _, problem = step_timeout(view)
+    return noted(view, {"dist.step_timeout_s": timeout}), problem
 
 
-def data_problem(cfg: dict, external: bool = False, view=None) -> str | None:
+def data_problem(cfg: RunView, external: bool = False) -> str | None:
     """Every dataset, tokenizer and model the run reads is here (check_data_present), seen as its
-    job will see the hub: the problem's one line, or None. `view`: typed(cfg) if made already."""
-    if cfg.get("task") != DEFAULT_TASK:
+    job will see the hub: the problem's one line, or None."""
+    if cfg.task != DEFAULT_TASK:
         return None
     try:
         with hub_as_the_job_sees_it(cfg, external):
-            check_data_present(typed(cfg) if view is None else view)
+            check_data_present(cfg)
     except DataNotFoundError as exc:
         return str(exc)
     return None
 
 
-def hub_as_the_job_sees_it(cfg: dict, external: bool):
-    """Where the run goes to Slurm from here: its checks see the hub as its job will (switched off,
-    acco/config/slurm_profile.py), so a dataset the login node could still download but did not prepare
+def hub_as_the_job_sees_it(cfg: RunView, external: bool):
+    """Where the run goes to Slurm from here: its checks see the hub as its job will (switched
+    off), so a dataset the login node could still download but did not prepare
     is an error now, not in the job after its wait in the queue."""
     import contextlib
 

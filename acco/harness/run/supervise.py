@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...atomic import atomic_write_json
+from ...config.schema import RunView
 from ...runtime.files import read_failures, read_metrics, read_progress
 from ...runtime.summary import SUMMARY_FILE, RunSummary, read_summary
 
@@ -166,7 +167,7 @@ def diagnose(outcome: Outcome, out_dir: str, step_timeout_s: float) -> tuple[int
     return rank, f"rank {rank} exited with status {codes[rank]}" + waited, notes
 
 
-def record_failure(out_dir: str, cfg: dict, world: int, outcome: Outcome) -> str:
+def record_failure(out_dir: str, cfg: RunView, world: int, outcome: Outcome) -> str:
     """Write the failed run's summary.json (keeping what rank 0 wrote, if it could); returns why."""
     step_timeout = float((cfg.get("dist") or {}).get("step_timeout_s") or 30)
     rank, why, notes = diagnose(outcome, out_dir, step_timeout)

@@ -33,7 +33,7 @@ VARIANTS: tuple[Variant, ...] = (
 # the schedules (sweep.py simulates each)
 SEQUENTIAL = "sequential"  # accumulate, then sync and step (schedules.ddp)
 BUCKETED = "bucketed"  # DDP whose buckets are reduced in the last backward (sweep.overlap_timing)
-LAYERWISE = "layerwise"  # FSDP's collectives layer by layer (fsdp.py)
+LAYERWISE = "layerwise"  # FSDP's collectives layer by layer
 OVERLAPPED = "overlapped"  # each round's sync beside the next round's compute (schedules.overlapped)
 LOCAL = "local"  # inner steps per worker, an outer sync every H (schedules.local)
 
@@ -45,7 +45,7 @@ class Modelled:
     variant: Variant
     label: str
     schedule: str
-    table1_row: str  # acco/analytic/table1.py TABLE1_FORMULAS's row of its memory per GPU
+    table1_row: str  # TABLE1_FORMULAS's row of its memory per GPU
     rounds_per_step: int = 1  # rounds per committed step; each computes accum / rounds_per_step
     adaptive: bool = False  # overlapped rounds compute until their sync ends (train.deterministic=false)
     tentative_step: bool = False  # its sync also computes a step it does not commit (more optimizer bytes)

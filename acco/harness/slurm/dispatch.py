@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from ...config.schema import typed
 from ...config.slurm_profile import sbatch_options
 from ...config.validate import ConfigError, parse_layout
 
@@ -87,7 +88,7 @@ def executor_parameters(
 ) -> dict:
     """submitit's parameters for a job of this run (its launcher profile and shape): the limits,
     max_requeues as submitit's own limit on requeues after a time limit, the profile's setup lines,
-    environment and extra #SBATCH options (acco/config/slurm_profile.py). Pure: no Slurm needed."""
+    environment and extra #SBATCH options. Pure: no Slurm needed."""
     from ...config.slurm_profile import job_env, sbatch_options, setup_lines, whole_node_options
     from ..run.plan import signal_delay
 
@@ -96,7 +97,7 @@ def executor_parameters(
         "name": name,
         "cpus_per_task": int(prof.get("cpus_per_task") or 1),
         "timeout_min": int(prof.get("time_min") or 60),
-        "slurm_signal_delay_s": signal_delay(cfg) if signal_delay_s is None else int(signal_delay_s),
+        "slurm_signal_delay_s": signal_delay(typed(cfg)) if signal_delay_s is None else int(signal_delay_s),
         **shape_parameters(shape),
     }
     if prof.get("mem_gb"):
@@ -207,7 +208,7 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
 
     for cfg in cfgs:  # before anything is queued: runs that would outlast time x (requeues + 1)
         try:
-            warnings = time_limit_warnings(cfg)
+            warnings = time_limit_warnings(typed(cfg))
         except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
             warnings = [f"acco: no time estimate for {cfg['out_dir']}: {exc}"]
         for line in warnings:
@@ -221,7 +222,7 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
         exp = (first_cfg.get("experiment") or {}).get("id", "run")
         from ..run.plan import signal_delay
 
-        delay = max(signal_delay(cfg) for cfg, _ in members)  # the run with the largest checkpoint
+        delay = max(signal_delay(typed(cfg)) for cfg, _ in members)  # the run with the largest checkpoint
         executor = make_executor(first_cfg, shape, f"acco-{exp}", delay)
         new_dirs = [cfg["out_dir"] for cfg, _ in members if not os.path.exists(cfg["out_dir"])]
         for cfg, _ in members:

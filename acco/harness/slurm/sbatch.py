@@ -18,6 +18,7 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from ...config.schema import typed
 from ...config.slurm_profile import job_env, sbatch_options, setup_lines, whole_node_options
 from ...runtime.files import PREEMPTED_EXIT
 
@@ -42,7 +43,7 @@ DEFAULT_PROFILE: dict[str, object] = {
     "checkpoint_write_gb_s": 1.0,
     "whole_nodes": True,
 }
-# overrides not passed on to train.py as given: the run's folder is (absolute, quoted). The launcher
+# overrides not passed on to the train command as given: the run's folder is (absolute, quoted). The launcher
 # profile is: the ranks size their step timeout, their checks and their GPU preset from it
 NOT_PASSED = ("out_dir",)
 JOB_NAME_MAX = 120
@@ -68,7 +69,7 @@ def job_name(cfg: dict, overrides: list[str]) -> str:
 
     exp = cfg.get("experiment") or {}
     parts = ["acco", str(exp["id"])] if exp.get("id") else ["acco"]
-    # an experiment's run: its folder's name (a run list's label, acco/config/experiments.py)
+    # an experiment's run: its folder's name (a run list's label)
     run = os.path.basename(os.path.normpath(cfg["out_dir"])) if exp.get("id") and cfg.get("out_dir") else ""
     name = re.sub(r"[^A-Za-z0-9._=+-]", "-", "-".join([*parts, run or run_name(cfg, overrides)]))
     if len(name) > JOB_NAME_MAX:
@@ -124,7 +125,7 @@ def log_dir(cfg: dict, profile: dict, repo_root: str) -> str:
 
 
 def train_args(overrides: list[str], cfg: dict, repo_root: str) -> list[str]:
-    """What srun passes to experiments/train.py: the overrides (the launcher profile's among them: the
+    """What srun passes to the train command: the overrides (the launcher profile's among them: the
     ranks read it) less out_dir, and the run's own out_dir, absolute and quoted for Hydra."""
     args = []
     for ov in overrides:
@@ -163,7 +164,7 @@ def sbatch_script(
 ) -> str:
     """The sbatch script of one run. `cfg` is acco.config.experiments.compose(overrides); `profile` a cluster
     profile (a composed config's `launcher`; DEFAULT_PROFILE fills what it leaves out); `environ` (default
-    os.environ) the environment whose variables are passed on (acco/config/slurm_profile.py job_env);
+    os.environ) the environment whose variables are passed on (job_env);
     `regenerate` the command that writes this script again; `python` the Python the job runs (None:
     job_python's choice); `unchecked`: the data and disk were not checked (the header says so)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
@@ -239,7 +240,7 @@ def sbatch_script(
         ("output", f"{logs}/{name}-%j.out"),
         ("error", f"{logs}/{name}-%j.err"),
         ("open-mode", "append"),  # a requeued job (same id) adds to its log instead of replacing it
-        ("signal", f"USR1@{signal_delay(cfg, profile)}"),
+        ("signal", f"USR1@{signal_delay(typed(cfg), profile)}"),
         ("requeue", None) if requeues else ("no-requeue", None),
         *sbatch_options(profile),  # the profile's own (launcher.sbatch_options)
         *whole_node_options(profile, shape["gpus_per_node"]),  # GPU jobs: whole nodes (launcher.whole_nodes)
