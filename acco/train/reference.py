@@ -163,6 +163,23 @@ class Reference:
         self.history = [theta]
         return theta
 
+    def local_step(self, thetas: list[torch.Tensor], states: list) -> None:
+        """One inner step of every worker w from its own parameters thetas[w] and AdamW state
+        states[w] (swapped into the one optimizer), thetas updated in place: one step counted, its
+        micro-batches and its mean loss recorded (a local method's step)."""
+        world = len(thetas)
+        loss_total = 0.0
+        for w in range(world):
+            g, n, loss = self.gradients_at(thetas[w], [w])
+            self.load(thetas[w])
+            self.opt.state = states[w]
+            thetas[w] = self.update(g / n)
+            self.step_count -= 1  # one inner step of every worker is one step
+            loss_total += loss
+        self.step_count += 1
+        self.micro_batches += world * self.accum
+        self.losses.append(loss_total / (world * self.accum))
+
     def run_local_method(self, steps: int, schedule: LocalSchedule, padded: int) -> torch.Tensor:
         """diloco / streaming_diloco for `steps` inner steps: one
         AdamW state per worker (swapped into the one torch.optim.AdamW), an outer
@@ -209,17 +226,7 @@ class Reference:
         self.history = [torch.cat([p.detach() for p in anchors])]
         for t in range(steps):
             step = t + 1
-            loss_total = 0.0
-            for w in range(world):
-                g, n, loss = self.gradients_at(thetas[w], [w])
-                self.load(thetas[w])
-                self.opt.state = states[w]
-                thetas[w] = self.update(g / n)
-                self.step_count -= 1  # one inner step of every worker is one step
-                loss_total += loss
-            self.step_count += 1
-            self.micro_batches += world * self.accum
-            self.losses.append(loss_total / (world * self.accum))
+            self.local_step(thetas, states)
             if flight is not None and flight[2] <= step:
                 land()
             for f in schedule.starts_after(step):

@@ -56,17 +56,7 @@ def average_every(ref: Any, run: Any):
     thetas = [phi.clone() for _ in range(world)]
     states = [ref.opt.state.__class__(dict) for _ in range(world)]
     for step in range(1, run.steps + 1):
-        loss_total = 0.0
-        for w in range(world):
-            grad, count, loss = ref.gradients_at(thetas[w], [w])
-            ref.load(thetas[w])
-            ref.opt.state = states[w]
-            thetas[w] = ref.update(grad / count)
-            ref.step_count -= 1  # one inner step of every worker is one step
-            loss_total += loss
-        ref.step_count += 1
-        ref.micro_batches += world * ref.accum
-        ref.losses.append(loss_total / (world * ref.accum))
+        ref.local_step(thetas, states)  # every worker's inner step, as DiLoCo's reference takes it
         if step % every == 0 or step == run.steps:
             phi = torch.stack(thetas).mean(dim=0)
             thetas = [phi.clone() for _ in range(world)]

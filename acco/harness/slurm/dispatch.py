@@ -204,11 +204,12 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     `prepare(cfg)` lays out each run's folder first. Returns the submitit jobs."""
     if not slurm_reachable():
         raise ConfigError(f"launcher=slurm but no Slurm cluster answers here (sbatch/sinfo); {LOCAL_CLUSTER_HINT}")
-    from ..run.plan import time_limit_warnings
+    from ..run.plan import signal_delay, time_limit_warnings
 
+    views = {id(cfg): typed(cfg) for cfg in cfgs}  # each run's estimates read its view, made once
     for cfg in cfgs:  # before anything is queued: runs that would outlast time x (requeues + 1)
         try:
-            warnings = time_limit_warnings(typed(cfg))
+            warnings = time_limit_warnings(views[id(cfg)])
         except ValueError as exc:  # e.g. a vocabulary size nowhere in the config: no estimate
             warnings = [f"acco: no time estimate for {cfg['out_dir']}: {exc}"]
         for line in warnings:
@@ -220,9 +221,7 @@ def submit(cfgs: list[dict], worlds: list[int], prepare) -> list:
     for members in arrays:
         first_cfg, shape = members[0]
         exp = (first_cfg.get("experiment") or {}).get("id", "run")
-        from ..run.plan import signal_delay
-
-        delay = max(signal_delay(typed(cfg)) for cfg, _ in members)  # the run with the largest checkpoint
+        delay = max(signal_delay(views[id(cfg)]) for cfg, _ in members)  # the run with the largest checkpoint
         executor = make_executor(first_cfg, shape, f"acco-{exp}", delay)
         new_dirs = [cfg["out_dir"] for cfg, _ in members if not os.path.exists(cfg["out_dir"])]
         for cfg, _ in members:
